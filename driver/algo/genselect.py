@@ -1,0 +1,118 @@
+"""GenSelect prompts, judgment parsing and the selection reward.
+
+The selector reads a problem and N candidate solutions, reasons, and ends with `Judgment: IDX`
+(Learning Generative Selection for Best-of-N, arXiv 2602.02143; prompt conventions of NeMo-Skills'
+GenSelect). Conventions kept here:
+
+* candidates are rendered as `Solution {i}:` blocks indexed 0..N-1 in the order given (the caller shuffles
+  and keeps the index -> candidate mapping explicitly; never recover an index with `list.index(text)`,
+  which breaks on duplicate candidates);
+* reasoning traces (`<think>...</think>`) are stripped from candidates; over-long candidates are refused
+  with an error rather than silently truncated (the data builder drops and counts them);
+* the *last* `Judg(e)ment: IDX` in the response wins; no match or an index outside 0..N-1 is a parse
+  failure with a reason (reward 0 in training; flagged in serving).
+
+Pure: stdlib only.
+"""
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from typing import Optional, Sequence
+
+PROMPT_HEADER = (
+    "You are given a problem and {n} candidate solutions. Some may be wrong. "
+    "Check the solutions and pick a correct one."
+)
+PROMPT_FOOTER = 'Which solution is correct? Finish with "Judgment: IDX" where IDX is a number from 0 to {last}.'
+
+_THINK_RE = re.compile(r"<think>.*?</think>", flags=re.DOTALL)
+_UNCLOSED_THINK_RE = re.compile(r"^.*?</think>", flags=re.DOTALL)
+JUDGMENT_RE = re.compile(r"Judg(?:e)?ment:\s*(-?\d+)")
+
+
+class CandidateTooLong(ValueError):
+    """A candidate exceeds the character cap; the caller drops the prompt and counts it."""
+
+
+def strip_thinking(text: str) -> str:
+    """Remove `<think>...</think>` blocks (and a leading unclosed trace ending in `</think>`)."""
+    text = _THINK_RE.sub("", text)
+    if "</think>" in text:
+        text = _UNCLOSED_THINK_RE.sub("", text, count=1)
+    return text.strip()
+
+
+def build_prompt(problem: str, candidates: Sequence[str], max_candidate_chars: Optional[int] = None) -> str:
+    """Render the GenSelect prompt for `problem` and `candidates` (shown as Solution 0..N-1).
+
+    Raises:
+        ValueError: fewer than 2 candidates.
+        CandidateTooLong: a candidate (after stripping its reasoning trace) exceeds max_candidate_chars.
+    """
+    if len(candidates) < 2:
+        raise ValueError(f"a selection prompt needs at least 2 candidates, got {len(candidates)}")
+    blocks = []
+    for i, candidate in enumerate(candidates):
+        body = strip_thinking(candidate)
+        if max_candidate_chars is not None and len(body) > max_candidate_chars:
+            raise CandidateTooLong(f"candidate {i} has {len(body)} characters (cap {max_candidate_chars})")
+        blocks.append(f"Solution {i}:\n{body}")
+    n = len(candidates)
+    parts = [PROMPT_HEADER.format(n=n), f"Problem:\n{problem.strip()}", *blocks, PROMPT_FOOTER.format(last=n - 1)]
+    return "\n\n".join(parts)
+
+
+class ParseStatus:
+    """Labels of a parsed judgment; also used as metric labels."""
+    OK = "ok"
+    NO_JUDGMENT = "no_judgment"
+    OUT_OF_RANGE = "out_of_range"
+
+
+@dataclass(frozen=True)
+class Judgment:
+    """The selector's choice: `index` is None unless `status == ParseStatus.OK`."""
+    index: Optional[int]
+    status: str
+    reason: str = ""
+
+    @property
+    def ok(self) -> bool:
+        return self.status == ParseStatus.OK
+
+
+def parse_judgment(response: str, num_candidates: int) -> Judgment:
+    """Parse the last `Judgment: IDX` of a response; IDX must be in 0..num_candidates-1."""
+    matches = JUDGMENT_RE.findall(response)
+    if not matches:
+        return Judgment(None, ParseStatus.NO_JUDGMENT, "no 'Judgment: IDX' in the response")
+    index = int(matches[-1])
+    if not 0 <= index < num_candidates:
+        return Judgment(None, ParseStatus.OUT_OF_RANGE, f"index {index} not in 0..{num_candidates - 1}")
+    return Judgment(index, ParseStatus.OK)
+
+
+def render_judgment(index: int, rationale: str = "") -> str:
+    """A well-formed selector response naming candidate `index` (warm-start targets, tests)."""
+    prefix = f"{rationale.strip()}\n" if rationale.strip() else ""
+    return f"{prefix}Judgment: {index}"
+
+
+def selection_reward(judgment: Judgment, candidate_scores: Sequence[float], mode: str = "binary") -> float:
+    """Reward of a selection (GenSelect, arXiv 2602.02143: 1 if the chosen candidate is correct, else 0).
+
+    Args:
+        judgment: the parsed choice; a parse failure scores 0.
+        candidate_scores: per-candidate verifier scores in [0, 1] (1.0 = correct / all tests pass).
+        mode: "binary" (1 iff the chosen candidate's score is 1) or "partial" (the chosen candidate's
+            score itself, e.g. its unit-test pass fraction: the continuous reward max@k needs).
+    """
+    if not judgment.ok:
+        return 0.0
+    score = float(candidate_scores[judgment.index])
+    if mode == "binary":
+        return 1.0 if score >= 1.0 else 0.0
+    if mode == "partial":
+        return min(max(score, 0.0), 1.0)
+    raise ValueError(f"unknown reward mode {mode!r}; expected 'binary' or 'partial'")

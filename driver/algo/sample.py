@@ -1,0 +1,114 @@
+"""The records that flow through the system: one selection task, and one sampled selector response.
+
+Small frozen dataclasses instead of dicts with ad-hoc keys (ARCHITECTURE.md, "Contracts worth keeping
+explicit"). Pure: stdlib only, so every process (driver, actors, tests) can import it cheaply.
+"""
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass, field
+from typing import Any, Optional
+
+
+@dataclass(frozen=True)
+class SelectionTask:
+    """One GenSelect prompt: a problem and N shuffled candidates, with what is known about each.
+
+    Attributes:
+        prompt_id: unique id of this prompt (`{problem_id}/p{k}`); the unit of data-order bookkeeping.
+        problem_id: id of the source problem; train/held-out splits are made by problem, never by prompt.
+        domain: "math" or "code".
+        problem: the problem statement.
+        candidates: N candidate solutions as shown in the prompt (index i is `Solution i`).
+        candidate_answers: N final answers (math: the answer string; code: the program) used by verifiers
+            and by majority voting.
+        labels: N scores from synthesis: 1.0/0.0 correctness, or a unit-test pass fraction for code.
+        reference: the reference answer (math) or the test program (code).
+        entry_point: function under test (code, HumanEval style); "" for math.
+        prompt: the rendered GenSelect prompt text (user message, before any chat template).
+    """
+    prompt_id: str
+    problem_id: str
+    domain: str
+    problem: str
+    candidates: tuple
+    candidate_answers: tuple
+    labels: tuple
+    reference: str
+    prompt: str
+    entry_point: str = ""
+
+    @property
+    def num_candidates(self) -> int:
+        return len(self.candidates)
+
+    @property
+    def correct(self) -> tuple:
+        """Per-candidate correctness (label == 1.0)."""
+        return tuple(label >= 1.0 for label in self.labels)
+
+    def to_dict(self) -> dict:
+        return dataclasses.asdict(self)
+
+    @classmethod
+    def from_dict(cls, row: dict) -> "SelectionTask":
+        """Inverse of to_dict; raises ValueError naming the missing or malformed field."""
+        names = {f.name for f in dataclasses.fields(cls)}
+        required = {f.name for f in dataclasses.fields(cls) if f.default is dataclasses.MISSING}
+        missing = sorted(required - set(row))
+        if missing:
+            raise ValueError(f"selection task row lacks fields {missing}")
+        values = {k: (tuple(v) if isinstance(v, list) else v) for k, v in row.items() if k in names}
+        n = len(values["candidates"])
+        for key in ("candidate_answers", "labels"):
+            if len(values[key]) != n:
+                raise ValueError(f"field {key!r} has {len(values[key])} entries for {n} candidates")
+        return cls(**values)
+
+
+@dataclass
+class Rollout:
+    """One sampled selector response to one SelectionTask, and what became of it.
+
+    Token-level fields are lists of length `len(response_token_ids)`; `prompt_token_ids` is shared by the
+    G rollouts of one group (it is the same list object when they come from one request).
+    """
+    prompt_id: str
+    prompt_token_ids: list
+    response_token_ids: list
+    behaviour_logprobs: list
+    response_text: str
+    policy_version: int
+    finish_reason: str  # "stop" or "length" (truncated at max_response_tokens)
+    judgment: Optional[int] = None
+    parse_status: str = "unscored"  # see driver.algo.genselect.ParseStatus
+    reward: float = 0.0
+    verifier_status: str = "unscored"  # "ok", "timeout", "error", "parse_failure"
+    timings: dict = field(default_factory=dict)
+
+    @property
+    def truncated(self) -> bool:
+        return self.finish_reason == "length"
+
+    @property
+    def response_length(self) -> int:
+        return len(self.response_token_ids)
+
+
+@dataclass
+class RolloutGroup:
+    """The G rollouts of one prompt, the unit of group advantages and dynamic sampling."""
+    task: SelectionTask
+    rollouts: list
+    policy_version: int
+    generate_seconds: float = 0.0
+    extras: dict = field(default_factory=dict)
+
+    @property
+    def rewards(self) -> list:
+        return [r.reward for r in self.rollouts]
+
+
+def asdict_shallow(obj: Any) -> dict:
+    """dataclasses.asdict without deep-copying token lists (cheap for logging)."""
+    return {f.name: getattr(obj, f.name) for f in dataclasses.fields(obj)}

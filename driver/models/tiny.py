@@ -1,0 +1,101 @@
+"""A tiny Qwen3-architecture selector, built locally and deterministically from a seed.
+
+The embedded default and the tests need a model that installs from nothing: no hub, no download. This
+module trains a byte-level BPE tokenizer on the task's own text (digits split one per token, so arithmetic
+stays legible to a small model), initialises a `Qwen3ForCausalLM` from a seed, and saves both as a standard
+Hugging Face folder that transformers and vLLM load.
+
+Embeddings are tied (as in small Qwen3 models); the saved checkpoint therefore has no `lm_head.weight`,
+which both transformers and vLLM re-tie on load. Weight sync sends `lm_head.weight` explicitly (STACK.md).
+"""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Iterable
+
+EOS_TOKEN = "<|endoftext|>"
+PAD_TOKEN = "<|pad|>"
+SPECIAL_TOKENS = [EOS_TOKEN, PAD_TOKEN]
+
+
+def train_tokenizer(texts: Iterable[str], vocab_size: int):
+    """Train a byte-level BPE tokenizer on `texts`; returns a transformers PreTrainedTokenizerFast.
+
+    Digits are pre-split one per token. The result is deterministic for the same texts and vocab size.
+    """
+    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
+    from transformers import PreTrainedTokenizerFast
+
+    tokenizer = Tokenizer(models.BPE(unk_token=None))
+    tokenizer.pre_tokenizer = pre_tokenizers.Sequence([
+        pre_tokenizers.Digits(individual_digits=True),
+        pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=True),
+    ])
+    tokenizer.decoder = decoders.ByteLevel()
+    trainer = trainers.BpeTrainer(
+        vocab_size=vocab_size,
+        special_tokens=SPECIAL_TOKENS,
+        initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
+        show_progress=False,
+    )
+    tokenizer.train_from_iterator(texts, trainer=trainer)
+    return PreTrainedTokenizerFast(
+        tokenizer_object=tokenizer, eos_token=EOS_TOKEN, pad_token=PAD_TOKEN, model_max_length=1 << 20,
+    )
+
+
+def qwen3_config(shape, tokenizer):
+    """A Qwen3Config for `shape` (driver.config.TinyModelConfig) and the trained tokenizer."""
+    from transformers import Qwen3Config
+
+    head_dim = shape.hidden_size // shape.num_heads
+    return Qwen3Config(
+        vocab_size=len(tokenizer),
+        hidden_size=shape.hidden_size,
+        intermediate_size=shape.intermediate_size,
+        num_hidden_layers=shape.num_layers,
+        num_attention_heads=shape.num_heads,
+        num_key_value_heads=shape.num_kv_heads,
+        head_dim=head_dim,
+        max_position_embeddings=shape.max_position_embeddings,
+        rope_theta=10000.0,
+        tie_word_embeddings=True,
+        bos_token_id=tokenizer.eos_token_id,
+        eos_token_id=tokenizer.eos_token_id,
+        pad_token_id=tokenizer.pad_token_id,
+        torch_dtype="float32",
+    )
+
+
+def build_tiny_model(shape, texts: Iterable[str], out_dir: str | Path, seed: int = 0) -> Path:
+    """Train the tokenizer on `texts`, initialise the model from `seed`, save both to `out_dir`.
+
+    Writes atomically: the folder appears complete or not at all. Returns the folder.
+    """
+    import torch
+    from transformers import Qwen3ForCausalLM
+
+    out_dir = Path(out_dir)
+    tmp = out_dir.with_name(out_dir.name + ".tmp")
+    _remove(tmp)
+    tokenizer = train_tokenizer(texts, shape.vocab_size)
+    torch.manual_seed(seed)
+    model = Qwen3ForCausalLM(qwen3_config(shape, tokenizer))
+    model.generation_config.eos_token_id = tokenizer.eos_token_id
+    model.generation_config.pad_token_id = tokenizer.pad_token_id
+    tmp.mkdir(parents=True)
+    model.save_pretrained(tmp, safe_serialization=True)
+    tokenizer.save_pretrained(tmp)
+    (tmp / "genselect_model.json").write_text(json.dumps({"kind": "tiny", "seed": seed,
+                                                          "params": sum(p.numel() for p in model.parameters())}))
+    _remove(out_dir)
+    tmp.rename(out_dir)
+    return out_dir
+
+
+def _remove(path: Path) -> None:
+    import shutil
+
+    if path.exists():
+        shutil.rmtree(path)
