@@ -1,0 +1,42 @@
+"""Process environment defaults for runs on this project's machines (CPU backends, offline hubs, caches).
+
+Set before vLLM, DeepSpeed or transformers are imported; existing values win, so a cluster's own settings
+(for example a GPU node without DS_ACCELERATOR) are kept. Ray actors inherit them through the runtime
+environment that `cluster.placement` passes.
+"""
+import os
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+CACHE = ROOT / ".cache"
+
+
+def default_env(cache: Path = CACHE) -> dict:
+    """The variables (name -> value) this project relies on, with cache folders under `cache`."""
+    env = {
+        "HF_HUB_OFFLINE": "1",
+        "TRANSFORMERS_OFFLINE": "1",
+        "HF_DATASETS_OFFLINE": "1",
+        "TOKENIZERS_PARALLELISM": "false",
+        "VLLM_CACHE_ROOT": str(cache / "vllm"),
+        "TORCHINDUCTOR_CACHE_DIR": str(cache / "inductor"),
+        "TORCH_EXTENSIONS_DIR": str(cache / "torch_extensions"),
+        "RAY_USAGE_STATS_ENABLED": "0",
+    }
+    if not _has_cuda():
+        env["DS_ACCELERATOR"] = "cpu"
+        env["VLLM_CPU_KVCACHE_SPACE"] = "1"
+    return env
+
+
+def apply_defaults(cache: Path = CACHE) -> dict:
+    """Set every default that is not already set; return the full mapping now in force."""
+    for key, value in default_env(cache).items():
+        os.environ.setdefault(key, value)
+    return {key: os.environ[key] for key in default_env(cache)}
+
+
+def _has_cuda() -> bool:
+    if os.environ.get("CUDA_VISIBLE_DEVICES", None) == "":
+        return False
+    return Path("/dev/nvidiactl").exists() or bool(os.environ.get("NVIDIA_VISIBLE_DEVICES"))

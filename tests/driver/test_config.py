@@ -1,0 +1,46 @@
+"""The config schema: YAML files load, overrides apply, bad keys and types are rejected by name."""
+import pytest
+
+from driver.config import CONFIG_DIR, ConfigError, describe, from_yaml, load_config, to_yaml
+
+
+@pytest.mark.parametrize("name", sorted(p.stem for p in CONFIG_DIR.glob("*.yaml")))
+def test_every_shipped_config_loads_and_round_trips(name):
+    cfg = load_config(name)
+    assert from_yaml(to_yaml(cfg)) == cfg
+
+
+def test_override_applies_with_type():
+    cfg = load_config("default", ["rollout.temperature=1.5", "steps=3", "learner.zero_stage=3"])
+    assert cfg.rollout.temperature == 1.5 and cfg.steps == 3 and cfg.learner.zero_stage == 3
+
+
+@pytest.mark.parametrize("override, key", [
+    (["rollout.bogus=1"], "rollout.bogus"),
+    (["bogus=1"], "bogus"),
+    (["steps=abc"], "steps"),
+    (["learner.zero_stage=1"], "learner.zero_stage"),
+    (["algorithm.advantage_estimator=ppo"], "algorithm.advantage_estimator"),
+    (["data.max_candidates=17"], "data.max_candidates"),
+    (["data.min_candidates=1"], "data.min_candidates"),
+    (["algorithm.eps_low=1.5"], "algorithm.eps_low"),
+    (["max_staleness=-1"], "max_staleness"),
+    (["data.source=file"], "data.path"),
+    (["algorithm.maxk_k=99"], "algorithm.maxk_k"),
+])
+def test_bad_values_are_rejected_naming_the_key(override, key):
+    with pytest.raises(ConfigError, match=key.replace(".", r"\.")):
+        load_config("default", override)
+
+
+def test_malformed_override_and_unknown_config():
+    with pytest.raises(ConfigError, match="key=value"):
+        load_config("default", ["steps"])
+    with pytest.raises(ConfigError, match="not found"):
+        load_config("no-such-config")
+
+
+def test_every_field_is_documented():
+    rows = describe()
+    undocumented = [key for key, _, help_text in rows if not help_text]
+    assert rows and not undocumented
