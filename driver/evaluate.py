@@ -1,0 +1,131 @@
+"""Best-of-N evaluation of a selector on a held-out selection set.
+
+    python -m driver.evaluate --model runs/default/export --dataset .cache/datasets/<name> [--prompts 200]
+
+prints GenSelect@N (the selector's accuracy) next to pass@1, majority@N, random@N and pass@N, each with a
+95% bootstrap confidence interval over *problems* (prompts of one problem are averaged first), and writes
+the same as JSON. The selector answers greedily (temperature 0), one response per prompt; the chosen
+candidate is scored with the labels the verifiers gave at synthesis (math-verify / sandboxed unit tests).
+"""
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import sys
+from collections import defaultdict
+from pathlib import Path
+from typing import Optional, Sequence
+
+from driver.algo import metrics as M
+from driver.algo.genselect import parse_judgment
+
+BASELINES = ("genselect", "pass_at_1", "majority", "random", "pass_at_n")
+
+
+def per_prompt_scores(task, choice: Optional[int]) -> dict:
+    """The five accuracies of one prompt. pass@1 = the generator's single-sample accuracy = random@N."""
+    correct = task.correct
+    return {
+        "genselect": float(choice is not None and correct[choice]),
+        "pass_at_1": M.random_at_n(correct),
+        "majority": M.majority_at_k(list(task.candidate_answers), correct),
+        "random": M.random_at_n(correct),
+        "pass_at_n": M.pass_at_n(correct),
+    }
+
+
+def selection_metrics(tasks: Sequence, choices: Sequence[Optional[int]], seed: int = 0) -> dict:
+    """Aggregate per-prompt scores by problem, then mean and bootstrap CI over problems.
+
+    Args:
+        tasks: P SelectionTask objects.
+        choices: P chosen candidate indices (None = parse failure).
+    Returns: {metric: value, metric_lo, metric_hi for each of BASELINES, prompts, problems,
+              parse_failure_rate}.
+    """
+    by_problem = defaultdict(lambda: defaultdict(list))
+    for task, choice in zip(tasks, choices):
+        for key, value in per_prompt_scores(task, choice).items():
+            by_problem[task.problem_id][key].append(value)
+    out = {"prompts": len(tasks), "problems": len(by_problem),
+           "parse_failure_rate": sum(c is None for c in choices) / max(1, len(choices))}
+    for key in BASELINES:
+        values = [sum(v[key]) / len(v[key]) for v in by_problem.values()]
+        out[key], out[f"{key}_lo"], out[f"{key}_hi"] = M.bootstrap_ci(values, seed=seed)
+    return out
+
+
+async def choose(worker, tasks: Sequence, max_tokens: Optional[int] = None) -> list:
+    """Greedy selections of `worker` (a RolloutWorker or its Ray handle's async call) for `tasks`."""
+    groups = await worker.generate(list(tasks), n=1, temperature=0.0, max_tokens=max_tokens)
+    return [parse_judgment(g.rollouts[0].response_text, g.task.num_candidates).index for g in groups]
+
+
+def choose_remote(rollout_handle, tasks: Sequence, timeout_s: float) -> list:
+    """Same as `choose`, through a Ray actor handle (used by the training driver)."""
+    import ray
+
+    groups = ray.get(rollout_handle.generate.remote(list(tasks), n=1, temperature=0.0), timeout=timeout_s)
+    return [parse_judgment(g.rollouts[0].response_text, g.task.num_candidates).index for g in groups]
+
+
+def format_table(result: dict) -> str:
+    names = {"genselect": "GenSelect@N (selector)", "pass_at_1": "pass@1", "majority": "majority@N",
+             "random": "random@N", "pass_at_n": "pass@N (oracle)"}
+    lines = [f"{'metric':<24}{'value':>8}   95% CI (over {result['problems']} problems)"]
+    for key in BASELINES:
+        lines.append(f"{names[key]:<24}{result[key]:>8.3f}   [{result[key + '_lo']:.3f}, {result[key + '_hi']:.3f}]")
+    lines.append(f"{'parse failures':<24}{result['parse_failure_rate']:>8.3f}   ({result['prompts']} prompts)")
+    return "\n".join(lines)
+
+
+def _parse_args(argv: Sequence[str]) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(prog="python -m driver.evaluate", description=__doc__.split("\n\n")[0])
+    parser.add_argument("--model", required=True, help="selector: a Hugging Face folder (e.g. RUN/export)")
+    parser.add_argument("--dataset", required=True, help="selection dataset folder (with manifest.json)")
+    parser.add_argument("--split", default="heldout", choices=["heldout", "train"])
+    parser.add_argument("--prompts", type=int, default=0, help="evaluate the first N prompts (0: all)")
+    parser.add_argument("--max-tokens", type=int, default=None, help="response budget (default: config's)")
+    parser.add_argument("--dtype", default="float32", choices=["float32", "bfloat16"])
+    parser.add_argument("--out", default=None, help="JSON output (default: MODEL/eval_<split>.json)")
+    return parser.parse_args(argv)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    from driver.env import apply_defaults
+
+    apply_defaults()
+    from actors.rollout import RolloutWorker
+    from driver.config import RolloutConfig
+    from driver.data.dataset import load_split
+
+    args = _parse_args(sys.argv[1:] if argv is None else argv)
+    tasks = load_split(args.dataset, args.split)
+    tasks = tasks[: args.prompts] if args.prompts else tasks
+    if not tasks:
+        print(f"no prompts in {args.dataset} ({args.split})", file=sys.stderr)
+        return 2
+    cfg = RolloutConfig(samples_per_prompt=1)
+    if args.max_tokens:
+        cfg.max_response_tokens = args.max_tokens
+
+    async def run() -> list:
+        worker = RolloutWorker(cfg, args.model, dtype=args.dtype)
+        try:
+            return await choose(worker, tasks)
+        finally:
+            await worker.shutdown()
+
+    choices = asyncio.run(run())
+    result = selection_metrics(tasks, choices)
+    result.update({"model": str(args.model), "dataset": str(args.dataset), "split": args.split})
+    print(format_table(result))
+    out = Path(args.out) if args.out else Path(args.model) / f"eval_{args.split}.json"
+    out.write_text(json.dumps(result, indent=1))
+    print(f"wrote {out}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

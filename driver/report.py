@@ -1,0 +1,140 @@
+"""What the user sees: a live progress bar, metrics in TensorBoard and metrics.jsonl, and at the end
+curves.png (training reward; held-out GenSelect accuracy against majority@N and random@N) and summary.json.
+"""
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+from typing import Optional
+
+
+class MetricsLog:
+    """Appends one JSON line per record to `run_dir/metrics.jsonl` and mirrors scalars to TensorBoard."""
+
+    def __init__(self, run_dir: str | Path, tensorboard: bool = True):
+        self.run_dir = Path(run_dir)
+        self.run_dir.mkdir(parents=True, exist_ok=True)
+        self.path = self.run_dir / "metrics.jsonl"
+        self._writer = None
+        if tensorboard:
+            from torch.utils.tensorboard import SummaryWriter
+
+            self._writer = SummaryWriter(str(self.run_dir / "tensorboard"))
+
+    def truncate_after(self, step: int) -> None:
+        """On resume: drop records of steps after the checkpoint (they will be redone)."""
+        if not self.path.exists():
+            return
+        kept = [line for line in self.path.read_text().splitlines()
+                if line.strip() and json.loads(line).get("step", 0) <= step]
+        self.path.write_text("".join(line + "\n" for line in kept))
+
+    def log(self, step: int, kind: str, values: dict) -> None:
+        record = {"step": step, "kind": kind, **values}
+        with open(self.path, "a") as f:
+            f.write(json.dumps(record, default=float) + "\n")
+        if self._writer is not None:
+            for key, value in values.items():
+                if isinstance(value, (int, float)) and math.isfinite(value):
+                    self._writer.add_scalar(f"{kind}/{key}", value, step)
+            self._writer.flush()
+
+    def records(self, kind: Optional[str] = None) -> list:
+        if not self.path.exists():
+            return []
+        rows = [json.loads(line) for line in self.path.read_text().splitlines() if line.strip()]
+        return [r for r in rows if kind is None or r["kind"] == kind]
+
+    def close(self) -> None:
+        if self._writer is not None:
+            self._writer.close()
+
+
+class Progress:
+    """A tqdm bar over learner steps whose postfix shows reward, held-out accuracy, tokens/s, staleness."""
+
+    def __init__(self, total: int, initial: int, enabled: bool = True):
+        from tqdm import tqdm
+
+        self.bar = tqdm(total=total, initial=initial, disable=not enabled, desc="train", unit="step",
+                        dynamic_ncols=True)
+        self.accuracy = float("nan")
+
+    def update(self, metrics: dict) -> None:
+        self.bar.set_postfix({
+            "reward": f"{metrics.get('reward/mean', float('nan')):.3f}",
+            "heldout": f"{self.accuracy:.3f}",
+            "tok/s": f"{metrics.get('throughput/tokens_per_s', 0.0):.0f}",
+            "stale": f"{metrics.get('staleness/mean', 0.0):.2f}",
+        }, refresh=False)
+        self.bar.update(1)
+
+    def write(self, message: str) -> None:
+        self.bar.write(message)
+
+    def close(self) -> None:
+        self.bar.close()
+
+
+def plot_curves(log: MetricsLog, out_path: str | Path) -> Path:
+    """curves.png: training reward per step; held-out GenSelect accuracy vs majority@N and random@N."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    train = log.records("train")
+    evals = log.records("eval")
+    fig, (left, right) = plt.subplots(1, 2, figsize=(11, 4))
+    if train:
+        left.plot([r["step"] for r in train], [r.get("reward/mean", math.nan) for r in train], label="mean reward")
+    left.set(xlabel="learner step", ylabel="reward", title="Training reward")
+    left.legend(loc="lower right")
+    if evals:
+        steps = [r["step"] for r in evals]
+        right.errorbar(steps, [r["genselect"] for r in evals],
+                       yerr=[[r["genselect"] - r["genselect_lo"] for r in evals],
+                             [r["genselect_hi"] - r["genselect"] for r in evals]],
+                       marker="o", capsize=3, label="GenSelect@N (selector)")
+        right.plot(steps, [r["majority"] for r in evals], "--", label="majority@N")
+        right.plot(steps, [r["random"] for r in evals], ":", label="random@N")
+    right.set(xlabel="learner step", ylabel="held-out accuracy", title="Held-out selection accuracy", ylim=(0, 1))
+    right.legend(loc="lower right")
+    fig.tight_layout()
+    fig.savefig(out_path, dpi=110)
+    plt.close(fig)
+    return Path(out_path)
+
+
+TIME_KEYS = ("generate_s", "verify_s", "train_s", "sync_s", "idle_s")
+
+
+def summarize(log: MetricsLog, wall_seconds: float, steps: int) -> dict:
+    """summary.json content: accuracy at the start and end of training (same held-out set), baselines,
+    and the per-step time split (mean seconds per step)."""
+    evals = log.records("eval")
+    train = log.records("train")
+    first, last = (evals[0], evals[-1]) if evals else ({}, {})
+    split = {key: _mean([r.get(f"time/{key}", math.nan) for r in train]) for key in TIME_KEYS}
+    return {
+        "steps": steps,
+        "wall_seconds": round(wall_seconds, 2),
+        "start_accuracy": first.get("genselect"),
+        "final_accuracy": last.get("genselect"),
+        "final_accuracy_ci": [last.get("genselect_lo"), last.get("genselect_hi")],
+        "majority_accuracy": last.get("majority"),
+        "random_accuracy": last.get("random"),
+        "pass_at_1": last.get("pass_at_1"),
+        "pass_at_n": last.get("pass_at_n"),
+        "heldout_prompts": last.get("prompts"),
+        "final_parse_failure_rate": last.get("parse_failure_rate"),
+        "time_per_step": split,
+        "weight_sync_gbps": _mean([r.get("sync/gbps", math.nan) for r in train]),
+        "dropped_stale_samples": sum(r.get("staleness/dropped_groups", 0) for r in train),
+    }
+
+
+def _mean(values: list) -> Optional[float]:
+    finite = [v for v in values if isinstance(v, (int, float)) and math.isfinite(v)]
+    return round(sum(finite) / len(finite), 4) if finite else None

@@ -1,0 +1,29 @@
+"""Held-out metric assembly: per-problem aggregation, baselines, and parse failures."""
+import pytest
+
+from driver.algo.sample import SelectionTask
+from driver.evaluate import format_table, selection_metrics
+
+
+def _task(pid, k, answers, labels):
+    n = len(labels)
+    return SelectionTask(prompt_id=f"{pid}/p{k}", problem_id=pid, domain="math", problem="?",
+                         candidates=tuple(f"c{i}" for i in range(n)), candidate_answers=tuple(answers),
+                         labels=tuple(labels), reference="1", prompt="...")
+
+
+def test_table_of_choices():
+    tasks = [
+        _task("a", 0, ["5", "5", "1"], [0, 0, 1]),  # majority wrong, selector right
+        _task("a", 1, ["5", "1"], [0, 1]),           # tie -> majority 0.5
+        _task("b", 0, ["1", "2", "3", "1"], [1, 0, 0, 1]),
+    ]
+    result = selection_metrics(tasks, [2, None, 1])
+    assert result["problems"] == 2 and result["prompts"] == 3
+    assert result["genselect"] == pytest.approx(((1 + 0) / 2 + 0) / 2)
+    assert result["majority"] == pytest.approx(((0 + 0.5) / 2 + 1) / 2)
+    assert result["random"] == pytest.approx(((1 / 3 + 1 / 2) / 2 + 0.5) / 2)
+    assert result["pass_at_n"] == 1.0
+    assert result["parse_failure_rate"] == pytest.approx(1 / 3)
+    assert result["genselect_lo"] <= result["genselect"] <= result["genselect_hi"]
+    assert "GenSelect@N" in format_table(result)
