@@ -44,3 +44,20 @@ def test_every_field_is_documented():
     rows = describe()
     undocumented = [key for key, _, help_text in rows if not help_text]
     assert rows and not undocumented
+
+
+@pytest.mark.parametrize("name, group_size", [("paper_math", 16), ("paper_code", 8)])
+def test_paper_scale_configs_carry_the_papers_settings(name, group_size):
+    """GenSelect (arXiv 2602.02143) settings; they need GPUs, so here they are only validated and planned."""
+    from cluster.placement import check_fits, plan
+
+    cfg = load_config(name)
+    assert (cfg.prompts_per_step, cfg.rollout.samples_per_prompt) == (128, group_size)
+    assert (cfg.rollout.temperature, cfg.rollout.top_p, cfg.rollout.max_response_tokens) == (1.5, 1.0, 16384)
+    assert (cfg.learner.lr, cfg.algorithm.eps_low, cfg.algorithm.eps_high) == (1e-6, 0.2, 0.28)
+    assert cfg.algorithm.dynamic_sampling and cfg.algorithm.overlong_buffer_len > 0
+    assert (cfg.data.min_candidates, cfg.data.max_candidates, cfg.data.prompts_per_problem) == (2, 16, 4)
+    placement = plan(cfg.learner, cfg.rollout, cfg.verifier, cfg.cluster)
+    check_fits(placement, {"CPU": 200.0, "GPU": 16.0})
+    with pytest.raises(Exception, match="GPU needed"):
+        check_fits(placement, {"CPU": 200.0, "GPU": 8.0})

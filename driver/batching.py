@@ -1,0 +1,106 @@
+"""From scored rollout groups to the learner's sharded batch: DAPO's data path between the verifier and
+the learner (arXiv 2503.14476, section 3):
+
+    rewards (raw selection rewards, per group of G)
+      -> dynamic sampling: keep groups whose raw rewards are not all equal (std > 0)
+      -> overlong shaping: soft penalty added to the reward (or truncated responses masked out)
+      -> advantages from the configured estimator (GRPO/DAPO, max@k, BoN-RLB)
+      -> one TrainSequence per response, sharded over learner ranks with balanced token counts
+
+The token-level loss divides by the number of response tokens in the whole batch (all ranks), which is
+computed here once and passed to every rank (`global_num_tokens`).
+"""
+from __future__ import annotations
+
+from collections import Counter
+from dataclasses import dataclass, field
+
+import torch
+
+from driver.algo import dapo
+from driver.algo.bon import make_estimator
+
+
+def estimator_from_config(algo):
+    """The advantage estimator named by `algo.advantage_estimator`, with its parameters from the config."""
+    params = {"maxk": {"k": algo.maxk_k}, "bon_rlb": {"n": algo.bon_n}, "bon_rlb_p": {"n": algo.bon_n}}
+    return make_estimator(algo.advantage_estimator, **params.get(algo.advantage_estimator, {}))
+
+
+def dynamic_sampling(groups: list, enabled: bool) -> tuple:
+    """Split groups into (kept, filtered) and count the reasons (metric labels such as 'all_wrong')."""
+    if not groups:
+        return [], [], Counter()
+    rewards = torch.tensor([g.rewards for g in groups], dtype=torch.float64)
+    keep, reasons = dapo.dynamic_sampling_filter(rewards)
+    if not enabled:
+        return list(groups), [], Counter(reasons)
+    kept = [g for g, k in zip(groups, keep.tolist()) if k]
+    filtered = [g for g, k in zip(groups, keep.tolist()) if not k]
+    return kept, filtered, Counter(reasons)
+
+
+@dataclass
+class Batch:
+    """What one learner step trains on. `shards[r]` goes to rank r; `global_num_tokens` is shared."""
+    shards: list
+    global_num_tokens: int
+    stats: dict = field(default_factory=dict)
+
+
+def build_batch(groups: list, algo, max_response_tokens: int, num_ranks: int, sequence_cls) -> Batch:
+    """Advantages and sequences for `groups` (each with G scored rollouts), sharded over `num_ranks`.
+
+    `sequence_cls` is the learner's TrainSequence type (passed in so this module stays free of actors).
+    """
+    if not groups:
+        raise ValueError("build_batch needs at least one group")
+    rollouts = [r for g in groups for r in g.rollouts]
+    sizes = {len(g.rollouts) for g in groups}
+    if len(sizes) != 1:
+        raise ValueError(f"groups have different sizes {sorted(sizes)}; every group needs G rollouts")
+    G = sizes.pop()
+    raw = torch.tensor([g.rewards for g in groups], dtype=torch.float64)              # (num_groups, G)
+    lengths = torch.tensor([r.response_length for r in rollouts], dtype=torch.float64)
+    truncated = torch.tensor([r.truncated for r in rollouts], dtype=torch.bool)
+    shaped = raw.clone()
+    if not algo.overlong_filtering:
+        penalty = dapo.overlong_penalty(lengths, max_response_tokens, algo.overlong_buffer_len,
+                                        algo.overlong_penalty_factor)
+        shaped = shaped + penalty.view(len(groups), G)
+    advantages = estimator_from_config(algo).advantages(shaped)                       # (num_groups, G)
+    weights = (~truncated).double() if algo.overlong_filtering else torch.ones(len(rollouts), dtype=torch.float64)
+    sequences = [
+        sequence_cls(prompt_token_ids=list(r.prompt_token_ids), response_token_ids=list(r.response_token_ids),
+                     behaviour_logprobs=list(r.behaviour_logprobs), advantage=float(a), loss_weight=float(w),
+                     policy_version=r.policy_version)
+        for r, a, w in zip(rollouts, advantages.reshape(-1).tolist(), weights.tolist())
+    ]
+    global_tokens = int(sum(s.loss_weight > 0 and len(s.response_token_ids) for s in sequences))
+    stats = {
+        "reward/mean": raw.mean().item(),
+        "reward/shaped_mean": shaped.mean().item(),
+        "advantage/abs_mean": advantages.abs().mean().item(),
+        "response/mean_length": lengths.mean().item(),
+        "response/truncated_fraction": truncated.double().mean().item(),
+        "batch/groups": len(groups),
+        "batch/sequences": len(sequences),
+        "batch/response_tokens": global_tokens,
+    }
+    return Batch(shard_by_tokens(sequences, num_ranks), max(global_tokens, 1), stats)
+
+
+def shard_by_tokens(sequences: list, num_ranks: int) -> list:
+    """Greedy longest-first assignment of sequences to ranks, balancing total (prompt + response) tokens."""
+    shards = [[] for _ in range(num_ranks)]
+    loads = [0] * num_ranks
+    order = sorted(range(len(sequences)), key=lambda i: -_tokens(sequences[i]))
+    for i in order:
+        rank = loads.index(min(loads))
+        shards[rank].append(sequences[i])
+        loads[rank] += _tokens(sequences[i])
+    return shards
+
+
+def _tokens(sequence) -> int:
+    return len(sequence.prompt_token_ids) + len(sequence.response_token_ids)

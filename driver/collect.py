@@ -1,0 +1,138 @@
+"""The generation side of the training loop: issue prompts to the rollout actors, have the verifier pool
+score them, and hand back full batches of scored groups.
+
+Every issued prompt is tracked until it is *finished* (trained on, filtered out by dynamic sampling, or
+dropped as too stale), so a checkpoint can record the drawn-but-unfinished ids and a resumed run re-issues
+exactly those. A rollout actor that dies or times out is restarted by Ray; its prompts are issued again
+(after the current weights are pushed into the restarted engine), none lost and none used twice.
+"""
+from __future__ import annotations
+
+import logging
+import math
+import time
+from collections import Counter
+from dataclasses import dataclass, field
+
+from driver.algo.dapo import is_stale
+from driver.batching import dynamic_sampling
+
+log = logging.getLogger("genselect.collect")
+
+
+@dataclass
+class Issued:
+    """One generation call in flight: the prompt ids sent to one rollout actor, and the result ref."""
+    worker: int
+    prompt_ids: list
+    ref: object
+    version: int
+    issued_at: float = field(default_factory=time.time)
+
+
+@dataclass
+class Collected:
+    """A full (or best-effort) batch for one learner step, and what happened on the way."""
+    groups: list
+    filtered_ids: list
+    stale_ids: list
+    stats: dict
+
+
+class RolloutCollector:
+    """Issues generation + verification and assembles batches; see the module docstring."""
+
+    def __init__(self, handles, tasks_by_id: dict, stream, rollout_cfg, on_worker_restart):
+        self.handles = handles
+        self.tasks = tasks_by_id
+        self.stream = stream
+        self.cfg = rollout_cfg
+        self.on_worker_restart = on_worker_restart  # callable(worker_index): push current weights into it
+        self.ready: list = []       # scored groups not yet used (dynamic-sampling surplus)
+        self.inflight: list = []    # Issued calls
+        self._next_worker = 0
+        self.counters = Counter()
+
+    # -- issuing --------------------------------------------------------------------------------------
+    def issue(self, count: int, version: int) -> list:
+        """Draw `count` prompts and send them out, split evenly over the rollout actors."""
+        return self._send(self.stream.take(count), version)
+
+    def _send(self, prompt_ids: list, version: int) -> list:
+        workers = len(self.handles.rollouts)
+        per = math.ceil(len(prompt_ids) / workers)
+        calls = []
+        for start in range(0, len(prompt_ids), per):
+            chunk = prompt_ids[start:start + per]
+            w = self._next_worker
+            self._next_worker = (w + 1) % workers
+            calls.append(self._call(w, chunk, version))
+        self.inflight.extend(calls)
+        return calls
+
+    def _call(self, worker: int, prompt_ids: list, version: int) -> Issued:
+        tasks = [self.tasks[i] for i in prompt_ids]
+        generated = self.handles.rollouts[worker].generate.remote(tasks)
+        verifier = self.handles.verifiers[worker % len(self.handles.verifiers)]
+        return Issued(worker, list(prompt_ids), verifier.score_groups.remote(generated), version)
+
+    # -- waiting --------------------------------------------------------------------------------------
+    def _wait(self, call: Issued) -> list:
+        """Scored groups of one call; on actor death or timeout, re-issue the same prompts (same worker)."""
+        import ray
+        from ray.exceptions import GetTimeoutError, RayActorError, RayTaskError
+
+        for attempt in range(4):
+            try:
+                groups = ray.get(call.ref, timeout=self.cfg.request_timeout_s)
+                self.inflight.remove(call)
+                return groups
+            except (RayActorError, GetTimeoutError, RayTaskError) as err:
+                self.counters["rollout/reissued_calls"] += 1
+                log.warning("rollout worker %d failed on %d prompts (%s); re-issuing (attempt %d)",
+                            call.worker, len(call.prompt_ids), type(err).__name__, attempt + 1)
+                ray.cancel(call.ref, force=False)
+                self.on_worker_restart(call.worker)
+                fresh = self._call(call.worker, call.prompt_ids, call.version)
+                self.inflight[self.inflight.index(call)] = fresh
+                call = fresh
+        raise RuntimeError(f"rollout worker {call.worker} failed 4 times on the same prompts; giving up")
+
+    def collect(self, calls: list, version: int, need: int, max_staleness: int,
+                dynamic: bool, max_rounds: int) -> Collected:
+        """Wait for `calls`, then refill with fresh generation rounds until `need` usable groups exist.
+
+        Usable: not stale (`is_stale`) and, with `dynamic`, rewards not all equal. At most `max_rounds`
+        generation rounds in all (DAPO's max_num_gen_batches); a batch still short then trains as it is.
+        """
+        started = time.time()
+        stats = Counter()
+        pool = self.ready + [g for c in calls for g in self._wait(c)]
+        self.ready = []
+        kept, filtered, stale = [], [], []
+        rounds = 1
+        while True:
+            fresh = [g for g in pool if not is_stale(g.policy_version, version, max_staleness)]
+            stale += [g for g in pool if is_stale(g.policy_version, version, max_staleness)]
+            good, bad, reasons = dynamic_sampling(fresh, dynamic)
+            stats.update({f"dynamic_sampling/{k}": v for k, v in reasons.items()})
+            kept += good
+            filtered += bad
+            missing = need - len(kept)
+            if missing <= 0 or rounds >= max_rounds:
+                break
+            keep_rate = max(len(good) / max(len(fresh), 1), 0.25)
+            extra = self.issue(min(4 * need, math.ceil(missing / keep_rate)), version)
+            pool = [g for c in extra for g in self._wait(c)]
+            rounds += 1
+        self.ready = kept[need:]
+        kept = kept[:need]
+        stats.update({"collect/rounds": rounds, "collect/wait_s": time.time() - started,
+                      "staleness/dropped_groups": len(stale), "batch/underfilled": int(len(kept) < need),
+                      "collect/generate_s": sum(g.generate_seconds for g in kept),
+                      "collect/verify_s": sum(g.extras.get("verify_s", 0.0) for g in kept)})
+        return Collected(kept, [g.task.prompt_id for g in filtered], [g.task.prompt_id for g in stale], dict(stats))
+
+    def unfinished_ids(self) -> list:
+        """Drawn but not finished: in-flight calls first (in issue order), then the surplus buffer."""
+        return [i for c in self.inflight for i in c.prompt_ids] + [g.task.prompt_id for g in self.ready]

@@ -1,0 +1,233 @@
+"""One training run's state and the operations the loop in `driver.train` calls, in the order it decides.
+
+`Run` owns the Ray session, the actor handles (created by `cluster.placement`), the prompt stream, the
+metrics log and the checkpoints. It knows *how* to do each operation (train a step, push weights,
+evaluate, checkpoint, resume); `driver.train.train_loop` alone knows *when*.
+"""
+from __future__ import annotations
+
+import json
+import logging
+import time
+from pathlib import Path
+
+import numpy as np
+
+from driver import checkpoint as ckpt
+from driver.config import to_yaml
+from driver.report import MetricsLog, Progress, plot_curves, summarize
+
+log = logging.getLogger("genselect.run")
+
+
+class RunFailed(RuntimeError):
+    """The run cannot go on (a learner died, a deadline passed); the message says how to continue."""
+
+
+class Run:
+    def __init__(self, cfg):
+        self.cfg = cfg
+        self.run_dir = Path(cfg.run_dir)
+        self.version = 0
+        self.handles = None
+        self.started_at = time.time()
+
+    # -- lifecycle ------------------------------------------------------------------------------------
+    def __enter__(self) -> "Run":
+        from driver.prepare import prepare
+
+        self.run_dir.mkdir(parents=True, exist_ok=True)
+        self.prepared = prepare(self.cfg.data, self.cfg.model)
+        self.train_tasks, self.heldout = self.prepared.train_tasks, self.prepared.heldout_tasks
+        self.eval_tasks = self.heldout[: self.cfg.eval_prompts] if self.cfg.eval_prompts else self.heldout
+        (self.run_dir / "config.yaml").write_text(to_yaml(self.cfg))
+        self._start_ray()
+        self._launch()
+        return self
+
+    def __exit__(self, exc_type, exc, tb) -> None:
+        import ray
+
+        if getattr(self, "progress", None):
+            self.progress.close()
+        if self.handles is not None:
+            from cluster.placement import shutdown
+
+            shutdown(self.handles)
+        if ray.is_initialized():
+            ray.shutdown()
+
+    def _start_ray(self) -> None:
+        import ray
+
+        from driver.env import default_env
+
+        cluster = self.cfg.cluster
+        env = {"env_vars": default_env()}
+        if cluster.address:
+            ray.init(address=cluster.address, runtime_env=env, log_to_driver=True)
+        else:
+            ray.init(num_cpus=cluster.num_cpus, include_dashboard=False, runtime_env=env, log_to_driver=True)
+
+    def _launch(self) -> None:
+        from actors.packing import TrainSequence
+        from actors.weight_sync import WeightSyncBroadcaster
+        from cluster.placement import launch
+        from driver.collect import RolloutCollector
+        from driver.env import default_env
+        from driver.stream import PromptStream
+
+        self.sequence_cls = TrainSequence
+        self.handles = launch(self.cfg, str(self.prepared.model_dir), default_env())
+        self.broadcaster = WeightSyncBroadcaster(self.cfg.weight_sync, self.handles.learners[0],
+                                                 self.handles.rollouts)
+        self.stream = PromptStream([t.prompt_id for t in self.train_tasks], seed=self.cfg.seed)
+        self.collector = RolloutCollector(self.handles, {t.prompt_id: t for t in self.train_tasks}, self.stream,
+                                          self.cfg.rollout, self._restore_worker)
+
+    def start(self) -> int:
+        """Resume if asked and possible; evaluate the starting checkpoint; return the first step to run."""
+        self.metrics = MetricsLog(self.run_dir)
+        step = 0
+        folder = ckpt.resolve_resume(self.cfg.resume, self.run_dir)
+        if folder is not None:
+            step = self._resume(folder)
+        else:
+            self.metrics.truncate_after(0)
+            (self.run_dir / "consumed.jsonl").write_text("")
+        self.progress = Progress(self.cfg.steps, step, self.cfg.progress)
+        if step == 0:
+            self.evaluate(0)
+        return step
+
+    def _resume(self, folder: Path) -> int:
+        state = ckpt.load_driver_state(folder)
+        self._get([l.load_checkpoint.remote(str(folder / "learner")) for l in self.handles.learners],
+                  self.cfg.learner.step_timeout_s, "learner checkpoint load")
+        self.version = state["version"]
+        ckpt.set_rng_state(state["rng"])
+        from driver.stream import PromptStream
+
+        self.stream = PromptStream.restore([t.prompt_id for t in self.train_tasks], state["stream"])
+        self.collector.stream = self.stream
+        self.sync_weights(self.version)
+        self.metrics.truncate_after(state["step"])
+        _truncate_jsonl(self.run_dir / "consumed.jsonl", state["step"])
+        log.info("resumed from %s at step %d (policy version %d, %d prompts re-issued)", folder,
+                 state["step"], self.version, len(state["stream"]["reissue"]))
+        return state["step"]
+
+    # -- one step -------------------------------------------------------------------------------------
+    def train_step(self, collected, step: int) -> tuple:
+        from driver.batching import build_batch
+
+        batch = build_batch(collected.groups, self.cfg.algorithm, self.cfg.rollout.max_response_tokens,
+                            len(self.handles.learners), self.sequence_cls)
+        started = time.time()
+        results = self._get([l.train_step.remote(shard, batch.global_num_tokens, step)
+                             for l, shard in zip(self.handles.learners, batch.shards)],
+                            self.cfg.learner.step_timeout_s, f"learner step {step}")
+        metrics = {**batch.stats, **{f"learner/{k}": v for k, v in results[0].items()
+                                     if isinstance(v, (int, float))}}
+        return metrics, time.time() - started
+
+    def sync_weights(self, version: int) -> dict:
+        try:
+            stats = self.broadcaster.sync(version)
+        except Exception as err:
+            raise RunFailed(f"weight sync to version {version} failed: {err}") from err
+        self.version = version
+        return stats
+
+    def _restore_worker(self, worker: int) -> None:
+        """A rollout actor died or hung: wait for Ray to restart it, then push the current weights."""
+        import ray
+
+        handle = self.handles.rollouts[worker]
+        deadline = time.time() + 300
+        while time.time() < deadline:
+            try:
+                ray.get(handle.health.remote(), timeout=60)
+                break
+            except Exception:
+                time.sleep(2)
+        else:
+            raise RunFailed(f"rollout worker {worker} did not come back within 300 s")
+        self.broadcaster.sync(self.version)
+
+    def record_step(self, step: int, collected, metrics: dict, times: dict) -> None:
+        versions = [g.policy_version for g in collected.groups]
+        tokens = metrics.get("batch/response_tokens", 0)
+        train_s, step_s = times["time/train_s"], times["time/step_s"]
+        values = {**metrics, **collected.stats, **times,
+                  "staleness/mean": float(np.mean([self.version - 1 - v for v in versions])) if versions else 0.0,
+                  "time/generate_s": collected.stats.get("collect/generate_s", 0.0),
+                  "time/verify_s": collected.stats.get("collect/verify_s", 0.0),
+                  "time/idle_s": max(0.0, step_s - train_s - times["time/sync_s"]),
+                  "throughput/tokens_per_s": tokens / max(step_s, 1e-9),
+                  "policy_version": self.version}
+        values.update({k: v for k, v in self.collector.counters.items()})
+        self.metrics.log(step + 1, "train", values)
+        with open(self.run_dir / "consumed.jsonl", "a") as f:
+            f.write(json.dumps({"step": step + 1, "trained": [g.task.prompt_id for g in collected.groups],
+                                "filtered": collected.filtered_ids, "stale": collected.stale_ids}) + "\n")
+        self.progress.update(values)
+
+    # -- evaluation, checkpoints, the end -------------------------------------------------------------
+    def should_evaluate(self, step: int) -> bool:
+        every = self.cfg.eval_every
+        return step == self.cfg.steps or (every > 0 and step % every == 0)
+
+    def evaluate(self, step: int) -> dict:
+        from driver.evaluate import choose_remote, selection_metrics
+
+        started = time.time()
+        choices = choose_remote(self.handles.rollouts[0], self.eval_tasks, self.cfg.rollout.request_timeout_s)
+        result = selection_metrics(self.eval_tasks, choices, seed=self.cfg.seed)
+        result["eval_s"] = time.time() - started
+        self.metrics.log(step, "eval", result)
+        if hasattr(self, "progress"):
+            self.progress.accuracy = result["genselect"]
+            self.progress.write(f"[eval step {step}] GenSelect@N {result['genselect']:.3f} "
+                                f"[{result['genselect_lo']:.3f}, {result['genselect_hi']:.3f}]  majority@N "
+                                f"{result['majority']:.3f}  random@N {result['random']:.3f}  parse failures "
+                                f"{result['parse_failure_rate']:.3f}")
+        return result
+
+    def checkpoint(self, step: int) -> Path:
+        tmp = ckpt.begin(self.run_dir, step)
+        self._get([l.save_checkpoint.remote(str(tmp / "learner"), {"step": step, "version": self.version})
+                   for l in self.handles.learners], self.cfg.learner.step_timeout_s, "checkpoint save")
+        state = {"step": step, "version": self.version, "rng": ckpt.rng_state(),
+                 "stream": self.stream.state(self.collector.unfinished_ids()), "time": time.time()}
+        return ckpt.commit(self.run_dir, tmp, state, self.cfg.keep_checkpoints)
+
+    def finish(self) -> dict:
+        export = self.run_dir / "export"
+        self._get([self.handles.learners[0].export_hf.remote(str(export))], 600, "export")
+        plot_curves(self.metrics, self.run_dir / "curves.png")
+        summary = summarize(self.metrics, time.time() - self.started_at, self.cfg.steps)
+        summary["dataset"] = str(self.prepared.dataset_dir)
+        summary["export"] = str(export)
+        (self.run_dir / "summary.json").write_text(json.dumps(summary, indent=1))
+        self.metrics.close()
+        return summary
+
+    def _get(self, refs: list, timeout: float, what: str) -> list:
+        import ray
+        from ray.exceptions import GetTimeoutError, RayActorError, RayTaskError
+
+        try:
+            return ray.get(refs, timeout=timeout)
+        except (RayActorError, RayTaskError, GetTimeoutError) as err:
+            last = ckpt.latest(self.run_dir)
+            where = f"the last checkpoint is {last}" if last else "no checkpoint was written yet"
+            raise RunFailed(f"{what} failed ({type(err).__name__}: {str(err).splitlines()[0][:300]}); "
+                            f"{where}; rerun the same command (resume=auto) to continue") from err
+
+
+def _truncate_jsonl(path: Path, step: int) -> None:
+    if path.exists():
+        rows = [l for l in path.read_text().splitlines() if l.strip() and json.loads(l)["step"] <= step]
+        path.write_text("".join(r + "\n" for r in rows))
+
