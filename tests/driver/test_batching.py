@@ -1,0 +1,76 @@
+"""Batch assembly between the verifier and the learner: dynamic sampling, overlong shaping, advantages,
+token-balanced shards and the global token count."""
+from dataclasses import dataclass
+
+import pytest
+
+from driver.algo.sample import Rollout, RolloutGroup, SelectionTask
+from driver.batching import build_batch, dynamic_sampling, shard_by_tokens
+from driver.config import AlgorithmConfig
+
+
+@dataclass
+class Seq:  # stands in for the learner's TrainSequence (same fields)
+    prompt_token_ids: list
+    response_token_ids: list
+    behaviour_logprobs: list
+    advantage: float
+    loss_weight: float
+    policy_version: int
+
+
+TASK = SelectionTask("p/0", "p", "math", "?", ("a", "b"), ("1", "2"), (1.0, 0.0), "1", "...")
+
+
+def _group(rewards, lengths=None, finish=None, version=0):
+    lengths = lengths or [4] * len(rewards)
+    finish = finish or ["stop"] * len(rewards)
+    rollouts = [Rollout("p/0", [1, 2, 3], list(range(n)), [-0.5] * n, "Judgment: 0", version, f, reward=r)
+                for r, n, f in zip(rewards, lengths, finish)]
+    return RolloutGroup(TASK, rollouts, version)
+
+
+def test_dynamic_sampling_keeps_informative_groups_and_names_reasons():
+    groups = [_group([1, 0, 1, 0]), _group([1, 1, 1, 1]), _group([0, 0, 0, 0])]
+    kept, filtered, reasons = dynamic_sampling(groups, enabled=True)
+    assert kept == groups[:1] and filtered == groups[1:]
+    assert sum(reasons.values()) == 3 and reasons["kept"] == 1
+    kept_all, none, _ = dynamic_sampling(groups, enabled=False)
+    assert kept_all == groups and none == []
+
+
+def test_advantages_are_group_normalised_and_tokens_counted():
+    batch = build_batch([_group([1, 0, 0, 0]), _group([1, 1, 0, 0])], AlgorithmConfig(overlong_buffer_len=2),
+                        max_response_tokens=32, num_ranks=1, sequence_cls=Seq)
+    seqs = batch.shards[0]
+    assert len(seqs) == 8 and batch.global_num_tokens == 8 * 4
+    by_reward = {}
+    for s in seqs:
+        by_reward.setdefault(s.advantage > 0, []).append(s)
+    assert len(by_reward[True]) == 3  # the three correct responses get positive advantages
+    assert batch.stats["reward/mean"] == pytest.approx(3 / 8)
+
+
+def test_overlong_shaping_penalises_long_responses_and_filtering_masks_truncated():
+    algo = AlgorithmConfig(overlong_buffer_len=4, overlong_penalty_factor=1.0)
+    group = _group([1, 1], lengths=[4, 16], finish=["stop", "length"])
+    shaped = build_batch([group], algo, max_response_tokens=16, num_ranks=1, sequence_cls=Seq)
+    short, long_ = sorted(shaped.shards[0], key=lambda s: len(s.response_token_ids))
+    assert short.advantage > 0 > long_.advantage  # same raw reward; the overlong one is penalised
+    algo.overlong_filtering = True
+    masked = build_batch([group], algo, max_response_tokens=16, num_ranks=1, sequence_cls=Seq)
+    weights = {len(s.response_token_ids): s.loss_weight for s in masked.shards[0]}
+    assert weights == {4: 1.0, 16: 0.0} and masked.global_num_tokens == 4
+
+
+def test_shards_balance_tokens_and_keep_every_sequence():
+    seqs = [Seq([0] * 10, [0] * n, [], 0.0, 1.0, 0) for n in (1, 50, 3, 40, 7, 30, 9)]
+    shards = shard_by_tokens(seqs, 3)
+    assert sorted(id(s) for sh in shards for s in sh) == sorted(id(s) for s in seqs)
+    loads = [sum(10 + len(s.response_token_ids) for s in sh) for sh in shards]
+    assert max(loads) - min(loads) <= 50
+
+
+def test_groups_of_unequal_size_are_refused():
+    with pytest.raises(ValueError, match="different sizes"):
+        build_batch([_group([1, 0]), _group([1, 0, 1])], AlgorithmConfig(), 32, 1, Seq)
