@@ -154,7 +154,8 @@ def clipped_policy_loss(
     mask = mask.to(logprobs.dtype)
     adv = advantages.unsqueeze(1) if advantages.dim() == 1 else advantages
     adv = adv.detach().to(logprobs.dtype).expand_as(logprobs)
-    log_ratio = torch.clamp(logprobs - behaviour_logprobs.detach(), -_LOG_RATIO_CLAMP, _LOG_RATIO_CLAMP)
+    log_ratio = torch.where(mask > 0, logprobs - behaviour_logprobs.detach(), 0.0)  # padding may hold inf/nan
+    log_ratio = torch.clamp(log_ratio, -_LOG_RATIO_CLAMP, _LOG_RATIO_CLAMP)
     ratio = torch.exp(log_ratio)
     loss_unclipped = -adv * ratio
     loss_clipped = -adv * torch.clamp(ratio, 1.0 - eps_low, 1.0 + eps_high)
@@ -166,7 +167,7 @@ def clipped_policy_loss(
         loss = torch.where(adv < 0, torch.minimum(loss, dual_bound), loss)
     if is_weights is not None:
         loss = loss * is_weights.detach().to(loss.dtype)
-    loss_token_sum = torch.where(mask > 0, loss * mask, torch.zeros_like(loss)).sum()  # padding may hold inf
+    loss_token_sum = torch.where(mask > 0, loss * mask, 0.0).sum()
     with torch.no_grad():
         stats = {
             "clip_frac": _masked_mean((loss_clipped > loss_unclipped).to(mask.dtype), mask),
