@@ -245,7 +245,7 @@ def _check(cfg: TrainConfig) -> None:
         ("algorithm.eps_low", 0 < a.eps_low < 1, "must be in (0, 1)"),
         ("algorithm.eps_high", a.eps_high > 0, "must be > 0"),
         ("algorithm.dual_clip_c", a.dual_clip_c > 1, "must be > 1"),
-        ("algorithm.maxk_k", 1 <= a.maxk_k < r.samples_per_prompt,
+        ("algorithm.maxk_k", a.advantage_estimator != "maxk" or 1 <= a.maxk_k < r.samples_per_prompt,
          "must be in [1, rollout.samples_per_prompt - 1] (the leave-one-out baseline needs G > k)"),
         ("algorithm.advantage_estimator", not a.advantage_estimator.startswith("bon_")
          or a.overlong_filtering or a.overlong_penalty_factor == 0,

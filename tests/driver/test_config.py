@@ -26,8 +26,8 @@ def test_override_applies_with_type():
     (["algorithm.eps_low=1.5"], "algorithm.eps_low"),
     (["max_staleness=-1"], "max_staleness"),
     (["data.source=file"], "data.path"),
-    (["algorithm.maxk_k=99"], "algorithm.maxk_k"),
-    (["algorithm.maxk_k=8"], "algorithm.maxk_k"),
+    (["algorithm.advantage_estimator=maxk", "algorithm.maxk_k=99"], "algorithm.maxk_k"),
+    (["algorithm.advantage_estimator=maxk", "algorithm.maxk_k=8"], "algorithm.maxk_k"),
     (["algorithm.advantage_estimator=bon_rlb"], "algorithm.advantage_estimator"),
 ])
 def test_bad_values_are_rejected_naming_the_key(override, key):
