@@ -140,7 +140,7 @@ def node_ip_of_bundle(group: Any, bundle_index: int) -> str:
     raise PlacementError(f"node {node_id} of bundle {bundle_index} is not in the cluster")
 
 
-def launch(cfg, model_path: str, actor_env: dict) -> Handles:
+def launch(cfg, model_path: str, actor_env: dict, domains: tuple = ("math",)) -> Handles:
     """Start every actor of `cfg` (a TrainConfig) on the running Ray cluster; PlacementError if it cannot fit.
 
     Rollout actors are restartable (Ray restarts a dead one; the driver re-issues its prompts and pushes the
@@ -178,7 +178,7 @@ def launch(cfg, model_path: str, actor_env: dict) -> Handles:
                                            seed=cfg.seed + 1000 * slot.index, worker_index=slot.index))
     for slot in placement.of("verifier"):
         cls = ray.remote(**options(slot, max_restarts=3))(VerifierPool)
-        handles.verifiers.append(cls.remote(cfg.verifier))
+        handles.verifiers.append(cls.remote(cfg.verifier, domains=tuple(domains)))
     return handles
 
 

@@ -26,6 +26,8 @@ def default_env(cache: Path = CACHE) -> dict:
     if not _has_cuda():
         env["DS_ACCELERATOR"] = "cpu"
         env["VLLM_CPU_KVCACHE_SPACE"] = "1"
+    env["PYTHONPATH"] = os.pathsep.join(p for p in (str(ROOT), os.environ.get("PYTHONPATH", "")) if p)
+    env.update({k: v for k, v in os.environ.items() if k.startswith("GENSELECT_")})  # e.g. test faults
     return env
 
 

@@ -78,7 +78,8 @@ class Run:
         from driver.stream import PromptStream
 
         self.sequence_cls = TrainSequence
-        self.handles = launch(self.cfg, str(self.prepared.model_dir), default_env())
+        self.handles = launch(self.cfg, str(self.prepared.model_dir), default_env(),
+                              domains=tuple(sorted({t.domain for t in self.train_tasks})))
         self.broadcaster = WeightSyncBroadcaster(self.cfg.weight_sync, self.handles.learners[0],
                                                  self.handles.rollouts)
         self.stream = PromptStream([t.prompt_id for t in self.train_tasks], seed=self.cfg.seed)

@@ -1,0 +1,323 @@
+"""Verifier pool: scores a selector's choice by verifying the chosen candidate for real.
+
+GenSelect's reward (Learning Generative Selection for Best-of-N, arXiv 2602.02143) is 1 when the selected
+candidate is correct, else 0; for code the continuous variant is the chosen candidate's unit-test pass fraction
+(the reward max@k training needs, arXiv 2510.23393). `score(task, rollouts)` parses each response's last
+`Judgment: IDX` (`driver.algo.genselect.parse_judgment`), verifies each chosen candidate once, and writes
+`reward`, `judgment`, `parse_status`, `verifier_status` and `timings["verify_s"]` into the rollouts.
+
+* math: math-verify (`parse` + `verify`, gold = `task.reference`) in worker processes: its timeouts use
+  `signal.alarm`, which raises outside a process's main thread -- in a threaded or async Ray actor it would
+  fail or, swallowed, silently score 0. See `actors.math_check`.
+* code: the sandbox (`sandbox.pool.SandboxPool`), started at construction when `domains` names "code", else at
+  the first code task; a missing backend raises `SandboxUnavailable` with the reason, never a silent fallback.
+
+Every verification runs under the deadline `cfg.timeout_s`. A hang past it scores 0 with status "timeout" and
+its worker process is killed and replaced; an exception scores 0 with status "error". Both are counted in
+`metrics()` and logged with the reason: never a silent zero. At most `cfg.processes_per_worker` verifications
+are in flight per actor; further ones wait in a bounded queue (submission blocks when it is full). Verdicts
+are cached per (prompt_id, candidate index): the G responses of a group that pick the same candidate verify it
+once (only "ok" verdicts are kept across calls; a timeout or error may be transient and is retried).
+
+The class is plain; `ray.remote(...)` is applied where it is launched. Its methods are thread-safe, so it also
+works as a threaded actor (`max_concurrency > 1`).
+"""
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections import Counter, OrderedDict
+from concurrent.futures import Future, ThreadPoolExecutor
+from typing import Any, Callable, Optional, Sequence
+
+from actors.math_check import (ERROR, OK, TIMEOUT, ProcessPool, Verdict, check_answer, math_timeout, run_check,
+                               warm_up)
+from driver.algo.genselect import ParseStatus, parse_judgment, selection_reward
+from driver.algo.sample import Rollout, SelectionTask
+from driver.config import VerifierConfig
+
+log = logging.getLogger(__name__)
+
+DOMAINS = ("math", "code")
+REWARD_MODES = ("binary", "partial")
+PARSE_FAILURE = "parse_failure"
+_CACHED_STATUSES = (OK,)  # a timeout or error may be transient (a loaded machine, a crashed worker): retried
+
+
+class VerifierPool:
+    """Scores GenSelect rollouts; see the module docstring.
+
+    Args:
+        cfg: the verifier sub-config (`TrainConfig.verifier`).
+        domains: domains whose backends start at construction ("math" starts the worker processes, "code"
+            the sandbox and its start-up check); the others start at their first task.
+        check_fn: math check run in the worker processes, `fn(answer, reference, timeout_s) -> Verdict`; a
+            picklable top-level function (default `actors.math_check.check_answer`; tests inject others).
+        context: multiprocessing start method of the worker processes ("forkserver" or "spawn").
+        queue_size: verifications that may wait beyond the in-flight ones before submission blocks.
+        cache_size: verdicts kept (least recently used are evicted).
+        math_memory_mb: address-space cap of each math worker process (None: no cap).
+    """
+
+    def __init__(self, cfg: VerifierConfig, domains: Sequence[str] = ("math",),
+                 check_fn: Optional[Callable[..., Verdict]] = None, context: str = "forkserver",
+                 queue_size: int = 64, cache_size: int = 65536, math_memory_mb: Optional[int] = 2048):
+        if cfg.reward not in REWARD_MODES:
+            raise ValueError(f"verifier.reward={cfg.reward!r} is not one of {list(REWARD_MODES)}")
+        if cfg.processes_per_worker < 1 or cfg.timeout_s <= 0:
+            raise ValueError("verifier.processes_per_worker must be >= 1 and verifier.timeout_s > 0")
+        unknown = sorted(set(domains) - set(DOMAINS))
+        if unknown:
+            raise ValueError(f"unknown domains {unknown}; expected a subset of {list(DOMAINS)}")
+        self.cfg = cfg
+        self._check_fn = check_fn or check_answer
+        self._context = context
+        self._math_memory_mb = math_memory_mb
+        self._math_timeout = math_timeout(cfg.timeout_s)
+        self._lock = threading.Lock()
+        self._start_lock = threading.Lock()
+        self._math: Optional[ProcessPool] = None
+        self._sandbox: Any = None
+        self._threads = ThreadPoolExecutor(max_workers=cfg.processes_per_worker, thread_name_prefix="verify")
+        self._slots = threading.BoundedSemaphore(cfg.processes_per_worker + queue_size)
+        self._cache: "OrderedDict[tuple, Verdict]" = OrderedDict()
+        self._cache_size = cache_size
+        self._counts: Counter = Counter()
+        self._seconds_sum = 0.0
+        self._seconds_max = 0.0
+        self._replaced_seen = 0
+        self._closed = False
+        if "math" in domains:
+            self._math_pool()
+        if "code" in domains:
+            self._sandbox_pool()
+
+    # -- public API ------------------------------------------------------------------------------------
+
+    def score(self, task: SelectionTask, rollouts: list[Rollout]) -> list[Rollout]:
+        """Set reward, judgment, parse/verifier status and `timings["verify_s"]` on each rollout; return them.
+
+        `verify_s` is the wall time of the verification that produced the rollout's verdict, charged to the
+        first rollout that needed it (0.0 for the others, for cache hits and for parse failures).
+        """
+        if self._closed:
+            raise RuntimeError("VerifierPool is closed")
+        if task.domain not in DOMAINS:
+            raise ValueError(f"task {task.prompt_id}: unknown domain {task.domain!r}; expected one of {DOMAINS}")
+        judgments = [parse_judgment(r.response_text, task.num_candidates) for r in rollouts]
+        verdicts, seconds = self._verdicts(task, sorted({j.index for j in judgments if j.ok}))
+        counts: Counter = Counter(rollouts=len(rollouts))
+        for rollout, judgment in zip(rollouts, judgments):
+            rollout.parse_status = judgment.status
+            rollout.judgment = judgment.index
+            rollout.timings["verify_s"] = 0.0
+            if not judgment.ok:
+                rollout.reward, rollout.verifier_status = 0.0, PARSE_FAILURE
+                counts[f"parse_failures/{judgment.status}"] += 1
+                log.debug("parse failure for %s: %s", task.prompt_id, judgment.reason)
+                continue
+            verdict = verdicts[judgment.index]
+            if judgment.index in seconds:
+                rollout.timings["verify_s"] = seconds.pop(judgment.index)
+            else:
+                counts["cache_hits"] += 1
+            rollout.verifier_status = verdict.status
+            rollout.reward = self._reward(task, judgment, verdict)
+            counts[f"rollout_status/{verdict.status}"] += 1
+        with self._lock:
+            self._counts.update(counts)
+        return rollouts
+
+    def score_groups(self, groups: list) -> list:
+        """Score every RolloutGroup of one generation call; `extras["verify_s"]` gets each group's wall time.
+
+        The training driver chains this on the rollout actor's result ref, so verification starts as soon as
+        generation ends without the driver waiting in between.
+        """
+        for group in groups:
+            started = time.perf_counter()
+            self.score(group.task, group.rollouts)
+            group.extras["verify_s"] = time.perf_counter() - started
+        return groups
+
+    def metrics(self, reset: bool = True) -> dict:
+        """Counters since the last reset (flat keys for loggers).
+
+        rollouts; verified (verifications actually run) split into ok / timeouts / errors; cache_hits
+        (rollouts scored without a new verification); parse_failures and parse_failures/{no_judgment,
+        out_of_range}; rollout_status/{ok,timeout,error}; code_status/{sandbox status}; workers_replaced;
+        verify_s_mean / verify_s_max over the verifications run.
+        """
+        with self._lock:
+            c = self._counts
+            replaced = self._math.replaced if self._math is not None else 0
+            out = {key: c[key] for key in ("rollouts", "verified", "ok", "timeouts", "errors", "cache_hits")}
+            out["workers_replaced"] = replaced - self._replaced_seen
+            reasons = (ParseStatus.NO_JUDGMENT, ParseStatus.OUT_OF_RANGE)
+            for reason in reasons:
+                out[f"parse_failures/{reason}"] = c[f"parse_failures/{reason}"]
+            out["parse_failures"] = sum(out[f"parse_failures/{reason}"] for reason in reasons)
+            for status in (OK, TIMEOUT, ERROR):
+                out[f"rollout_status/{status}"] = c[f"rollout_status/{status}"]
+            out.update({k: v for k, v in c.items() if k.startswith("code_status/")})
+            out["verify_s_mean"] = self._seconds_sum / c["verified"] if c["verified"] else 0.0
+            out["verify_s_max"] = self._seconds_max
+            if reset:
+                self._counts, self._seconds_sum, self._seconds_max = Counter(), 0.0, 0.0
+                self._replaced_seen = replaced
+        return out
+
+    def health(self) -> dict:
+        """Liveness: worker processes alive, sandbox state, and a round trip through one worker (`probe_s`)."""
+        info: dict = {"closed": self._closed, "math_processes_expected": self.cfg.processes_per_worker,
+                      "math_processes_alive": self._math.alive() if self._math else 0,
+                      "math_started": self._math is not None, "sandbox_started": self._sandbox is not None}
+        ok = not self._closed
+        if self._math is not None and not self._closed:
+            outcome = self._math.run(run_check, (check_answer, "1", "1", 1), self.cfg.timeout_s)
+            info["probe_s"] = round(outcome.seconds, 4)
+            ok = ok and outcome.status == OK and outcome.value.score == 1.0
+        if self._sandbox is not None:
+            info["sandbox"] = self._sandbox.describe()
+        info["ok"] = ok
+        return info
+
+    def close(self) -> None:
+        """Stop the worker processes and the sandbox; idempotent."""
+        if self._closed:
+            return
+        self._closed = True
+        self._threads.shutdown(wait=False, cancel_futures=True)
+        if self._math is not None:
+            self._math.close()
+        if self._sandbox is not None:
+            self._sandbox.close()
+
+    # -- internals -------------------------------------------------------------------------------------
+
+    def _math_pool(self) -> ProcessPool:
+        with self._start_lock:
+            if self._math is None:
+                preload = ["actors.math_check", "math_verify"]
+                if self._check_fn.__module__ not in (*preload, "__main__"):
+                    preload.append(self._check_fn.__module__)  # imported before the deadline starts
+                self._math = ProcessPool(self.cfg.processes_per_worker, context=self._context, preload=preload,
+                                         memory_mb=self._math_memory_mb, warmup=warm_up)
+            return self._math
+
+    def _sandbox_pool(self) -> Any:
+        with self._start_lock:
+            if self._sandbox is None:
+                self._sandbox = start_sandbox(self.cfg)
+            return self._sandbox
+
+    def _verdicts(self, task: SelectionTask, indices: list) -> tuple:
+        """({idx: Verdict}, {idx: seconds of a verification run now}) for the chosen candidates `indices`."""
+        verdicts, seconds = {}, {}
+        for idx in indices:
+            cached = self._cache_get((task.prompt_id, idx))
+            if cached is not None:
+                verdicts[idx] = cached
+        missing = [idx for idx in indices if idx not in verdicts]
+        if missing and task.domain == "math":  # start-up errors (SandboxUnavailable, ...) propagate here
+            self._math_pool()
+        elif missing:
+            self._sandbox_pool()
+        pending = {idx: self._submit(task, idx) for idx in missing}
+        for idx, future in pending.items():
+            verdicts[idx], seconds[idx] = future.result()
+            self._record(task, idx, verdicts[idx], seconds[idx])
+        return verdicts, seconds
+
+    def _submit(self, task: SelectionTask, idx: int) -> "Future":
+        self._slots.acquire()  # the bounded queue: blocks while processes + queue_size are pending
+        future = self._threads.submit(self._verify, task, idx)
+        future.add_done_callback(lambda _: self._slots.release())
+        return future
+
+    def _verify(self, task: SelectionTask, idx: int) -> tuple:
+        """(Verdict, seconds) for candidate `idx` of `task`; never raises."""
+        start = time.monotonic()
+        try:
+            if task.domain == "math":
+                outcome = self._math_pool().run(
+                    run_check, (self._check_fn, task.candidate_answers[idx], task.reference, self._math_timeout),
+                    self.cfg.timeout_s)
+                if outcome.status == OK:
+                    return outcome.value, outcome.seconds
+                return Verdict(0.0, outcome.status, str(outcome.value)), outcome.seconds
+            verdict, status = check_code(self._sandbox_pool(), task, idx, self.cfg.timeout_s)
+            with self._lock:
+                self._counts[f"code_status/{status}"] += 1
+            return verdict, time.monotonic() - start
+        except Exception as e:  # noqa: BLE001 -- reported as an "error" verdict and counted
+            return Verdict(0.0, ERROR, f"{type(e).__name__}: {e}"), time.monotonic() - start
+
+    def _record(self, task: SelectionTask, idx: int, verdict: Verdict, seconds: float) -> None:
+        key = {OK: "ok", TIMEOUT: "timeouts"}.get(verdict.status, "errors")
+        with self._lock:
+            self._counts["verified"] += 1
+            self._counts[key] += 1
+            self._seconds_sum += seconds
+            self._seconds_max = max(self._seconds_max, seconds)
+            if verdict.status in _CACHED_STATUSES:
+                self._cache[(task.prompt_id, idx)] = verdict
+                while len(self._cache) > self._cache_size:
+                    self._cache.popitem(last=False)
+        if verdict.status != OK:
+            log.warning("verifier %s: %s (%s) candidate %d after %.2fs: %s", verdict.status, task.prompt_id,
+                        task.domain, idx, seconds, verdict.detail)
+
+    def _cache_get(self, key: tuple) -> Optional[Verdict]:
+        with self._lock:
+            verdict = self._cache.get(key)
+            if verdict is not None:
+                self._cache.move_to_end(key)
+            return verdict
+
+    def _reward(self, task: SelectionTask, judgment: Any, verdict: Verdict) -> float:
+        if verdict.status != OK:
+            return 0.0
+        scores = [0.0] * task.num_candidates
+        scores[judgment.index] = verdict.score
+        return selection_reward(judgment, scores, self.cfg.reward)
+
+
+def start_sandbox(cfg: VerifierConfig) -> Any:
+    """A started `SandboxPool` for `cfg` (raises `SandboxUnavailable` naming what is missing)."""
+    from sandbox.pool import SandboxConfig, SandboxPool
+    if cfg.sandbox_timeout_s >= cfg.timeout_s:
+        log.warning("verifier.sandbox_timeout_s=%s >= verifier.timeout_s=%s: slow code runs will be scored as "
+                    "verifier timeouts instead of partial credit", cfg.sandbox_timeout_s, cfg.timeout_s)
+    sandbox_cfg = SandboxConfig(backend=cfg.sandbox_backend, timeout_s=cfg.sandbox_timeout_s,
+                                case_timeout_s=min(3.0, cfg.sandbox_timeout_s), memory_mb=cfg.sandbox_memory_mb,
+                                workers=cfg.processes_per_worker)
+    return SandboxPool(sandbox_cfg)
+
+
+def check_code(sandbox: Any, task: SelectionTask, idx: int, deadline_s: float) -> tuple:
+    """Run candidate `idx` against `task.reference` in the sandbox: (Verdict, sandbox status).
+
+    HumanEval-style `check(candidate)` tests when `task.entry_point` is set, else stdin/stdout cases (a JSON
+    list). The verdict's score is the unit-test pass fraction; what the *solution* does (fails, hangs, floods
+    its output, runs out of memory) is a verdict about the candidate ("ok", with the tests it passed); a
+    sandbox failure or unparseable tests is "error"; no result within `deadline_s` is "timeout".
+    """
+    from concurrent.futures import TimeoutError as FutureTimeout
+    from sandbox.pool import CodeTask
+    code_task = CodeTask(solution=task.candidate_answers[idx], tests=task.reference,
+                         format="assert" if task.entry_point else "stdio", entry_point=task.entry_point or None,
+                         task_id=f"{task.prompt_id}#{idx}")
+    future = sandbox.submit(code_task)
+    try:
+        result = future.result(timeout=deadline_s)
+    except FutureTimeout:
+        future.cancel()
+        return Verdict(0.0, TIMEOUT, f"no sandbox result within {deadline_s:.1f}s"), "verifier_timeout"
+    if result.status in ("sandbox_error", "invalid_tests"):
+        return Verdict(0.0, ERROR, f"{result.status}: {result.error}"), result.status
+    return Verdict(result.pass_fraction, OK, f"{result.status}: {result.passed}/{result.total}"), result.status
+
+
+__all__ = ["VerifierPool", "start_sandbox", "check_code", "DOMAINS", "PARSE_FAILURE"]
