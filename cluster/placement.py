@@ -171,7 +171,8 @@ def launch(cfg, model_path: str, actor_env: dict, domains: tuple = ("math",)) ->
         cls = ray.remote(**options(slot, max_restarts=0))(Learner)
         handles.learners.append(cls.remote(cfg.learner, cfg.algorithm, model_path, rank=slot.index,
                                            world_size=len(learner_slots), master_addr=master_addr,
-                                           master_port=master_port, seed=cfg.seed))
+                                           master_port=master_port, seed=cfg.seed,
+                                           total_train_steps=cfg.steps, temperature=cfg.rollout.temperature))
     for slot in placement.of("rollout"):
         cls = ray.remote(**options(slot, max_restarts=3, max_concurrency=16))(RolloutWorker)
         handles.rollouts.append(cls.remote(cfg.rollout, model_path, dtype=cfg.model.dtype,

@@ -5,7 +5,8 @@ the learner (arXiv 2503.14476, section 3):
       -> dynamic sampling: keep groups whose raw rewards are not all equal (std > 0)
       -> overlong shaping: soft penalty added to the reward (or truncated responses masked out)
       -> advantages from the configured estimator (GRPO/DAPO, max@k, BoN-RLB)
-      -> one TrainSequence per response, sharded over learner ranks with balanced token counts
+      -> one TrainSequence per response, sharded over learner ranks (a group's responses stay on one rank, so
+     the learner computes their shared prompt once) with balanced token counts
 
 The token-level loss divides by the number of response tokens in the whole batch (all ranks), which is
 computed here once and passed to every rank (`global_num_tokens`).
@@ -17,6 +18,7 @@ from dataclasses import dataclass, field
 
 import torch
 
+from actors.packing import TrainSequence, count_loss_tokens, shard_sequences
 from driver.algo import dapo
 from driver.algo.bon import make_estimator
 
@@ -48,11 +50,8 @@ class Batch:
     stats: dict = field(default_factory=dict)
 
 
-def build_batch(groups: list, algo, max_response_tokens: int, num_ranks: int, sequence_cls) -> Batch:
-    """Advantages and sequences for `groups` (each with G scored rollouts), sharded over `num_ranks`.
-
-    `sequence_cls` is the learner's TrainSequence type (passed in so this module stays free of actors).
-    """
+def build_batch(groups: list, algo, max_response_tokens: int, num_ranks: int) -> Batch:
+    """Advantages and sequences for `groups` (each with G scored rollouts), sharded over `num_ranks`."""
     if not groups:
         raise ValueError("build_batch needs at least one group")
     rollouts = [r for g in groups for r in g.rollouts]
@@ -71,12 +70,12 @@ def build_batch(groups: list, algo, max_response_tokens: int, num_ranks: int, se
     advantages = estimator_from_config(algo).advantages(shaped)                       # (num_groups, G)
     weights = (~truncated).double() if algo.overlong_filtering else torch.ones(len(rollouts), dtype=torch.float64)
     sequences = [
-        sequence_cls(prompt_token_ids=list(r.prompt_token_ids), response_token_ids=list(r.response_token_ids),
+        TrainSequence(prompt_token_ids=list(r.prompt_token_ids), response_token_ids=list(r.response_token_ids),
                      behaviour_logprobs=list(r.behaviour_logprobs), advantage=float(a), loss_weight=float(w),
                      policy_version=r.policy_version)
         for r, a, w in zip(rollouts, advantages.reshape(-1).tolist(), weights.tolist())
     ]
-    global_tokens = int(sum(s.loss_weight > 0 and len(s.response_token_ids) for s in sequences))
+    global_tokens = count_loss_tokens(sequences)
     stats = {
         "reward/mean": raw.mean().item(),
         "reward/shaped_mean": shaped.mean().item(),
@@ -87,20 +86,5 @@ def build_batch(groups: list, algo, max_response_tokens: int, num_ranks: int, se
         "batch/sequences": len(sequences),
         "batch/response_tokens": global_tokens,
     }
-    return Batch(shard_by_tokens(sequences, num_ranks), max(global_tokens, 1), stats)
+    return Batch(shard_sequences(sequences, num_ranks), global_tokens, stats)
 
-
-def shard_by_tokens(sequences: list, num_ranks: int) -> list:
-    """Greedy longest-first assignment of sequences to ranks, balancing total (prompt + response) tokens."""
-    shards = [[] for _ in range(num_ranks)]
-    loads = [0] * num_ranks
-    order = sorted(range(len(sequences)), key=lambda i: -_tokens(sequences[i]))
-    for i in order:
-        rank = loads.index(min(loads))
-        shards[rank].append(sequences[i])
-        loads[rank] += _tokens(sequences[i])
-    return shards
-
-
-def _tokens(sequence) -> int:
-    return len(sequence.prompt_token_ids) + len(sequence.response_token_ids)

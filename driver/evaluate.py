@@ -98,10 +98,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     apply_defaults()
     from actors.rollout import RolloutWorker
     from driver.config import RolloutConfig
-    from driver.data.dataset import load_split
+    from driver.data.dataset import load_dataset
 
     args = _parse_args(sys.argv[1:] if argv is None else argv)
-    tasks = load_split(args.dataset, args.split)
+    tasks = getattr(load_dataset(args.dataset), args.split)
     tasks = tasks[: args.prompts] if args.prompts else tasks
     if not tasks:
         print(f"no prompts in {args.dataset} ({args.split})", file=sys.stderr)

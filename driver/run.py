@@ -37,8 +37,11 @@ class Run:
         from driver.prepare import prepare
 
         self.run_dir.mkdir(parents=True, exist_ok=True)
-        self.prepared = prepare(self.cfg.data, self.cfg.model)
-        self.train_tasks, self.heldout = self.prepared.train_tasks, self.prepared.heldout_tasks
+        from driver.data.dataset import load_dataset
+
+        self.prepared = prepare(self.cfg.data, self.cfg.model, eval_prompts=self.cfg.eval_prompts or 200)
+        data = load_dataset(self.prepared.dataset_dir)
+        self.train_tasks, self.heldout = data.train, data.heldout
         self.eval_tasks = self.heldout[: self.cfg.eval_prompts] if self.cfg.eval_prompts else self.heldout
         (self.run_dir / "config.yaml").write_text(to_yaml(self.cfg))
         self._start_ray()
@@ -70,14 +73,12 @@ class Run:
             ray.init(num_cpus=cluster.num_cpus, include_dashboard=False, runtime_env=env, log_to_driver=True)
 
     def _launch(self) -> None:
-        from actors.packing import TrainSequence
         from actors.weight_sync import WeightSyncBroadcaster
         from cluster.placement import launch
         from driver.collect import RolloutCollector
         from driver.env import default_env
         from driver.stream import PromptStream
 
-        self.sequence_cls = TrainSequence
         self.handles = launch(self.cfg, str(self.prepared.model_dir), default_env(),
                               domains=tuple(sorted({t.domain for t in self.train_tasks})))
         self.broadcaster = WeightSyncBroadcaster(self.cfg.weight_sync, self.handles.learners[0],
@@ -123,7 +124,7 @@ class Run:
         from driver.batching import build_batch
 
         batch = build_batch(collected.groups, self.cfg.algorithm, self.cfg.rollout.max_response_tokens,
-                            len(self.handles.learners), self.sequence_cls)
+                            len(self.handles.learners))
         started = time.time()
         results = self._get([l.train_step.remote(shard, batch.global_num_tokens, step)
                              for l, shard in zip(self.handles.learners, batch.shards)],

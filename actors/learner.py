@@ -1,0 +1,387 @@
+"""DeepSpeed learner rank: packed DAPO steps with an exact token-level loss across micro-batches and ranks.
+
+A plain class (ray.remote is applied at launch, cluster/placement.py). `num_ranks` instances form one
+process group (gloo on CPU, NCCL on GPU) and one DeepSpeed engine (ZeRO-2 by default, ZeRO-3 supported;
+fp32 or bf16 with fp32 master weights; torch AdamW; global-norm clipping; LambdaLR warm-up + decay).
+
+Exact DAPO token-level loss (arXiv 2503.14476 eq. 12) under sharding. One optimizer update sees a global
+mini-batch spread over R ranks and M_r micro-batches per rank. Each micro-batch backpropagates
+
+    loss_mb = sum_{tokens in mb} l_t * R / N_global          (dapo.token_level_mean, grad_divisor=R)
+
+where N_global is the loss-token count of the whole mini-batch on all ranks (one all-reduce per step).
+Gradients add up over micro-batches (DeepSpeed gradient accumulation with the boundary set by hand and
+`gradient_accumulation_steps=1`, so DeepSpeed does not rescale) and DeepSpeed *averages* them over ranks
+(divides by R), so the update uses sum_{all tokens} grad l_t / N_global: the global token mean whatever the
+split. A test checks that 2 ranks on a split batch give the same weights as 1 rank on the whole batch.
+
+Every rank runs the same number of forward/backward passes (ZeRO-3 gathers weights in the forward, ZeRO-2
+reduces gradients in the backward): a rank with fewer packed micro-batches runs zero-weight dummies.
+"""
+from __future__ import annotations
+
+import datetime
+import functools
+import logging
+import math
+import os
+import time
+from pathlib import Path
+
+import deepspeed
+import numpy as np
+import torch
+
+from actors import checkpoint_io as cio
+from actors.packing import (TrainSequence, count_loss_tokens, dummy_micro_batch, pack_sequences,
+                            split_mini_batches, unpack_per_sequence)
+from driver.algo.dapo import clipped_policy_loss, token_level_mean, truncated_is_weights
+
+log = logging.getLogger(__name__)
+CKPT_TAG = "state"
+_STAT_KEYS = ("clip_frac", "clip_frac_high", "clip_frac_low", "dual_clip_frac", "approx_kl", "ratio_mean")
+
+
+def lr_multiplier(step: int, schedule: str, warmup_steps: int, total_steps: int) -> float:
+    """Learning-rate factor for optimizer update `step` (0-based); the lr is `peak * factor`.
+
+    Warm-up: `(step + 1) / warmup_steps` for `step < warmup_steps` (the first update is not wasted at 0).
+    Then 'constant': 1; 'linear': `(total - step) / (total - warmup)`; 'cosine':
+    `0.5 * (1 + cos(pi * (step - warmup) / (total - warmup)))`. Both decays reach 0 at `step = total`.
+    """
+    if step < warmup_steps:
+        return (step + 1) / warmup_steps
+    if schedule == "constant":
+        return 1.0
+    if total_steps <= warmup_steps:
+        raise ValueError(f"lr_schedule={schedule!r} needs total_steps > warmup_steps, got {total_steps}")
+    progress = min(1.0, (step - warmup_steps) / (total_steps - warmup_steps))
+    if schedule == "linear":
+        return 1.0 - progress
+    if schedule == "cosine":
+        return 0.5 * (1.0 + math.cos(math.pi * progress))
+    raise ValueError(f"unknown lr_schedule {schedule!r}")
+
+
+class _PolicyLogprobs(torch.nn.Module):
+    """Wraps a HF causal LM: packed inputs -> log-probs and entropies of the target tokens only.
+
+    The LM head runs only at the N target positions (GenSelect prompts are ~90% of the tokens).
+    Inputs: input_ids, position_ids (rows, width); attention_mask (rows, 1, width, width) bool;
+    target_index, target_ids (N,) (see actors.packing.MicroBatch). Returns two (N,) fp32 tensors:
+    log pi(target) (with grad) and the entropy of the predictive distribution (no grad).
+    """
+
+    def __init__(self, model: torch.nn.Module, temperature: float = 1.0):
+        super().__init__()
+        self.model = model
+        self.temperature = temperature
+
+    def forward(self, input_ids, position_ids, attention_mask, target_index, target_ids):
+        hidden = self.model.base_model(input_ids=input_ids, position_ids=position_ids, attention_mask=attention_mask,
+                                       use_cache=False)[0]
+        h = hidden.reshape(-1, hidden.shape[-1]).index_select(0, target_index)
+        logits = self.model.get_output_embeddings()(h).float()
+        if self.temperature != 1.0:
+            logits = logits / self.temperature
+        log_z = torch.logsumexp(logits, dim=-1)
+        logprobs = logits.gather(1, target_ids.unsqueeze(1)).squeeze(1) - log_z
+        with torch.no_grad():
+            entropy = log_z - (torch.softmax(logits, dim=-1) * logits).sum(-1)
+        return logprobs, entropy
+
+
+class Learner:
+    """One data-parallel rank of the DeepSpeed learner.
+
+    `total_train_steps` (train_step calls of the run) is needed by the 'linear'/'cosine' schedules;
+    `temperature` must equal the rollout sampling temperature when behaviour log-probs are the engine's
+    processed (temperature-scaled) log-probs.
+    """
+
+    def __init__(self, cfg, algo, model_path: str, rank: int = 0, world_size: int = 1,
+                 master_addr: str = "127.0.0.1", master_port: int = 29500, seed: int = 0,
+                 total_train_steps: int = 0, temperature: float = 1.0):
+        from transformers import AutoModelForCausalLM
+
+        self.cfg, self.algo, self.model_path = cfg, algo, Path(model_path)
+        self.rank, self.world_size = rank, world_size
+        os.environ.update(RANK=str(rank), WORLD_SIZE=str(world_size), LOCAL_RANK="0",
+                          LOCAL_WORLD_SIZE=str(world_size), MASTER_ADDR=master_addr, MASTER_PORT=str(master_port))
+        logging.getLogger("DeepSpeed").setLevel(logging.WARNING)
+        cuda = torch.cuda.is_available()
+        if cuda:
+            torch.cuda.set_device(0)  # Ray gives each rank its own visible GPU
+        self.device = torch.device("cuda", 0) if cuda else torch.device("cpu")
+        deepspeed.init_distributed(dist_backend="nccl" if cuda else "gloo", auto_mpi_discovery=False,
+                                   timeout=datetime.timedelta(seconds=cfg.step_timeout_s),
+                                   rank=rank, world_size=world_size)
+        torch.manual_seed(seed + rank)
+        bf16 = cfg.dtype == "bfloat16"
+        hf = AutoModelForCausalLM.from_pretrained(str(model_path), dtype=torch.bfloat16 if bf16 else torch.float32,
+                                                  attn_implementation="sdpa")
+        self.tied = bool(getattr(hf.config, "tie_word_embeddings", False))
+        module = _PolicyLogprobs(hf, temperature)
+        optimizer = torch.optim.AdamW(module.parameters(), lr=cfg.lr, betas=tuple(cfg.betas),
+                                      weight_decay=cfg.weight_decay)
+        fn = functools.partial(lr_multiplier, schedule=cfg.lr_schedule, warmup_steps=cfg.warmup_steps,
+                               total_steps=total_train_steps * cfg.mini_batches_per_step)
+        fn(cfg.warmup_steps)  # fail here, not at step N, on a schedule that lacks total_train_steps
+        self.engine, _, _, _ = deepspeed.initialize(
+            model=module, optimizer=optimizer, config=self._ds_config(bf16), dist_init_required=False,
+            lr_scheduler=lambda opt: torch.optim.lr_scheduler.LambdaLR(opt, fn))
+        self.hf = self.engine.module.model
+        self._version = 0
+
+    def _ds_config(self, bf16: bool) -> dict:
+        return {
+            "train_micro_batch_size_per_gpu": 1,
+            "gradient_accumulation_steps": 1,  # accumulation boundary is set by hand; no loss rescaling
+            "gradient_clipping": self.cfg.grad_clip,
+            "zero_optimization": {"stage": self.cfg.zero_stage, "overlap_comm": False,
+                                  "contiguous_gradients": True, "reduce_scatter": True},
+            "bf16": {"enabled": bf16},
+            "data_types": {"grad_accum_dtype": "fp32"},  # bf16: accumulate micro-batch gradients in fp32
+            "steps_per_print": 1 << 30,
+            "wall_clock_breakdown": False,
+        }
+
+    # ----------------------------------------------------------------- collectives
+    def _all_reduce(self, values: list, op: str = "sum") -> list:
+        if self.world_size == 1:
+            return list(values)
+        t = torch.tensor(values, dtype=torch.float64, device=self.device)
+        deepspeed.comm.all_reduce(t, op=deepspeed.comm.ReduceOp.MAX if op == "max" else deepspeed.comm.ReduceOp.SUM)
+        return t.tolist()
+
+    def _barrier(self) -> None:
+        if self.world_size > 1:
+            deepspeed.comm.barrier()
+
+    def _pad_counts(self, packed: list) -> list:
+        """Pad each list of micro-batches with dummies to the largest count on any rank."""
+        counts = [int(c) for c in self._all_reduce([len(p) for p in packed], "max")]
+        return [p + [dummy_micro_batch() for _ in range(c - len(p))] for p, c in zip(packed, counts)]
+
+    def _inputs(self, mb) -> dict:
+        d = self.device
+        return {"input_ids": mb.input_ids.to(d), "position_ids": mb.position_ids.to(d),
+                "attention_mask": mb.attention_mask.to(d), "target_index": mb.target_index.to(d),
+                "target_ids": mb.target_ids.to(d)}
+
+    # ----------------------------------------------------------------- training
+    def train_step(self, shard: list[TrainSequence], global_num_tokens: int, step: int) -> dict:
+        """One DAPO step on this rank's `shard` (list of TrainSequence): `mini_batches_per_step` updates.
+
+        `global_num_tokens` is the loss-token count of the whole step on all ranks; the learner re-derives
+        it (and per-mini-batch counts) with one all-reduce and raises on a mismatch. Collective: every rank
+        calls it with its shard. Returns global metrics (identical on every rank).
+        """
+        t_start = time.perf_counter()
+        self.engine.train()
+        minis = split_mini_batches(list(shard), self.cfg.mini_batches_per_step)
+        packed = [pack_sequences(m, self.cfg.micro_batch_tokens) for m in minis]
+        real_packed = [mb for p in packed for mb in p]
+        staleness = sum(self._version - s.policy_version for s in shard)
+        tokens = [int(n) for n in self._all_reduce([count_loss_tokens(m) for m in minis])]
+        if sum(tokens) != int(global_num_tokens):
+            raise ValueError(f"global_num_tokens={global_num_tokens} but the ranks hold {sum(tokens)} loss tokens")
+        packed = self._pad_counts(packed)
+        timing = {"forward_s": 0.0, "backward_s": 0.0, "optimizer_s": 0.0, "proximal_s": 0.0}
+        proximal = None
+        if self.algo.ratio_reference == "proximal":
+            t0 = time.perf_counter()
+            proximal = [[self._logprobs_no_grad(mb)[0] for mb in p] for p in packed]
+            timing["proximal_s"] = time.perf_counter() - t0
+        acc = dict.fromkeys(("loss", "tokens", "entropy", "tis_mean", "tis_capped") + _STAT_KEYS, 0.0)
+        grad_norms, lrs, skipped = [], [], 0
+        for k, micro_batches in enumerate(packed):
+            if tokens[k] == 0:  # same decision on every rank: the counts are global
+                skipped += 1
+                continue
+            for i, mb in enumerate(micro_batches):
+                prox = proximal[k][i] if proximal is not None else None
+                self._micro_step(mb, prox, tokens[k], last=i == len(micro_batches) - 1, acc=acc, timing=timing)
+            lrs.append(self.engine.get_lr()[0])
+            t0 = time.perf_counter()
+            self.engine.step()
+            timing["optimizer_s"] += time.perf_counter() - t0
+            grad_norms.append(float(self.engine.get_global_grad_norm() or 0.0))
+            self._version += 1
+        acc["staleness"] = staleness
+        acc["sequence_tokens"] = sum(max(0, s.input_length) for s in shard)
+        return self._metrics(acc, timing, real_packed, grad_norms, lrs, skipped, step, len(shard),
+                             time.perf_counter() - t_start, sum(tokens))
+
+    def _micro_step(self, mb, prox, num_tokens: int, last: bool, acc: dict, timing: dict) -> None:
+        self.engine.set_gradient_accumulation_boundary(last)
+        t0 = time.perf_counter()
+        logprobs, entropy = self.engine(**self._inputs(mb))
+        d = self.device
+        behaviour, weights = mb.behaviour_logprobs.to(d), mb.loss_weights.to(d)
+        old, is_w = behaviour, None
+        if prox is not None:  # decoupled PPO: ratio vs proximal, truncated IS behaviour -> proximal
+            is_w = truncated_is_weights(behaviour, prox, self.algo.tis_cap)
+            old = prox
+        loss_sum, stats = clipped_policy_loss(
+            logprobs[None], old[None], mb.advantages.to(d)[None], weights[None], eps_low=self.algo.eps_low,
+            eps_high=self.algo.eps_high, dual_clip_c=self.algo.dual_clip_c,
+            is_weights=None if is_w is None else is_w[None])
+        loss = token_level_mean(loss_sum, num_tokens, grad_divisor=self.world_size)
+        t1 = time.perf_counter()
+        self.engine.backward(loss)
+        timing["forward_s"] += t1 - t0
+        timing["backward_s"] += time.perf_counter() - t1
+        n = mb.num_loss_tokens
+        counted = weights != 0
+        acc["loss"] += float(loss_sum.detach()) / num_tokens
+        acc["tokens"] += n
+        acc["entropy"] += float(entropy[counted].sum())
+        for key in _STAT_KEYS:
+            acc[key] += stats[key] * n
+        if is_w is not None:
+            acc["tis_mean"] += float(is_w[counted].sum())
+            acc["tis_capped"] += float((is_w[counted] >= self.algo.tis_cap * (1 - 1e-6)).sum())
+
+    def _metrics(self, acc, timing, real_packed, grad_norms, lrs, skipped, step, num_seqs, seconds, tokens):
+        keys = sorted(acc) + sorted(timing)
+        local = [acc[k] for k in sorted(acc)] + [timing[k] for k in sorted(timing)]
+        local += [sum(m.num_real_tokens for m in real_packed), sum(m.padded_tokens for m in real_packed),
+                  len(real_packed), num_seqs, seconds]
+        g = dict(zip(keys + ["input_tokens", "padded_tokens", "micro_batches", "sequences", "seconds"],
+                     self._all_reduce(local)))
+        updates = max(1, len(grad_norms))
+        n = max(1.0, g["tokens"])
+        out = {"step": step, "weight_version": self._version, "updates": len(grad_norms),
+               "skipped_mini_batches": skipped, "loss": g["loss"] / updates,
+               "grad_norm": sum(grad_norms) / updates, "grad_norm_max": max(grad_norms, default=0.0),
+               "lr": lrs[-1] if lrs else self.engine.get_lr()[0], "loss_tokens": tokens,
+               "entropy": g["entropy"] / n, "input_tokens": int(g["input_tokens"]),
+               "micro_batches": int(g["micro_batches"]), "sequences": int(g["sequences"]),
+               "staleness_mean": g["staleness"] / max(1, g["sequences"]),
+               "padding_fraction": 1.0 - g["input_tokens"] / g["padded_tokens"] if g["padded_tokens"] else 0.0}
+        out.update({k: g[k] / n for k in _STAT_KEYS})
+        out.update({k: g[k] / self.world_size for k in timing})  # mean over ranks
+        out["seconds"] = g["seconds"] / self.world_size
+        seconds = max(out["seconds"], 1e-9)
+        # input_tokens: computed (a shared prompt counts once); sequence_tokens: the same batch unshared
+        out["tokens_per_s"], out["sequence_tokens"] = g["input_tokens"] / seconds, int(g["sequence_tokens"])
+        out["sequence_tokens_per_s"] = g["sequence_tokens"] / seconds
+        if self.algo.ratio_reference == "proximal":
+            out["tis_mean"], out["tis_capped_frac"] = g["tis_mean"] / n, g["tis_capped"] / n
+        if self.rank == 0:
+            log.info("learner step %d: loss %.4f grad_norm %.3f lr %.2e %d tok in %.2fs", step, out["loss"],
+                     out["grad_norm"], out["lr"], out["input_tokens"], out["seconds"])
+        return out
+
+    # ----------------------------------------------------------------- inference
+    def _logprobs_no_grad(self, mb):
+        with torch.no_grad():
+            return self.engine.module(**self._inputs(mb))
+
+    def compute_logprobs(self, sequences: list[TrainSequence]) -> list[list[float]]:
+        """Per-token log-probs of each sequence's response under the current weights (no grad).
+
+        Rank-local under ZeRO-2; under ZeRO-3 with several ranks it is collective (forward gathers weights).
+        """
+        packed = pack_sequences(list(sequences), self.cfg.micro_batch_tokens)
+        if self.cfg.zero_stage == 3 and self.world_size > 1:
+            packed = self._pad_counts([packed])[0]
+        out = [[] for _ in sequences]
+        was_training = self.engine.training
+        self.engine.eval()
+        for mb in packed:
+            unpack_per_sequence(self._logprobs_no_grad(mb)[0], mb, out)
+        self.engine.train(was_training)
+        return out
+
+    # ----------------------------------------------------------------- weights
+    def _full_state(self) -> dict[str, torch.Tensor]:
+        """HF-named full weights (clones, training dtype), `lm_head.weight` included when tied.
+
+        Under ZeRO-3 parameters are gathered in buckets with GatheredParameters: collective.
+        """
+        named = list(self.hf.named_parameters(remove_duplicate=False))
+        out, seen, bucket = {}, {}, []
+
+        def flush():
+            with deepspeed.zero.GatheredParameters([p for _, p in bucket], enabled=self.cfg.zero_stage == 3):
+                for name, p in bucket:
+                    seen[id(p)] = out[name] = p.detach().clone()
+            bucket.clear()
+
+        for name, p in named:
+            if id(p) in seen or any(p is q for _, q in bucket):
+                continue
+            bucket.append((name, p))
+            if sum(getattr(q, "ds_numel", q.numel()) for _, q in bucket) >= 1 << 26:
+                flush()
+        flush()
+        for name, p in named:
+            out.setdefault(name, seen[id(p)])
+        keys = set(self.hf.state_dict().keys())
+        for name, b in self.hf.named_buffers():
+            if name in keys:
+                out[name] = b.detach().clone()
+        if self.tied and "lm_head.weight" not in out:
+            out["lm_head.weight"] = out[next(n for n, p in named if p is self.hf.get_input_embeddings().weight)]
+        return out
+
+    def export_weights(self) -> dict[str, np.ndarray]:
+        """Full HF-named state dict as float32 numpy arrays (bf16 widened exactly), incl. `lm_head.weight`.
+
+        Collective under ZeRO-3 (every rank must call; each gets the full dict).
+        """
+        return cio.to_numpy(self._full_state())
+
+    def weight_version(self) -> int:
+        """Optimizer updates applied so far (restored by load_checkpoint)."""
+        return self._version
+
+    def export_hf(self, path: str) -> None:
+        """Write a Hugging Face folder (config, model.safetensors in the training dtype, tokenizer files)
+        that transformers and vLLM load. Collective; rank 0 writes, atomically."""
+        state = self._full_state()
+        if self.rank == 0:
+            cio.remove(cio.tmp_path(path))
+            cio.write_hf_folder(cio.tmp_path(path), self.model_path, self.hf.config,
+                                getattr(self.hf, "generation_config", None), state, self.tied)
+            cio.publish_dir(path)
+        self._barrier()
+
+    # ----------------------------------------------------------------- checkpoints
+    def save_checkpoint(self, path: str, client_state: dict) -> None:
+        """Model, optimizer, scheduler, version and per-rank RNG into `path` (atomic). Collective.
+
+        Ranks must share a filesystem: each writes its optimizer partition into `path.tmp`.
+        """
+        tmp = cio.tmp_path(path)
+        if self.rank == 0:
+            cio.remove(tmp)
+        self._barrier()
+        state = {"client": dict(client_state), "weight_version": self._version, "world_size": self.world_size}
+        self.engine.save_checkpoint(str(tmp), tag=CKPT_TAG, client_state=state, save_latest=False)
+        torch.save(cio.rng_state(), tmp / f"rng_rank{self.rank}.pt")
+        self._barrier()
+        if self.rank == 0:
+            cio.publish_dir(path)
+        self._barrier()
+
+    def load_checkpoint(self, path: str) -> dict:
+        """Restore a `save_checkpoint` folder (same world size and ZeRO stage); returns its client_state."""
+        if not (Path(path) / CKPT_TAG).is_dir():
+            raise FileNotFoundError(f"no learner checkpoint in {path}")
+        load_path, state = self.engine.load_checkpoint(str(path), tag=CKPT_TAG, load_optimizer_states=True,
+                                                       load_lr_scheduler_states=True)
+        if load_path is None:
+            raise FileNotFoundError(f"no learner checkpoint in {path}")
+        if state.get("world_size") != self.world_size:
+            raise ValueError(f"checkpoint has world_size {state.get('world_size')}, learner has {self.world_size}")
+        self._version = int(state["weight_version"])
+        cio.set_rng_state(torch.load(Path(path) / f"rng_rank{self.rank}.pt", weights_only=False))
+        return state["client"]
+
+    def shutdown(self) -> None:
+        """Destroy the process group (DeepSpeed's wrapper also drops its cached groups)."""
+        if deepspeed.comm.is_initialized():
+            deepspeed.comm.destroy_process_group()

@@ -1,0 +1,301 @@
+"""Training sequences and padding-free, prefix-sharing packing into micro-batches (pure: stdlib + torch).
+
+The learner trains on `TrainSequence`s: a prompt, a sampled response, the behaviour log-probs the rollout
+engine reported for it, and the advantage the driver computed.
+
+Packing, in three ideas:
+
+* **Shared prefixes** ("Prefix Grouper", arXiv 2506.05433). The G responses of one GenSelect prompt share
+  the prompt, which is ~90% of every sequence (REFERENCE.md). Sequences with an identical prompt form one
+  *unit* laid out as `[prompt | r_1[:-1] | r_2[:-1] | ... ]`: the prompt is computed once and every response
+  segment attends to the prompt and to itself only. Position ids of each segment continue from the prompt
+  length, so every token sees exactly the context (and RoPE positions) of its own unshared sequence: the
+  log-probs, and therefore the gradients (summed through the shared prompt), are those of the separate
+  sequences. The first response token is predicted from the last prompt position, shared by the group.
+* **Rows.** Units are placed first-fit-decreasing into rows as wide as the micro-batch's longest unit, so a
+  micro-batch is a `(rows, width)` tensor with `rows * width <= max_tokens` and attention costs
+  `rows * width**2`, not `max_tokens**2`. Several units share a row back to back.
+* **Explicit mask.** Each micro-batch carries a `(rows, 1, width, width)` boolean attention mask (True =
+  attend): causal, within one unit, prompt-or-own-segment. Transformers passes a 4-D mask to SDPA as it is.
+  Row tails are padding (id 0, never a target, their own block).
+
+A unit longer than `max_tokens` is split into several units, each repeating the prompt; a single sequence
+longer than `max_tokens` gets a micro-batch of its own (over budget, never truncated).
+Targets are gathered flat: `target_index` points into the flattened `(rows * width)` hidden states at the
+positions whose next-token prediction is a response token; loss tensors are flat `(N,)`.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import torch
+
+PAD_ID = 0
+
+
+@dataclass
+class TrainSequence:
+    """One sampled response to train on (built by the driver from a scored `Rollout`).
+
+    Attributes:
+        prompt_token_ids: prompt tokens (chat template applied), at least one. Sequences whose prompts are
+            equal are packed with the prompt computed once.
+        response_token_ids: the sampled response tokens, R >= 0 (R == 0 contributes nothing).
+        behaviour_logprobs: R log-probs of the response tokens under the policy that sampled them.
+        advantage: the sequence's advantage, broadcast to its tokens (DAPO eq. 4 or another estimator).
+        policy_version: the learner weight version that generated the response.
+        loss_weight: multiplies every token loss of the sequence; 0 masks it out (overlong filtering) and
+            its tokens then do not count in `global_num_tokens`.
+    """
+    prompt_token_ids: list
+    response_token_ids: list
+    behaviour_logprobs: list
+    advantage: float
+    policy_version: int
+    loss_weight: float = 1.0
+
+    def __post_init__(self) -> None:
+        if len(self.prompt_token_ids) < 1:
+            raise ValueError("TrainSequence needs at least one prompt token")
+        if len(self.behaviour_logprobs) != len(self.response_token_ids):
+            raise ValueError(f"{len(self.behaviour_logprobs)} behaviour log-probs for "
+                             f"{len(self.response_token_ids)} response tokens")
+
+    @property
+    def input_length(self) -> int:
+        """Tokens fed to the model unshared: prompt + response minus the last token (it predicts nothing)."""
+        return len(self.prompt_token_ids) + len(self.response_token_ids) - 1
+
+    @property
+    def num_loss_tokens(self) -> int:
+        """Response tokens that count in the token-level mean (0 when the sequence is masked)."""
+        return len(self.response_token_ids) if self.loss_weight != 0 else 0
+
+
+def count_loss_tokens(sequences: list) -> int:
+    """Sum of `num_loss_tokens`: a rank's share of `global_num_tokens` (sum this over all ranks)."""
+    return sum(s.num_loss_tokens for s in sequences)
+
+
+def group_by_prompt(sequences: list) -> list:
+    """Indices of sequences grouped by identical prompt, in order of first appearance."""
+    groups: dict = {}
+    for i, s in enumerate(sequences):
+        groups.setdefault(tuple(s.prompt_token_ids), []).append(i)
+    return list(groups.values())
+
+
+def _unit_length(sequences: list, members: list) -> int:
+    """Input tokens of a shared-prefix unit: the prompt once plus R_j - 1 tokens per response."""
+    return len(sequences[members[0]].prompt_token_ids) + sum(len(sequences[i].response_token_ids) - 1
+                                                             for i in members)
+
+
+def shard_sequences(sequences: list, num_shards: int) -> list:
+    """Split sequences over data-parallel ranks, keeping prompt groups together (so their prompt is shared)
+    and balancing shared-prefix input tokens (greedy, largest group first). Deterministic.
+
+    Returns `num_shards` lists; order inside a shard follows the input order.
+    """
+    loads = [0] * num_shards
+    owner = {}
+    groups = group_by_prompt(sequences)
+    for members in sorted(groups, key=lambda m: -_unit_length(sequences, m)):
+        k = min(range(num_shards), key=lambda j: (loads[j], j))
+        loads[k] += _unit_length(sequences, members)
+        owner.update({i: k for i in members})
+    return [[s for i, s in enumerate(sequences) if owner[i] == k] for k in range(num_shards)]
+
+
+@dataclass
+class TrainBatch:
+    """The sequences of one training step and how they go to the learner ranks.
+
+    `global_num_tokens` (loss tokens of the whole step) is what every rank's `train_step` receives with its
+    shard: `[learner.train_step(shard, batch.global_num_tokens, step) for learner, shard in zip(ranks,
+    batch.shards(len(ranks)))]`.
+    """
+    sequences: list
+
+    @property
+    def global_num_tokens(self) -> int:
+        return count_loss_tokens(self.sequences)
+
+    def shards(self, num_ranks: int) -> list:
+        return shard_sequences(self.sequences, num_ranks)
+
+
+@dataclass
+class MicroBatch:
+    """One packed forward pass. N = response tokens in the micro-batch.
+
+    input_ids, position_ids: (rows, width) long. attention_mask: (rows, 1, width, width) bool, True = attend.
+    target_index: (N,) long, index into the flattened (rows * width) positions predicting each target.
+    target_ids: (N,) long response tokens. behaviour_logprobs, advantages, loss_weights: (N,) float32.
+    spans: per packed sequence, (index into the packed list, start, end) of its slice of the N targets.
+    num_real_tokens: input tokens that are not padding.
+    """
+    input_ids: torch.Tensor
+    position_ids: torch.Tensor
+    attention_mask: torch.Tensor
+    target_index: torch.Tensor
+    target_ids: torch.Tensor
+    behaviour_logprobs: torch.Tensor
+    advantages: torch.Tensor
+    loss_weights: torch.Tensor
+    spans: list = field(default_factory=list)
+    num_real_tokens: int = 0
+
+    @property
+    def padded_tokens(self) -> int:
+        """Input slots including padding: rows * width."""
+        return self.input_ids.numel()
+
+    @property
+    def num_loss_tokens(self) -> int:
+        return int((self.loss_weights != 0).sum())
+
+
+def _units(sequences: list, max_tokens: int, share_prefix: bool) -> list:
+    """Lists of sequence indices forming one unit each; a group over budget is split (prompt repeated)."""
+    with_response = [i for i, s in enumerate(sequences) if s.response_token_ids]
+    groups = group_by_prompt([sequences[i] for i in with_response]) if share_prefix else \
+        [[k] for k in range(len(with_response))]
+    units = []
+    for g in groups:
+        members = [with_response[k] for k in g]
+        unit = [members[0]]
+        for i in members[1:]:
+            if _unit_length(sequences, unit + [i]) > max_tokens:
+                units.append(unit)
+                unit = []
+            unit.append(i)
+        units.append(unit)
+    return units
+
+
+def _place(lengths: list, max_tokens: int) -> list:
+    """First-fit-decreasing of items with `lengths`: micro-batches as lists of rows of item indices."""
+    batches = []  # each: {"width": int, "rows": [[idx...]], "free": [int]}
+    for i in sorted(range(len(lengths)), key=lambda j: -lengths[j]):
+        n, placed = lengths[i], False
+        for b in batches:
+            for r, free in enumerate(b["free"]):
+                if free >= n:
+                    b["rows"][r].append(i)
+                    b["free"][r] -= n
+                    placed = True
+                    break
+            if not placed and n <= b["width"] and (len(b["rows"]) + 1) * b["width"] <= max_tokens:
+                b["rows"].append([i])
+                b["free"].append(b["width"] - n)
+                placed = True
+            if placed:
+                break
+        if not placed:
+            batches.append({"width": n, "rows": [[i]], "free": [0]})
+    return [b["rows"] for b in batches]
+
+
+def pack_sequences(sequences: list, max_tokens: int, share_prefix: bool = True) -> list:
+    """Pack `sequences` (TrainSequence) into micro-batches of at most `max_tokens` input tokens each.
+
+    Sequences with no response tokens are left out. Deterministic for the same input.
+    Returns a list of `MicroBatch`; `spans` index into `sequences`.
+    """
+    if max_tokens < 1:
+        raise ValueError(f"max_tokens must be positive, got {max_tokens}")
+    units = _units(sequences, max_tokens, share_prefix)
+    lengths = [_unit_length(sequences, u) for u in units]
+    return [_build(sequences, [[units[k] for k in row] for row in rows]) for rows in _place(lengths, max_tokens)]
+
+
+class _Row:
+    """Accumulates one row: token ids, positions, unit ids and segment ids (0 = prompt, j = response j)."""
+
+    def __init__(self):
+        self.ids, self.pos, self.unit, self.seg = [], [], [], []
+
+    def add(self, tokens: list, start_pos: int, unit: int, seg: int) -> None:
+        self.ids.extend(tokens)
+        self.pos.extend(range(start_pos, start_pos + len(tokens)))
+        self.unit.extend([unit] * len(tokens))
+        self.seg.extend([seg] * len(tokens))
+
+
+def _stack(built: list, key: str) -> torch.Tensor:
+    """(rows, width) long tensor of one _Row field."""
+    return torch.tensor([getattr(row, key) for row, _ in built], dtype=torch.long)
+
+
+def _build(sequences: list, rows: list) -> MicroBatch:
+    """rows: list of rows, each a list of units (lists of sequence indices)."""
+    width = max(sum(_unit_length(sequences, u) for u in row) for row in rows)
+    t_index, t_ids, behav, adv, weight, spans = [], [], [], [], [], []
+    built = []
+    for r, row in enumerate(rows):
+        acc = _Row()
+        for unit_id, unit in enumerate(row):
+            prompt = list(sequences[unit[0]].prompt_token_ids)
+            p, offset = len(prompt), len(acc.ids)
+            acc.add(prompt, 0, unit_id, 0)
+            for j, i in enumerate(unit, start=1):
+                s = sequences[i]
+                seg_start = len(acc.ids)
+                acc.add(list(s.response_token_ids[:-1]), p, unit_id, j)
+                start = len(t_ids)
+                t_index.extend(r * width + x for x in [offset + p - 1] + list(range(seg_start, len(acc.ids))))
+                t_ids.extend(s.response_token_ids)
+                behav.extend(s.behaviour_logprobs)
+                adv.extend([float(s.advantage)] * len(s.response_token_ids))
+                weight.extend([float(s.loss_weight)] * len(s.response_token_ids))
+                spans.append((i, start, len(t_ids)))
+        real = len(acc.ids)
+        acc.add([PAD_ID] * (width - real), 0, len(row), 0)  # padding tail: its own block
+        built.append((acc, real))
+    unit_ids, seg_ids = _stack(built, "unit"), _stack(built, "seg")
+    causal = torch.ones(width, width, dtype=torch.bool).tril()
+    same_unit = unit_ids[:, :, None] == unit_ids[:, None, :]  # (rows, query, key)
+    prompt_or_own = (seg_ids[:, None, :] == 0) | (seg_ids[:, :, None] == seg_ids[:, None, :])
+    mask = same_unit & causal & prompt_or_own
+    f32 = torch.float32
+    return MicroBatch(_stack(built, "ids"), _stack(built, "pos"), mask.unsqueeze(1),
+                      torch.tensor(t_index, dtype=torch.long), torch.tensor(t_ids, dtype=torch.long),
+                      torch.tensor(behav, dtype=f32), torch.tensor(adv, dtype=f32), torch.tensor(weight, dtype=f32),
+                      spans, sum(real for _, real in built))
+
+
+def dummy_micro_batch() -> MicroBatch:
+    """A 2-token micro-batch with zero loss weight.
+
+    Ranks must run the same number of forward/backward passes (ZeRO-3 gathers parameters in the forward,
+    ZeRO-2 reduces gradients in the backward); a rank with fewer micro-batches runs these.
+    """
+    zero = torch.zeros(1, dtype=torch.float32)
+    mask = torch.ones(2, 2, dtype=torch.bool).tril()[None, None]
+    return MicroBatch(torch.zeros((1, 2), dtype=torch.long), torch.arange(2).unsqueeze(0), mask,
+                      torch.tensor([1]), torch.tensor([0]), zero, zero.clone(), zero.clone(), [])
+
+
+def split_mini_batches(sequences: list, num: int) -> list:
+    """Split a rank's shard into `num` contiguous, near-equal mini-batches (some may be empty)."""
+    size, extra = divmod(len(sequences), num)
+    out, start = [], 0
+    for k in range(num):
+        end = start + size + (1 if k < extra else 0)
+        out.append(sequences[start:end])
+        start = end
+    return out
+
+
+def unpack_per_sequence(values: torch.Tensor, micro_batch: MicroBatch, out: list) -> None:
+    """Scatter a flat (N,) per-target tensor of `micro_batch` into `out[sequence index]` as float lists."""
+    flat = values.detach().float().tolist()
+    for i, start, end in micro_batch.spans:
+        out[i] = flat[start:end]
+
+
+def padding_fraction(micro_batches: list) -> float:
+    """Share of input slots that are padding (0 = perfect packing)."""
+    total = sum(m.padded_tokens for m in micro_batches)
+    return 1.0 - sum(m.num_real_tokens for m in micro_batches) / total if total else 0.0

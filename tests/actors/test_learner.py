@@ -1,0 +1,336 @@
+"""DeepSpeed learner on the tiny Qwen3: learning signal, bf16, lr schedule, clipping, exact data parallelism
+(2 Ray ranks vs 1 rank, ZeRO-2 and ZeRO-3), checkpoint round trips, weight export."""
+from __future__ import annotations
+
+import dataclasses
+import math
+import random
+import socket
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+
+from actors.learner import lr_multiplier
+from actors.packing import TrainSequence, count_loss_tokens, pack_sequences, split_mini_batches
+from driver.config import AlgorithmConfig, LearnerConfig
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def tiny_texts() -> list:
+    return [f"Problem {i}: {i} + {3 * i} = ? Solution {i % 4}: {4 * i}. Judgment: {i % 4}" for i in range(300)]
+
+
+@pytest.fixture(scope="module")
+def tiny_model_path(tmp_path_factory):
+    """The tiny Qwen3 (tied embeddings), built once per session (test_packing.py shares the folder)."""
+    from driver.config import TinyModelConfig
+    from driver.models.tiny import build_tiny_model
+
+    path = tmp_path_factory.getbasetemp() / "tiny-learner-model"
+    if not (path / "config.json").exists():
+        build_tiny_model(TinyModelConfig(), tiny_texts(), path, seed=0)
+    return path
+
+
+@pytest.fixture(scope="module")
+def vocab(tiny_model_path) -> int:
+    from transformers import AutoConfig
+
+    return AutoConfig.from_pretrained(str(tiny_model_path)).vocab_size
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def learner_cfg(**overrides) -> LearnerConfig:
+    base = dict(lr=1e-3, micro_batch_tokens=256, step_timeout_s=120.0)
+    base.update(overrides)
+    return LearnerConfig(**base)
+
+
+def make_batch(n: int, seed: int, vocab: int, prompt=(20, 60), response=(4, 12), group: int = 1) -> list:
+    """Random sequences, `group` consecutive ones sharing a prompt; advantages alternate +1 / -1;
+    behaviour log-probs are placeholders (-2)."""
+    rng = random.Random(seed)
+    out = []
+    for i in range(n):
+        r = rng.randrange(*response)
+        if i % group == 0:
+            prompt_ids = [rng.randrange(2, vocab) for _ in range(rng.randrange(*prompt))]
+        out.append(TrainSequence(prompt_ids, [rng.randrange(2, vocab) for _ in range(r)], [-2.0] * r,
+                                 advantage=1.0 if i % 2 == 0 else -1.0, policy_version=0))
+    return out
+
+
+def on_policy(learner, seqs: list) -> list:
+    """The same sequences with behaviour log-probs set to the learner's own (ratio 1 at the first update)."""
+    lps = learner.compute_logprobs(seqs)
+    return [dataclasses.replace(s, behaviour_logprobs=lp) for s, lp in zip(seqs, lps)]
+
+
+def new_learner(path, cfg=None, algo=None, **kw):
+    from actors.learner import Learner
+
+    return Learner(cfg or learner_cfg(), algo or AlgorithmConfig(), str(path), master_port=free_port(), **kw)
+
+
+def max_diff(a: dict, b: dict) -> float:
+    assert a.keys() == b.keys()
+    return max(float(np.abs(a[k] - b[k]).max()) for k in a)
+
+
+# ----------------------------------------------------------------------------- pure
+
+
+@pytest.mark.parametrize("schedule,warmup,total,step,expected", [
+    ("constant", 0, 0, 0, 1.0), ("constant", 0, 0, 99, 1.0),
+    ("constant", 4, 0, 0, 0.25), ("constant", 4, 0, 3, 1.0), ("constant", 4, 0, 10, 1.0),
+    ("linear", 0, 10, 0, 1.0), ("linear", 0, 10, 5, 0.5), ("linear", 0, 10, 10, 0.0), ("linear", 0, 10, 20, 0.0),
+    ("linear", 2, 12, 1, 1.0), ("linear", 2, 12, 7, 0.5),
+    ("cosine", 0, 10, 0, 1.0), ("cosine", 0, 10, 5, 0.5), ("cosine", 0, 10, 10, 0.0),
+    ("cosine", 2, 6, 3, 0.5 * (1 + math.cos(math.pi / 4))), ("cosine", 2, 6, 0, 0.5),
+])
+def test_lr_multiplier_table(schedule, warmup, total, step, expected):
+    assert lr_multiplier(step, schedule, warmup, total) == pytest.approx(expected, abs=1e-12)
+
+
+@pytest.mark.parametrize("schedule,total", [("linear", 0), ("cosine", 3), ("nope", 10)])
+def test_lr_multiplier_rejects(schedule, total):
+    with pytest.raises(ValueError):
+        lr_multiplier(5, schedule, 3, total)
+
+
+# ----------------------------------------------------------------------------- one rank, in-process
+
+
+@pytest.mark.slow
+def test_one_rank_learns_clips_and_exports(tiny_model_path, vocab, tmp_path):
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    cfg = learner_cfg(micro_batch_tokens=128)
+    learner = new_learner(tiny_model_path, cfg=cfg)
+    try:
+        init = learner.export_weights()
+        batch = on_policy(learner, make_batch(8, seed=0, vocab=vocab, group=2))
+        pos = [i for i, s in enumerate(batch) if s.advantage > 0]
+        neg = [i for i, s in enumerate(batch) if s.advantage < 0]
+        n_tok = count_loss_tokens(batch)
+        with pytest.raises(ValueError, match="global_num_tokens"):
+            learner.train_step(batch, n_tok + 1, step=0)
+        history = [learner.train_step(batch, n_tok, step=0)]
+        first, first_update = history[0], max_diff(learner.export_weights(), init)
+        history += [learner.train_step(batch, n_tok, step=k) for k in range(1, 4)]
+        assert first["ratio_mean"] == pytest.approx(1.0, abs=1e-5) and first["clip_frac"] == 0.0
+        assert first["micro_batches"] > 1 and first["loss_tokens"] == n_tok and first["updates"] == 1
+        assert first["entropy"] > 0 and first["grad_norm"] > 0 and first["lr"] == pytest.approx(1e-3)
+        assert [h["weight_version"] for h in history] == [1, 2, 3, 4] and learner.weight_version() == 4
+        assert history[-1]["loss"] < history[0]["loss"]
+        before = [sum(s.behaviour_logprobs) for s in batch]
+        after = [sum(lp) for lp in learner.compute_logprobs(batch)]
+        assert all(after[i] > before[i] for i in pos) and all(after[i] < before[i] for i in neg)
+        for key in ("forward_s", "backward_s", "optimizer_s", "tokens_per_s", "padding_fraction"):
+            assert math.isfinite(history[-1][key])
+
+        # export: HF names, float32, lm_head.weight present for the tied embeddings, equal to them
+        weights = learner.export_weights()
+        assert "lm_head.weight" in weights and all(w.dtype == np.float32 for w in weights.values())
+        np.testing.assert_array_equal(weights["lm_head.weight"], weights["model.embed_tokens.weight"])
+        hf_keys = set(AutoModelForCausalLM.from_pretrained(str(tiny_model_path)).state_dict())
+        assert set(weights) == hf_keys | {"lm_head.weight"}
+        assert max_diff(weights, init) > 1e-4
+
+        # export_hf: transformers loads it and gives the learner's log-probs
+        out = tmp_path / "export"
+        learner.export_hf(str(out))
+        assert not (tmp_path / "export.tmp").exists()
+        model = AutoModelForCausalLM.from_pretrained(str(out), dtype=torch.float32).eval()
+        AutoTokenizer.from_pretrained(str(out))
+        np.testing.assert_array_equal(model.lm_head.weight.detach().numpy(), weights["lm_head.weight"])
+        s = batch[0]
+        with torch.no_grad():
+            logits = model(input_ids=torch.tensor([s.prompt_token_ids + s.response_token_ids])).logits[0]
+        want = torch.log_softmax(logits[len(s.prompt_token_ids) - 1:-1], -1)
+        want = want.gather(1, torch.tensor(s.response_token_ids)[:, None])[:, 0]
+        np.testing.assert_allclose(learner.compute_logprobs([s])[0], want.numpy(), atol=1e-5)
+    finally:
+        learner.shutdown()
+
+    # gradient clipping: a tiny clip norm shrinks the (Adam) update by orders of magnitude; grad_norm is pre-clip
+    clipped = new_learner(tiny_model_path, cfg=dataclasses.replace(cfg, grad_clip=1e-9))
+    try:
+        metrics = clipped.train_step(batch, n_tok, step=0)
+        step = max_diff(clipped.export_weights(), init)
+    finally:
+        clipped.shutdown()
+    assert metrics["grad_norm"] == pytest.approx(first["grad_norm"], rel=1e-4)
+    assert first_update > 0.5e-3 and step < 1e-2 * first_update  # unclipped, Adam moves some weight by ~lr
+
+
+@pytest.mark.slow
+def test_bf16_and_proximal_ratio(tiny_model_path, vocab):
+    algo = AlgorithmConfig(ratio_reference="proximal", tis_cap=2.0)
+    cfg = learner_cfg(dtype="bfloat16", zero_stage=3, lr_schedule="linear", warmup_steps=1)  # bf16 under ZeRO-3
+    learner = new_learner(tiny_model_path, cfg=cfg,
+                          algo=algo, total_train_steps=4)
+    try:
+        init = learner.export_weights()
+        batch = on_policy(learner, make_batch(6, seed=1, vocab=vocab))
+        # behaviour policy lower than the learner's by 0.5 (IS weight e^0.5 < cap) or 1.5 (capped at 2)
+        shifts = [0.5, 1.5] * 3
+        batch = [dataclasses.replace(s, behaviour_logprobs=[x - d for x in s.behaviour_logprobs])
+                 for s, d in zip(batch, shifts)]
+        n_tok = count_loss_tokens(batch)
+        m = learner.train_step(batch, n_tok, step=0)
+        capped = sum(len(s.response_token_ids) for s, d in zip(batch, shifts) if d > 1) / n_tok
+        # the ratio is taken against the proximal (current) log-probs: exactly 1 at the first update
+        assert m["ratio_mean"] == pytest.approx(1.0, abs=1e-6) and m["clip_frac"] == 0.0
+        assert m["tis_capped_frac"] == pytest.approx(capped)
+        assert m["tis_mean"] == pytest.approx(capped * 2 + (1 - capped) * math.exp(0.5), rel=1e-2)  # bf16 log-probs
+        assert m["lr"] == pytest.approx(1e-3)  # warm-up step 0 of 1
+        m2 = learner.train_step(batch, n_tok, step=1)
+        assert m2["lr"] == pytest.approx(1e-3 * 3 / 3) and math.isfinite(m2["loss"])
+        m3 = learner.train_step(batch, n_tok, step=2)
+        assert m3["lr"] == pytest.approx(1e-3 * 2 / 3)
+        assert max_diff(learner.export_weights(), init) > 1e-3
+    finally:
+        learner.shutdown()
+
+
+@pytest.mark.slow
+def test_checkpoint_round_trip_gives_identical_next_step(tiny_model_path, vocab, tmp_path):
+    cfg = learner_cfg(lr_schedule="cosine", warmup_steps=2, mini_batches_per_step=2)
+    ckpt = tmp_path / "ckpt"
+    a = new_learner(tiny_model_path, cfg=cfg, total_train_steps=5)
+    try:
+        b1, b2 = on_policy(a, make_batch(6, seed=2, vocab=vocab)), make_batch(6, seed=3, vocab=vocab)
+        a.train_step(b1, count_loss_tokens(b1), step=0)
+        a.save_checkpoint(str(ckpt), {"step": 1, "data_cursor": 42})
+        a.save_checkpoint(str(ckpt), {"step": 1, "data_cursor": 42})  # overwriting a checkpoint is atomic too
+        expected_metrics = a.train_step(b2, count_loss_tokens(b2), step=1)
+        expected_rng = torch.rand(3)
+        expected = a.export_weights()
+    finally:
+        a.shutdown()
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["ckpt"]
+
+    b = new_learner(tiny_model_path, cfg=cfg, seed=7, total_train_steps=5)  # other seed: RNG must be restored
+    try:
+        assert b.load_checkpoint(str(ckpt)) == {"step": 1, "data_cursor": 42}
+        assert b.weight_version() == 2
+        got_metrics = b.train_step(b2, count_loss_tokens(b2), step=1)
+        assert torch.equal(torch.rand(3), expected_rng)
+        assert max_diff(b.export_weights(), expected) <= 1e-7
+        assert got_metrics["lr"] == expected_metrics["lr"] and got_metrics["weight_version"] == 4
+        assert got_metrics["loss"] == pytest.approx(expected_metrics["loss"], abs=1e-7)
+        with pytest.raises(FileNotFoundError):
+            b.load_checkpoint(str(tmp_path / "missing"))
+    finally:
+        b.shutdown()
+
+
+# ----------------------------------------------------------------------------- two ranks (Ray actors)
+
+
+def split_batches(vocab: int, adv_scale: float = 1e-9):
+    """Rank shards with unequal sizes, lengths and micro-batch counts, and a masked sequence.
+
+    Advantages are scaled to +-1e-9 so every gradient element is far below AdamW's eps (1e-8): the update is
+    then lr * g / eps, LINEAR in the gradient, and comparing weights compares gradients. (With O(1)
+    advantages Adam normalises each element to ~lr, which turns fp32 summation-order noise in near-zero
+    gradient elements into O(1e-2 lr) weight differences and hides a uniform scale error altogether.)
+    Returns (whole batch ordered so that its 2 mini-batches are the unions of the ranks' halves, shards).
+    """
+    r0 = make_batch(4, seed=10, vocab=vocab, prompt=(10, 20))
+    r1 = make_batch(6, seed=11, vocab=vocab, prompt=(40, 90), response=(8, 20), group=3)  # shared prompts
+    r1[1] = dataclasses.replace(r1[1], loss_weight=0.0)  # overlong-filtered: in the batch, out of the loss
+    r0, r1 = ([dataclasses.replace(s, advantage=s.advantage * adv_scale) for s in r] for r in (r0, r1))
+    whole = r0[:2] + r1[:3] + r0[2:] + r1[3:]
+    return whole, [r0, r1]
+
+
+@pytest.fixture(scope="module")
+def ray_session():
+    import ray
+
+    ray.init(num_cpus=2, include_dashboard=False, logging_level="ERROR",
+             runtime_env={"env_vars": {"PYTHONPATH": str(ROOT)}})
+    yield ray
+    ray.shutdown()
+
+
+def run_two_ranks(ray, path, cfg, shards, n_tok, checkpoint_dir=None):
+    from actors.learner import Learner
+
+    actor = ray.remote(num_cpus=1)(Learner)
+    port = free_port()
+    ranks = [actor.remote(cfg, AlgorithmConfig(), str(path), rank=r, world_size=2, master_port=port)
+             for r in range(2)]
+
+    def export():  # collective under ZeRO-3: every rank takes part
+        return ray.get([a.export_weights.remote() for a in ranks], timeout=120)
+
+    try:
+        metrics = ray.get([a.train_step.remote(s, n_tok, 0) for a, s in zip(ranks, shards)], timeout=300)
+        weights = export()
+        extra = None
+        if checkpoint_dir is not None:  # save -> step -> load -> same step again: identical result
+            ray.get([a.save_checkpoint.remote(str(checkpoint_dir), {"k": 1}) for a in ranks], timeout=120)
+            after = ray.get([a.train_step.remote(s, n_tok, 1) for a, s in zip(ranks, shards)], timeout=300)
+            w_after = export()[0]
+            ray.get([a.load_checkpoint.remote(str(checkpoint_dir)) for a in ranks], timeout=120)
+            again = ray.get([a.train_step.remote(s, n_tok, 1) for a, s in zip(ranks, shards)], timeout=300)
+            w_again = export()[0]
+            extra = (after[0], w_after, again[0], w_again)
+        ray.get([a.shutdown.remote() for a in ranks], timeout=60)
+        return metrics, weights, extra
+    finally:
+        for a in ranks:
+            ray.kill(a)
+
+
+@pytest.fixture(scope="module")
+def single_rank_reference(tiny_model_path, vocab):
+    """1 rank, whole batch, 2 mini-batches: initial and updated weights, metrics."""
+    whole, shards = split_batches(vocab)
+    cfg = learner_cfg(lr=1.0, micro_batch_tokens=100, mini_batches_per_step=2)  # lr 1: see split_batches
+    learner = new_learner(tiny_model_path, cfg=cfg)
+    try:
+        init = learner.export_weights()
+        metrics = learner.train_step(whole, count_loss_tokens(whole), step=0)
+        return {"cfg": cfg, "whole": whole, "shards": shards, "init": init, "metrics": metrics,
+                "weights": learner.export_weights()}
+    finally:
+        learner.shutdown()
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("zero_stage", [2, 3])
+def test_two_ranks_equal_one_rank_on_the_whole_batch(ray_session, tiny_model_path, single_rank_reference,
+                                                     zero_stage, tmp_path):
+    ref = single_rank_reference
+    cfg = dataclasses.replace(ref["cfg"], zero_stage=zero_stage)
+    n_tok = count_loss_tokens(ref["whole"])
+    ckpt = tmp_path / "ckpt" if zero_stage == 3 else None
+    metrics, weights, extra = run_two_ranks(ray_session, tiny_model_path, cfg, ref["shards"], n_tok, ckpt)
+    per_rank = [[len(pack_sequences(m, cfg.micro_batch_tokens)) for m in split_mini_batches(s, 2)]
+                for s in ref["shards"]]
+    assert per_rank[0] != per_rank[1]  # the ranks run different numbers of real micro-batches (dummies pad)
+    # the update is real (a wrong rank normalisation, e.g. grad_divisor=1, moves weights by ~1e-4 off) ...
+    assert max_diff(ref["weights"], ref["init"]) > 1e-4
+    # ... and 2 ranks on the split batch reproduce it to a few fp32 ulps (measured: <= 1e-8)
+    assert max_diff(weights[0], ref["weights"]) <= 1e-7
+    assert max_diff(weights[1], weights[0]) == 0.0
+    for key in ("loss", "grad_norm", "entropy", "ratio_mean"):
+        assert metrics[0][key] == pytest.approx(ref["metrics"][key], rel=1e-5, abs=0), key
+        assert metrics[1][key] == metrics[0][key]
+    assert metrics[0]["updates"] == 2 and metrics[0]["loss_tokens"] == n_tok
+    if extra is not None:
+        after, w_after, again, w_again = extra
+        assert max_diff(w_again, w_after) <= 1e-7
+        assert again["loss"] == pytest.approx(after["loss"], abs=1e-7) and again["lr"] == after["lr"]

@@ -1,0 +1,196 @@
+"""Packing: invariants of the micro-batch layout (hypothesis) and packed == one-by-one forwards (fp32)."""
+from __future__ import annotations
+
+import dataclasses
+import random
+
+import pytest
+import torch
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from actors.packing import (TrainBatch, TrainSequence, count_loss_tokens, dummy_micro_batch, pack_sequences,
+                            padding_fraction, shard_sequences, split_mini_batches, unpack_per_sequence)
+
+
+def make_seq(prompt_len: int, response_len: int, rng: random.Random, weight: float = 1.0,
+             vocab: int = 1000) -> TrainSequence:
+    return TrainSequence(
+        prompt_token_ids=[rng.randrange(2, vocab) for _ in range(prompt_len)],
+        response_token_ids=[rng.randrange(2, vocab) for _ in range(response_len)],
+        behaviour_logprobs=[-rng.random() * 3 for _ in range(response_len)],
+        advantage=rng.uniform(-1, 1), policy_version=0, loss_weight=weight)
+
+
+def make_groups(spec: list, rng: random.Random, vocab: int = 1000) -> list:
+    """spec: (prompt_len, [response lengths]) per group; the group's sequences share the prompt list."""
+    out = []
+    for prompt_len, responses in spec:
+        prompt = [rng.randrange(2, vocab) for _ in range(prompt_len)]
+        for r in responses:
+            out.append(dataclasses.replace(make_seq(1, r, rng, vocab=vocab), prompt_token_ids=prompt))
+    rng.shuffle(out)
+    return out
+
+
+groups = st.lists(st.tuples(st.integers(1, 40), st.lists(st.integers(0, 12), min_size=1, max_size=5)),
+                  min_size=1, max_size=10)
+
+
+@settings(max_examples=60, deadline=None)
+@given(spec=groups, budget=st.integers(8, 200), seed=st.integers(0, 10), share=st.booleans())
+def test_packing_layout_invariants(spec, budget, seed, share):
+    rng = random.Random(seed)
+    seqs = make_groups(spec, rng)
+    mbs = pack_sequences(seqs, budget, share_prefix=share)
+    seen = set()
+    for mb in mbs:
+        rows, width = mb.input_ids.shape
+        assert rows * width <= budget or rows == 1  # over budget only for one over-long unit
+        assert mb.attention_mask.shape == (rows, 1, width, width)
+        mask = mb.attention_mask[:, 0].reshape(rows * width, width)
+        flat_ids, flat_pos = mb.input_ids.reshape(-1), mb.position_ids.reshape(-1)
+        for i, start, end in mb.spans:
+            assert i not in seen
+            seen.add(i)
+            s = seqs[i]
+            idx = mb.target_index[start:end]
+            assert mb.target_ids[start:end].tolist() == s.response_token_ids
+            assert torch.allclose(mb.behaviour_logprobs[start:end], torch.tensor(s.behaviour_logprobs))
+            # the input at each target position is the token before the target, at its unshared position
+            prev = (s.prompt_token_ids + s.response_token_ids)[len(s.prompt_token_ids) - 1:-1]
+            assert flat_ids[idx].tolist() == prev
+            assert flat_pos[idx].tolist() == list(range(len(s.prompt_token_ids) - 1, s.input_length))
+            # the last target position sees exactly the sequence's own context: prompt + earlier response
+            row, col = divmod(int(idx[-1]), width)
+            visible = mb.input_ids[row][mask[int(idx[-1])]].tolist()
+            assert visible == (s.prompt_token_ids + s.response_token_ids)[:s.input_length]
+    assert seen == {i for i, s in enumerate(seqs) if s.response_token_ids}
+    assert sum(mb.num_loss_tokens for mb in mbs) == count_loss_tokens(seqs)
+    assert 0.0 <= padding_fraction(mbs) < 1.0
+
+
+def test_shared_prefix_packing_is_dense_and_deterministic():
+    rng = random.Random(0)
+    spec = [(rng.randrange(150, 260), [rng.randrange(10, 40) for _ in range(8)]) for _ in range(8)]
+    seqs = make_groups(spec, rng)
+    a, b = pack_sequences(seqs, 2048), pack_sequences(seqs, 2048)
+    assert [m.spans for m in a] == [m.spans for m in b]
+    assert padding_fraction(a) < 0.15
+    shared = sum(m.num_real_tokens for m in a)
+    unshared = sum(m.num_real_tokens for m in pack_sequences(seqs, 2048, share_prefix=False))
+    assert unshared == sum(s.input_length for s in seqs)
+    assert shared == sum(p + sum(r - 1 for r in rs) for p, rs in spec)  # each prompt computed once
+    assert unshared / shared > 3.5
+    assert len(a) <= -(-shared // 2048) + 2  # close to the lower bound on the number of micro-batches
+
+
+@pytest.mark.parametrize("weights,expected", [([1.0, 1.0, 1.0], 12), ([1.0, 0.0, 0.5], 8), ([0.0] * 3, 0)])
+def test_count_loss_tokens_excludes_masked(weights, expected):
+    rng = random.Random(1)
+    seqs = [make_seq(5, 4, rng, weight=w) for w in weights]
+    assert count_loss_tokens(seqs) == expected
+
+
+def test_split_and_shard_keeps_groups_together():
+    rng = random.Random(2)
+    seqs = [make_seq(rng.randrange(1, 50), 3, rng) for _ in range(11)]
+    minis = split_mini_batches(seqs, 3)
+    assert [len(m) for m in minis] == [4, 4, 3] and sum(minis, []) == seqs
+    seqs = make_groups([(rng.randrange(5, 50), [3] * rng.randrange(1, 5)) for _ in range(9)], rng)
+    shards = shard_sequences(seqs, 2)
+    assert sorted(map(id, sum(shards, []))) == sorted(map(id, seqs))
+    prompts = [{tuple(s.prompt_token_ids) for s in sh} for sh in shards]
+    assert not prompts[0] & prompts[1]
+    loads = [sum(m.num_real_tokens for m in pack_sequences(sh, 10**6)) for sh in shards]
+    assert abs(loads[0] - loads[1]) <= max(loads) / 2
+    batch = TrainBatch(seqs)
+    assert batch.shards(2) == shards and batch.global_num_tokens == count_loss_tokens(seqs)
+
+
+def test_train_sequence_validates():
+    with pytest.raises(ValueError):
+        TrainSequence([1, 2], [3, 4], [-0.1], 1.0, 0)
+    with pytest.raises(ValueError):
+        TrainSequence([], [3], [-0.1], 1.0, 0)
+    assert dummy_micro_batch().num_loss_tokens == 0
+
+
+def tiny_texts() -> list:
+    return [f"Problem {i}: {i} + {3 * i} = ? Solution {i % 4}: {4 * i}. Judgment: {i % 4}" for i in range(300)]
+
+
+@pytest.fixture(scope="module")
+def tiny_model_path(tmp_path_factory):
+    """The tiny Qwen3 (tied embeddings), built once per session (test_learner.py shares the folder)."""
+    from driver.config import TinyModelConfig
+    from driver.models.tiny import build_tiny_model
+
+    path = tmp_path_factory.getbasetemp() / "tiny-learner-model"
+    if not (path / "config.json").exists():
+        build_tiny_model(TinyModelConfig(), tiny_texts(), path, seed=0)
+    return path
+
+
+@pytest.fixture(scope="module")
+def hf_model(tiny_model_path):
+    from transformers import AutoModelForCausalLM
+
+    model = AutoModelForCausalLM.from_pretrained(str(tiny_model_path), dtype=torch.float32,
+                                                 attn_implementation="sdpa")
+    return model.eval()
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("share_prefix", [True, False])
+def test_packed_forward_equals_one_by_one(hf_model, share_prefix):
+    from actors.learner import _PolicyLogprobs
+
+    rng = random.Random(3)
+    vocab = hf_model.config.vocab_size
+    spec = [(rng.randrange(3, 30), [rng.randrange(1, 10) for _ in range(rng.randrange(1, 5))]) for _ in range(6)]
+    spec += [(2, [3])] * 4  # short sequences that fill the rows' free tails
+    if share_prefix:
+        spec.append((60, [1, 8, 30]))  # over the budget together: the group is split, the prompt repeated
+    seqs = make_groups(spec, rng, vocab=vocab)
+    wrapper = _PolicyLogprobs(hf_model)
+    packed = pack_sequences(seqs, 96, share_prefix=share_prefix)
+    assert any(len(m.spans) > m.input_ids.shape[0] for m in packed)  # some rows really hold several sequences
+    got = [[] for _ in seqs]
+    with torch.no_grad():
+        for mb in packed:
+            logprobs, _ = wrapper(mb.input_ids, mb.position_ids, mb.attention_mask, mb.target_index, mb.target_ids)
+            unpack_per_sequence(logprobs, mb, got)
+        for i, s in enumerate(seqs):
+            ids = torch.tensor([s.prompt_token_ids + s.response_token_ids])
+            logits = hf_model(input_ids=ids).logits[0, len(s.prompt_token_ids) - 1:-1]
+            want = torch.log_softmax(logits, -1).gather(1, torch.tensor(s.response_token_ids)[:, None])[:, 0]
+            assert torch.allclose(torch.tensor(got[i]), want, atol=1e-5, rtol=0), i
+
+
+@pytest.mark.slow
+def test_shared_prefix_gradient_equals_separate_sequences(hf_model):
+    """Gradients flow back through a shared prompt as the sum of the separate sequences' gradients."""
+    from actors.learner import _PolicyLogprobs
+
+    rng = random.Random(4)
+    seqs = make_groups([(25, [4, 7, 1]), (12, [9, 3])], rng, vocab=hf_model.config.vocab_size)
+    weights = torch.tensor([rng.uniform(-1, 1) for _ in seqs])
+    params = [p for p in hf_model.parameters() if p.requires_grad]
+
+    def grads(share_prefix: bool) -> list:
+        hf_model.zero_grad()
+        total = 0.0
+        for mb in pack_sequences(seqs, 10**4, share_prefix=share_prefix):
+            logprobs, _ = _PolicyLogprobs(hf_model)(mb.input_ids, mb.position_ids, mb.attention_mask,
+                                                    mb.target_index, mb.target_ids)
+            for i, start, end in mb.spans:
+                total = total + weights[i] * logprobs[start:end].sum()
+        total.backward()
+        return [p.grad.clone() for p in params]
+
+    shared, separate = grads(True), grads(False)
+    hf_model.zero_grad()
+    scale = max(float(g.abs().max()) for g in separate)
+    assert scale > 0
+    assert max(float((a - b).abs().max()) for a, b in zip(shared, separate)) <= 1e-5 * scale
