@@ -176,7 +176,8 @@ def launch(cfg, model_path: str, actor_env: dict, domains: tuple = ("math",)) ->
     for slot in placement.of("rollout"):
         cls = ray.remote(**options(slot, max_restarts=3, max_concurrency=16))(RolloutWorker)
         handles.rollouts.append(cls.remote(cfg.rollout, model_path, dtype=cfg.model.dtype,
-                                           seed=cfg.seed + 1000 * slot.index, worker_index=slot.index))
+                                           seed=cfg.seed + 1000 * slot.index, worker_index=slot.index,
+                                           weight_sync=cfg.weight_sync))
     for slot in placement.of("verifier"):
         cls = ray.remote(**options(slot, max_restarts=3))(VerifierPool)
         handles.verifiers.append(cls.remote(cfg.verifier, domains=tuple(domains)))

@@ -1,0 +1,401 @@
+"""Rollout worker: one vLLM `AsyncLLM` engine that samples G selector responses per GenSelect prompt.
+
+A plain class: `ray.remote(**opts)(RolloutWorker)` is applied where it is launched (cluster/placement.py),
+and the same class can back a Ray Serve deployment. Every public method except `policy_version` is a
+coroutine, so as a Ray actor it is an async actor and many `generate` calls run concurrently on one
+engine (continuous batching).
+
+Policy versions. `self.version` is the version of the weights in the engine. Every request passes an
+admission gate; `pause()` closes the gate and waits until no admitted request is left in the engine, so
+a weight update never happens while a request runs: each request runs entirely on one version, the one
+it was admitted under, and its rollouts carry that version. A `generate` call made while paused waits
+at the gate and runs (with the new version) after `resume()`.
+
+Behaviour log-probs are the engine's *processed* log-probs (`logprobs_mode="processed_logprobs"`):
+log-probs of the distribution actually sampled from (after temperature and top-p), which is what the
+PPO ratio's denominator must be. The learner must therefore score with `logits / temperature`; with
+top_p < 1 the two differ by the nucleus renormalisation. `compute_logprobs` returns temperature-1
+log-probs of a fixed completion (prompt log-probs skip the sampling processors).
+
+Weight updates (`update_weights_from_object_store`): the arrays are written, bucket by bucket
+(`WeightSyncConfig.bucket_mb`), as safetensors files on /dev/shm and loaded by the worker extension
+(actors/vllm_extension.py) inside one layerwise-reload session; files are deleted on every path.
+
+Shutdown. The engine lives in child processes holding ~400 MB of /dev/shm. The launcher must call
+`shutdown()` (and wait for it) before `ray.kill` on this actor; `__del__` and an atexit hook try too,
+but a killed actor runs neither.
+"""
+from __future__ import annotations
+
+import asyncio
+import atexit
+import json
+import os
+import shutil
+import tempfile
+import time
+import uuid
+import weakref
+from pathlib import Path
+from typing import Optional
+
+from driver.algo.sample import Rollout, RolloutGroup, SelectionTask
+
+EXTENSION = "actors.vllm_extension.WeightReceiver"
+# KV block size on CPU. vLLM's CPU default is 128 and only full blocks are prefix-cached, so up to 127
+# prompt tokens were recomputed for each of the G samples and each re-issue; measured on 2 cores
+# (16 prompts x 224 tokens, G=4, 16 new tokens, cached re-run): 1.36 s at 128, 0.62 s at 32.
+CPU_BLOCK_SIZE = 32
+# Grace period for the engine's processes to exit on shutdown. vLLM's default (5 s) equals the engine
+# core's own wait for its worker (VLLM_WORKER_SHUTDOWN_TIMEOUT_SECONDS=5), so on a busy machine the core
+# was force-killed before it unlinked its shared memory (a /dev/shm leak seen here).
+SHUTDOWN_TIMEOUT_S = 30.0
+
+
+class RolloutTimeout(TimeoutError):
+    """A generate call ran past RolloutConfig.request_timeout_s (its requests were aborted)."""
+
+
+class WeightUpdateError(RuntimeError):
+    """A weight update failed part-way; the engine's weights are inconsistent until the next update."""
+
+
+def configure_cpu_env(cfg) -> None:
+    """Environment for vLLM (read when the engine's processes start): the project defaults
+    (driver/env.py: offline hubs, caches under .cache/) where unset, and the KV cache size from
+    `cfg.kv_cache_gib` (whole GiB, vLLM parses an int; the config wins over the environment).
+    OpenMP binding stays vLLM's `auto` unless set: the engine core keeps one core, the worker's
+    threads bind to the others (on 2 cores: one core each).
+    """
+    from driver.env import apply_defaults
+
+    apply_defaults()
+    os.environ["VLLM_CPU_KVCACHE_SPACE"] = str(max(1, int(round(cfg.kv_cache_gib))))
+    os.environ.setdefault("VLLM_CPU_OMP_THREADS_BIND", "auto")
+    os.environ.setdefault("VLLM_NO_USAGE_STATS", "1")
+    # the worker rarely leaves its busy loop on its own when the core stops; vLLM then SIGTERMs (and
+    # SIGKILLs) it after this grace period: 1 s instead of 5. The core, given SHUTDOWN_TIMEOUT_S,
+    # still tears down and unlinks its shared memory afterwards (checked by test_rollout).
+    os.environ.setdefault("VLLM_WORKER_SHUTDOWN_TIMEOUT_SECONDS", "1")
+
+
+def encode_prompt(tokenizer, prompt: str) -> list:
+    """Prompt token ids, formatted exactly as the learner formats them (driver/models/chat.py).
+
+    Falls back to `prompt + "\n"` (no chat template) only if that module is missing.
+    """
+    try:
+        from driver.models.chat import prompt_token_ids
+    except ModuleNotFoundError:
+        return list(tokenizer(prompt + "\n")["input_ids"])
+    return list(prompt_token_ids(tokenizer, prompt))
+
+
+def _model_config(model_path: str) -> dict:
+    """The model folder's config.json ({} if unreadable)."""
+    try:
+        return json.loads((Path(model_path) / "config.json").read_text())
+    except (OSError, ValueError):
+        return {}
+
+
+def with_output_layer(weights: dict, tied: bool) -> dict:
+    """`weights` plus `lm_head.weight` = `model.embed_tokens.weight` for a tied model that lacks it.
+
+    vLLM's reload un-ties the two (each layer is reloaded on its own), so an update without
+    `lm_head.weight` leaves the output layer on the OLD weights (measured: logprob error 0.77).
+    """
+    if tied and "lm_head.weight" not in weights and "model.embed_tokens.weight" in weights:
+        return {**weights, "lm_head.weight": weights["model.embed_tokens.weight"]}
+    return weights
+
+
+class RolloutWorker:
+    """vLLM engine: generate G samples per prompt, pause/resume, load weights, report policy version."""
+
+    def __init__(self, cfg, model_path: str, dtype: str = "float32", seed: int = 0,
+                 worker_index: int = 0, weight_sync=None):
+        """cfg: RolloutConfig. weight_sync: WeightSyncConfig (bucket size); default WeightSyncConfig()."""
+        configure_cpu_env(cfg)
+        from transformers import AutoTokenizer
+        from vllm.engine.arg_utils import AsyncEngineArgs
+        from vllm.v1.engine.async_llm import AsyncLLM
+
+        from driver.config import WeightSyncConfig
+
+        self.cfg = cfg
+        self.sync_cfg = weight_sync or WeightSyncConfig()
+        self.model_path = str(model_path)
+        self.worker_index = worker_index
+        self.version = 0
+        self.tokenizer = AutoTokenizer.from_pretrained(self.model_path)
+        model_config = _model_config(self.model_path)
+        self.tied_embeddings = bool(model_config.get("tie_word_embeddings", False))
+        start = time.perf_counter()
+        args = AsyncEngineArgs(
+            model=self.model_path, tokenizer=self.model_path, dtype=dtype, seed=seed,
+            max_model_len=model_config.get("max_position_embeddings"), max_num_seqs=cfg.max_num_seqs,
+            enforce_eager=cfg.enforce_eager, enable_prefix_caching=True,
+            gpu_memory_utilization=cfg.gpu_memory_utilization, worker_extension_cls=EXTENSION,
+            logprobs_mode="processed_logprobs", disable_log_stats=True,
+            block_size=CPU_BLOCK_SIZE if _on_cpu() else None,
+        )
+        self.engine = AsyncLLM.from_engine_args(args)
+        self.start_seconds = time.perf_counter() - start
+        self._cond: Optional[asyncio.Condition] = None
+        self._pause_depth = 0
+        self._in_flight = 0
+        self._update_lock: Optional[asyncio.Lock] = None
+        self._broken: Optional[str] = None
+        self._counters = {"requests": 0, "timeouts": 0, "updates": 0, "update_failures": 0}
+        ref = weakref.ref(self)
+        atexit.register(lambda: ref() is not None and ref()._shutdown_now())
+
+    # ---- admission gate ---------------------------------------------------------------------------
+    def _condition(self) -> asyncio.Condition:
+        if self._cond is None:  # created lazily: must belong to the loop the methods run on
+            self._cond, self._update_lock = asyncio.Condition(), asyncio.Lock()
+        return self._cond
+
+    async def _admit(self) -> int:
+        """Wait until not paused; count the request in flight; return the version it runs under."""
+        if self.engine is None:
+            raise RuntimeError("rollout worker is shut down")
+        cond = self._condition()
+        async with cond:
+            await cond.wait_for(lambda: self._pause_depth == 0)
+            if self._broken:
+                raise WeightUpdateError(self._broken)
+            self._in_flight += 1
+            return self.version
+
+    async def _release(self) -> None:
+        cond = self._condition()
+        async with cond:
+            self._in_flight -= 1
+            cond.notify_all()
+
+    async def pause(self) -> None:
+        """Stop admitting requests and wait until every admitted request has finished. Nests."""
+        cond = self._condition()
+        async with cond:
+            self._pause_depth += 1
+            try:
+                await cond.wait_for(lambda: self._in_flight == 0)
+            except BaseException:
+                self._pause_depth -= 1
+                cond.notify_all()
+                raise
+
+    async def resume(self) -> None:
+        """Undo one pause(); requests waiting at the gate run when no pause is left."""
+        cond = self._condition()
+        async with cond:
+            self._pause_depth = max(0, self._pause_depth - 1)
+            cond.notify_all()
+
+    # ---- generation -------------------------------------------------------------------------------
+    def encode_prompt(self, prompt: str) -> list:
+        """Token ids of the formatted prompt (see `encode_prompt`)."""
+        return encode_prompt(self.tokenizer, prompt)
+
+    async def generate(self, tasks: list, n: Optional[int] = None, temperature: Optional[float] = None,
+                       max_tokens: Optional[int] = None) -> list:
+        """G = n (default cfg.samples_per_prompt) responses per task, one request per task with n=G.
+
+        All requests are in flight at once. Returns one RolloutGroup per task, in order. Raises
+        RolloutTimeout (all requests aborted) past cfg.request_timeout_s.
+        """
+        from vllm import SamplingParams
+        from vllm.sampling_params import RequestOutputKind
+
+        params = SamplingParams(
+            n=n or self.cfg.samples_per_prompt, temperature=self.cfg.temperature if temperature is None
+            else temperature, top_p=self.cfg.top_p, max_tokens=max_tokens or self.cfg.max_response_tokens,
+            logprobs=0, output_kind=RequestOutputKind.FINAL_ONLY,
+        )
+        calls = [self._generate_one(task, params) for task in tasks]
+        try:
+            return list(await asyncio.wait_for(asyncio.gather(*calls), self.cfg.request_timeout_s))
+        except asyncio.TimeoutError:
+            self._counters["timeouts"] += 1
+            raise RolloutTimeout(f"rollout worker {self.worker_index}: generate of {len(tasks)} prompts "
+                                 f"exceeded request_timeout_s={self.cfg.request_timeout_s}") from None
+
+    async def _generate_one(self, task: SelectionTask, params) -> RolloutGroup:
+        prompt_ids = self.encode_prompt(task.prompt)
+        queued = time.perf_counter()
+        version = await self._admit()
+        start = time.perf_counter()
+        try:
+            final = None
+            async for out in self.engine.generate({"prompt_token_ids": prompt_ids}, params,
+                                                  f"w{self.worker_index}-{uuid.uuid4().hex}"):
+                final = out
+        finally:
+            await self._release()
+        seconds = time.perf_counter() - start
+        self._counters["requests"] += 1
+        timings = {"queue_s": start - queued, "generate_s": seconds}
+        rollouts = [Rollout(
+            prompt_id=task.prompt_id, prompt_token_ids=prompt_ids, response_token_ids=list(c.token_ids),
+            behaviour_logprobs=[c.logprobs[i][t].logprob for i, t in enumerate(c.token_ids)],
+            response_text=c.text, policy_version=version, finish_reason=str(c.finish_reason),
+            timings=dict(timings),
+        ) for c in sorted(final.outputs, key=lambda c: c.index)]
+        return RolloutGroup(task=task, rollouts=rollouts, policy_version=version, generate_seconds=seconds,
+                            extras={"worker_index": self.worker_index, "prompt_tokens": len(prompt_ids),
+                                    "cached_prompt_tokens": final.num_cached_tokens or 0})
+
+    async def compute_logprobs(self, prompt_token_ids: list, response_token_ids: list) -> list:
+        """Temperature-1 log-probs the engine's current weights give each of `response_token_ids`
+        after `prompt_token_ids` (prompt log-probs of the concatenation). Returns len(response) floats.
+        """
+        from vllm import SamplingParams
+
+        ids = list(prompt_token_ids) + list(response_token_ids)
+        params = SamplingParams(max_tokens=1, temperature=1.0, prompt_logprobs=0, detokenize=False)
+        await self._admit()
+        try:
+            final = None
+            async for out in self.engine.generate({"prompt_token_ids": ids}, params,
+                                                  f"lp{self.worker_index}-{uuid.uuid4().hex}"):
+                final = out
+        finally:
+            await self._release()
+        start = len(prompt_token_ids)
+        return [final.prompt_logprobs[p][ids[p]].logprob for p in range(start, len(ids))]
+
+    # ---- weights ----------------------------------------------------------------------------------
+    async def update_weights_from_object_store(self, weights: dict, version: int) -> dict:
+        """Load a full HF-named state dict (name -> numpy array) and set the policy version.
+
+        Pauses generation (waits for in-flight requests), loads the weights bucket by bucket
+        (WeightSyncConfig.bucket_mb) through safetensors files on /dev/shm, resets the prefix cache,
+        sets `version`, resumes. Returns {"version", "bytes", "tensors", "buckets", "seconds", "pause_s",
+        "load_s", "write_s", "engine_load_s", "worker_index"}. Raises WeightUpdateError (weights left
+        inconsistent: generate refuses until a later update succeeds).
+        """
+        from actors.vllm_extension import plan_buckets
+
+        weights = with_output_layer(weights, self.tied_embeddings)
+        buckets = plan_buckets({k: int(v.nbytes) for k, v in weights.items()}, self.sync_cfg.bucket_mb << 20)
+        parts = {"write_s": 0.0, "engine_load_s": 0.0}
+
+        async def load():
+            workdir = Path(tempfile.mkdtemp(prefix=f"genselect-w{self.worker_index}-", dir=_shm_dir()))
+            try:
+                for i, names in enumerate(buckets):
+                    await self._load_bucket(workdir / f"bucket{i}.safetensors", {k: weights[k] for k in names},
+                                            parts)
+            finally:
+                shutil.rmtree(workdir, ignore_errors=True)
+
+        stats = await self._update(version, load)
+        return {**stats, **parts, "bytes": sum(int(v.nbytes) for v in weights.values()), "tensors": len(weights),
+                "buckets": len(buckets)}
+
+    async def _load_bucket(self, path: Path, arrays: dict, parts: dict) -> None:
+        """Write one bucket file, have the engine load it, delete it (on every path)."""
+        from actors.vllm_extension import write_safetensors
+
+        try:
+            start = time.perf_counter()
+            await asyncio.to_thread(write_safetensors, path, arrays)
+            written = time.perf_counter()
+            await self._rpc("load_weights_from_file", str(path), list(arrays))
+            parts["write_s"] += written - start
+            parts["engine_load_s"] += time.perf_counter() - written
+        finally:
+            path.unlink(missing_ok=True)
+
+    async def init_weight_update_group(self, master_address: str, master_port: int, rank_offset: int,
+                                       world_size: int) -> None:
+        """GPU path (UNTESTED here): join the learner's NCCL group as rank `rank_offset`."""
+        await self.engine.collective_rpc("init_weight_update_group",
+                                         args=(master_address, master_port, rank_offset, world_size))
+
+    async def update_weights_nccl(self, metadata: list, version: int) -> dict:
+        """GPU path (UNTESTED here): receive [(name, dtype, shape), ...] broadcast by the learner."""
+        names, dtypes, shapes = (list(x) for x in zip(*metadata))
+        stats = await self._update(version, lambda: self._rpc("update_weights_nccl", names, dtypes, shapes))
+        return {**stats, "tensors": len(names)}
+
+    async def _update(self, version: int, load) -> dict:
+        """pause -> session(begin, await load(), finish) -> reset prefix cache -> version -> resume."""
+        self._condition()
+        async with self._update_lock:
+            start = time.perf_counter()
+            await self.pause()
+            paused = time.perf_counter()
+            try:
+                await self._rpc("genselect_begin_update")
+                try:
+                    await load()
+                finally:
+                    finish = await self._rpc("genselect_finish_update")
+                if finish["missing"]:
+                    raise WeightUpdateError(f"engine parameters not updated: {finish['missing']}")
+                await self.engine.reset_prefix_cache()
+                self.version, self._broken = version, None
+                self._counters["updates"] += 1
+            except BaseException as e:
+                self._counters["update_failures"] += 1
+                self._broken = f"weight update to version {version} failed: {e!r}"
+                raise
+            finally:
+                await self.resume()
+            done = time.perf_counter()
+            return {"version": version, "seconds": done - start, "pause_s": paused - start,
+                    "load_s": done - paused, "worker_index": self.worker_index}
+
+    async def _rpc(self, method: str, *args):
+        """collective_rpc on the (single) worker; returns that worker's result."""
+        results = await self.engine.collective_rpc(method, args=args)
+        return results[0]
+
+    async def weights_checksum(self) -> dict:
+        """The engine's parameter checksum (debugging: do two engines hold the same weights?)."""
+        return await self._rpc("weights_checksum")
+
+    # ---- status and lifecycle ---------------------------------------------------------------------
+    def policy_version(self) -> int:
+        return self.version
+
+    async def health(self) -> dict:
+        """{"ok", "version", "paused", "in_flight", "error", counters...}; ok False if the engine died."""
+        ok, error = self.engine is not None and not self.engine.errored, self._broken
+        if ok:
+            try:
+                await self.engine.check_health()
+            except Exception as e:  # reported, not raised: health is a probe
+                ok, error = False, repr(e)
+        return {"ok": ok and not self._broken, "version": self.version, "paused": self._pause_depth > 0,
+                "in_flight": self._in_flight, "error": error, "worker_index": self.worker_index,
+                "start_seconds": self.start_seconds, **self._counters}
+
+    async def shutdown(self) -> None:
+        """Shut the engine and its processes down (frees its /dev/shm). Idempotent."""
+        self._shutdown_now()
+
+    def _shutdown_now(self) -> None:
+        engine, self.engine = getattr(self, "engine", None), None
+        if engine is not None:
+            engine.shutdown(timeout=SHUTDOWN_TIMEOUT_S)
+
+    def __del__(self):
+        try:
+            self._shutdown_now()
+        except Exception:
+            pass
+
+
+def _on_cpu() -> bool:
+    from vllm.platforms import current_platform
+
+    return current_platform.is_cpu()
+
+
+def _shm_dir() -> str:
+    """tmpfs for the weight files: /dev/shm when present (Linux), else the temp dir."""
+    return "/dev/shm" if os.path.isdir("/dev/shm") and os.access("/dev/shm", os.W_OK) else tempfile.gettempdir()

@@ -1,0 +1,291 @@
+"""RolloutWorker on a real vLLM engine (CPU, tiny Qwen3, fp32): sampling contract, log-probs, pause/resume,
+policy-version tagging across a weight update, the weight-update proof, and a clean shutdown.
+
+One engine for the whole module (start ~20-30 s on 2 cores), driven from one event loop in a thread (as an
+async Ray actor would); the last test shuts it down and checks processes and /dev/shm.
+"""
+from __future__ import annotations
+
+import os
+import time
+
+import numpy as np
+import pytest
+
+from actors.rollout import RolloutTimeout, RolloutWorker, WeightUpdateError, with_output_layer
+from actors.vllm_extension import plan_buckets, write_safetensors
+from driver.config import RolloutConfig, WeightSyncConfig
+
+G, MAX_TOKENS = 4, 12
+
+
+# ---- pure parts (no engine) ---------------------------------------------------------------------------
+@pytest.mark.parametrize("sizes,bucket,expected", [
+    ({"a": 5, "b": 5, "c": 20, "d": 1}, 10, [["a", "b"], ["c"], ["d"]]),
+    ({"a": 3, "b": 3, "c": 3}, 100, [["a", "b", "c"]]),
+    ({"a": 3, "b": 3, "c": 3}, 3, [["a"], ["b"], ["c"]]),
+    ({}, 10, []),
+])
+def test_plan_buckets(sizes, bucket, expected):
+    assert plan_buckets(sizes, bucket) == expected
+
+
+def test_write_safetensors_roundtrip(tmp_path):
+    from safetensors.numpy import load_file
+
+    rng = np.random.default_rng(0)
+    arrays = {"w": rng.random((3, 5), dtype=np.float32), "t": rng.random((4, 2)).T, "i": np.arange(7),
+              "h": rng.random(6).astype(np.float16), "empty": np.zeros((0, 3), np.float32)}
+    arrays["w"].setflags(write=False)  # arrays from the object store are read-only
+    write_safetensors(tmp_path / "x.safetensors", arrays)
+    back = load_file(str(tmp_path / "x.safetensors"))
+    assert set(back) == set(arrays)
+    for name, array in arrays.items():
+        assert back[name].dtype == array.dtype and np.array_equal(back[name], array), name
+    with pytest.raises(TypeError, match="complex"):
+        write_safetensors(tmp_path / "bad.safetensors", {"c": np.zeros(2, np.complex64)})
+
+
+def test_with_output_layer_adds_lm_head_only_when_tied():
+    embed = np.ones((4, 2), np.float32)
+    assert with_output_layer({"model.embed_tokens.weight": embed}, tied=True)["lm_head.weight"] is embed
+    assert "lm_head.weight" not in with_output_layer({"model.embed_tokens.weight": embed}, tied=False)
+    own = np.zeros((4, 2), np.float32)
+    assert with_output_layer({"model.embed_tokens.weight": embed, "lm_head.weight": own}, True)["lm_head.weight"] is own
+
+
+# ---- the engine ---------------------------------------------------------------------------------------
+@pytest.fixture(scope="module")
+def engine(rollout_model_path, loop_thread, rh):
+    """(worker, loop, snapshot before start). Shut down by test_shutdown_leaves_nothing (or here)."""
+    before = rh.child_pids()
+    cfg = RolloutConfig(samples_per_prompt=G, max_response_tokens=MAX_TOKENS, max_num_seqs=64,
+                        request_timeout_s=120.0)
+    worker = RolloutWorker(cfg, rollout_model_path, dtype="float32", seed=0)
+    yield worker, loop_thread, before
+    loop_thread.run(worker.shutdown())
+
+
+@pytest.fixture(scope="module")
+def reference(rollout_model_path, rh):
+    """transformers model holding the same weights as the engine (kept in step by the tests)."""
+    return rh.hf_model(rollout_model_path)
+
+
+
+
+@pytest.mark.slow
+def test_generate_contract(engine, rh):
+    worker, loop, _ = engine
+    tasks = [rh.make_task(i) for i in range(3)]
+    groups = loop.run(worker.generate(tasks))
+    assert [g.task.prompt_id for g in groups] == [t.prompt_id for t in tasks]
+    for task, group in zip(tasks, groups):
+        assert len(group.rollouts) == G and group.policy_version == worker.policy_version() == 0
+        prompt_ids = worker.encode_prompt(task.prompt)
+        for r in group.rollouts:
+            assert r.prompt_token_ids == prompt_ids and r.prompt_id == task.prompt_id
+            assert 1 <= len(r.response_token_ids) <= MAX_TOKENS
+            assert len(r.behaviour_logprobs) == len(r.response_token_ids)
+            assert all(isinstance(x, float) and x <= 0.0 for x in r.behaviour_logprobs)
+            assert r.policy_version == 0 and r.timings["generate_s"] > 0
+            decoded = worker.tokenizer.decode(r.response_token_ids, skip_special_tokens=True)
+            assert r.response_text.rstrip("\ufffd") == decoded.rstrip("\ufffd")  # vLLM holds back a partial char
+        assert len({tuple(r.response_token_ids) for r in group.rollouts}) > 1, "G samples are not distinct"
+
+
+@pytest.mark.slow
+def test_behaviour_logprobs_match_engine_and_transformers(engine, reference, rh):
+    """Sampled tokens' behaviour log-probs (temperature 1) == prompt log-probs of the same tokens ==
+    transformers' log-probs of the same tokens."""
+    worker, loop, _ = engine
+    groups = loop.run(worker.generate([rh.make_task(7)], temperature=1.0))
+    for r in groups[0].rollouts:
+        fixed = loop.run(worker.compute_logprobs(r.prompt_token_ids, r.response_token_ids))
+        ref = rh.hf_logprobs(reference, r.prompt_token_ids, r.response_token_ids)
+        assert abs(sum(fixed) - sum(r.behaviour_logprobs)) < 1e-4
+        assert np.max(np.abs(np.array(fixed) - np.array(ref))) < 1e-4
+
+
+@pytest.mark.slow
+def test_truncation_sets_finish_reason(engine, rh):
+    worker, loop, _ = engine
+    eos = worker.tokenizer.eos_token_id
+    groups = loop.run(worker.generate([rh.make_task(i) for i in range(2)], max_tokens=3))
+    for r in (r for g in groups for r in g.rollouts):
+        assert r.finish_reason in ("stop", "length")
+        if r.finish_reason == "length":
+            assert len(r.response_token_ids) == 3 and r.truncated
+        else:
+            assert len(r.response_token_ids) <= 3 and r.response_token_ids[-1] == eos
+
+
+@pytest.mark.slow
+def test_prefix_cached_across_calls(engine, rh):
+    """The second request for the same prompt reuses its cached prefix (one prefill per prompt)."""
+    worker, loop, _ = engine
+    task = rh.make_task(11, words=4)
+    loop.run(worker.generate([task], max_tokens=2))
+    again = loop.run(worker.generate([task], max_tokens=2))[0]
+    assert again.extras["cached_prompt_tokens"] >= 32  # whole KV blocks (CPU_BLOCK_SIZE) of the prompt
+
+
+@pytest.mark.slow
+def test_many_requests_in_flight(engine, rh):
+    worker, loop, _ = engine
+    tasks = [rh.make_task(100 + i) for i in range(16)]
+    future = loop.submit(worker.generate(tasks, max_tokens=6))
+    peak = 0
+    while not future.done():
+        peak = max(peak, loop.run(worker.health())["in_flight"])
+        time.sleep(0.01)
+    groups = future.result()
+    assert len(groups) == 16 and all(len(g.rollouts) == G for g in groups)
+    assert peak > 1, "requests were not in flight concurrently"
+
+
+@pytest.mark.slow
+def test_generate_waits_while_paused(engine, rh):
+    worker, loop, _ = engine
+    loop.run(worker.pause())
+    future = loop.submit(worker.generate([rh.make_task(3)], max_tokens=4))
+    time.sleep(1.0)
+    health = loop.run(worker.health())
+    assert not future.done() and health["paused"] and health["in_flight"] == 0
+    loop.run(worker.resume())
+    groups = future.result(120)
+    assert len(groups[0].rollouts) == G and groups[0].policy_version == worker.policy_version()
+
+
+@pytest.mark.slow
+def test_update_proof_and_version_tagging(engine, reference, rh):
+    """THE proof the weights arrive: for a fixed prompt+completion the engine's log-probs match
+    transformers with the NEW weights after the update (fp32: < 1e-5) and differ clearly before it.
+    Requests issued before the update finish on the old weights with the old version; later ones
+    carry the new version. Bucketed (1 MB buckets: layers straddle files), no files left behind."""
+    worker, loop, _ = engine
+    task = rh.make_task(21)
+    fixed = loop.run(worker.generate([task], max_tokens=8))[0].rollouts[0]
+    prompt, response = fixed.prompt_token_ids, fixed.response_token_ids
+    old_ref = rh.hf_logprobs(reference, prompt, response)
+    engine_before = loop.run(worker.compute_logprobs(prompt, response))
+    assert np.max(np.abs(np.subtract(engine_before, old_ref))) < 1e-5
+
+    new_state = rh.perturbed_state(reference, seed=1)
+    new_ref = rh.hf_logprobs(reference, prompt, response)
+    before_diff = float(np.max(np.abs(np.subtract(engine_before, new_ref))))
+    assert before_diff > 0.05, "perturbation too small to tell old from new weights"
+
+    old_version = worker.policy_version()
+    worker.sync_cfg = WeightSyncConfig(bucket_mb=1)
+    in_flight = loop.submit(worker.generate([rh.make_task(30 + i) for i in range(6)], max_tokens=MAX_TOKENS))
+    while loop.run(worker.health())["in_flight"] == 0 and not in_flight.done():
+        time.sleep(0.005)
+    shm_before = rh.shm_listing()
+    export = {k: v for k, v in new_state.items() if k != "lm_head.weight"}  # the tied output layer is re-added
+    stats = loop.run(worker.update_weights_from_object_store(export, old_version + 1))
+    early = in_flight.result(120)
+    late = loop.run(worker.generate([rh.make_task(40)], max_tokens=MAX_TOKENS))
+
+    engine_after = loop.run(worker.compute_logprobs(prompt, response))
+    after_diff = float(np.max(np.abs(np.subtract(engine_after, new_ref))))
+    print(f"\nweight-sync proof: max |logprob diff| vs new weights before={before_diff:.4f} "
+          f"after={after_diff:.2e}; stats={stats}")
+    assert after_diff < 1e-5
+    assert stats["buckets"] > 5 and stats["version"] == old_version + 1 == worker.policy_version()
+    assert stats["write_s"] > 0 and stats["engine_load_s"] > 0
+    assert not {n for n in rh.shm_listing() - shm_before if n.startswith("genselect-")}
+    assert all(r.policy_version == old_version for g in early for r in g.rollouts)
+    assert all(r.policy_version == old_version + 1 for r in late[0].rollouts)
+    # the early requests ran entirely on the old weights: their behaviour log-probs are the old model's
+    old_model = rh.hf_model(worker.model_path)
+    for r in early[0].rollouts[:2]:
+        old = rh.hf_logprobs(old_model, r.prompt_token_ids, r.response_token_ids)
+        assert np.max(np.abs(np.subtract(r.behaviour_logprobs, old))) < 1e-4
+    for r in late[0].rollouts[:2]:
+        new = rh.hf_logprobs(reference, r.prompt_token_ids, r.response_token_ids)
+        assert np.max(np.abs(np.subtract(r.behaviour_logprobs, new))) < 1e-4
+
+
+@pytest.mark.slow
+def test_extension_loads_a_file_outside_a_session(engine, reference, rh, tmp_path):
+    """WeightReceiver.load_weights_from_file without a session = the worker's own reload_weights."""
+    worker, loop, _ = engine
+    fixed = loop.run(worker.generate([rh.make_task(50)], max_tokens=6))[0].rollouts[0]
+    state = rh.perturbed_state(reference, seed=5)
+    path = tmp_path / "all.safetensors"
+    write_safetensors(path, state)
+    before = loop.run(worker.weights_checksum())
+    result = loop.run(worker._rpc("load_weights_from_file", str(path)))
+    assert result["tensors"] == len(state) and loop.run(worker.weights_checksum()) != before
+    loop.run(worker.engine.reset_prefix_cache())
+    engine_lp = loop.run(worker.compute_logprobs(fixed.prompt_token_ids, fixed.response_token_ids))
+    ref = rh.hf_logprobs(reference, fixed.prompt_token_ids, fixed.response_token_ids)
+    assert np.max(np.abs(np.subtract(engine_lp, ref))) < 1e-5
+
+
+@pytest.mark.slow
+def test_failed_update_cleans_up_and_blocks_generation(engine, reference, rh, monkeypatch):
+    """A failure while loading deletes the bucket files, marks the engine inconsistent (generate
+    refuses), keeps the version; the next good update recovers."""
+    worker, loop, _ = engine
+    version = worker.policy_version()
+    state = {k: v.detach().numpy().copy() for k, v in reference.state_dict().items()}
+    real_rpc, seen = worker._rpc, []
+
+    async def failing_rpc(method, *args):
+        if method == "load_weights_from_file":
+            seen.append(args[0])
+            assert os.path.exists(args[0])
+            raise RuntimeError("injected failure")
+        return await real_rpc(method, *args)
+
+    monkeypatch.setattr(worker, "_rpc", failing_rpc)
+    with pytest.raises(RuntimeError, match="injected"):
+        loop.run(worker.update_weights_from_object_store(state, version + 1))
+    monkeypatch.setattr(worker, "_rpc", real_rpc)
+    assert seen and not any(os.path.exists(p) for p in seen)
+    assert not os.path.exists(os.path.dirname(seen[0]))
+    health = loop.run(worker.health())
+    assert not health["ok"] and health["update_failures"] == 1 and worker.policy_version() == version
+    with pytest.raises(WeightUpdateError):
+        loop.run(worker.generate([rh.make_task(1)], max_tokens=2))
+    loop.run(worker.update_weights_from_object_store(state, version + 1))
+    assert loop.run(worker.health())["ok"]
+    assert loop.run(worker.generate([rh.make_task(1)], max_tokens=2))[0].policy_version == version + 1
+
+
+@pytest.mark.slow
+def test_timeout_aborts_generate(engine, rh):
+    worker, loop, _ = engine
+    cfg = worker.cfg
+    worker.cfg = RolloutConfig(samples_per_prompt=G, max_response_tokens=MAX_TOKENS, request_timeout_s=0.05)
+    try:
+        loop.run(worker.pause())
+        with pytest.raises(RolloutTimeout):
+            loop.run(worker.generate([rh.make_task(2)]))
+        loop.run(worker.resume())
+    finally:
+        worker.cfg = cfg
+    assert loop.run(worker.health())["in_flight"] == 0
+    assert len(loop.run(worker.generate([rh.make_task(2)], max_tokens=2))[0].rollouts) == G
+
+
+@pytest.mark.slow
+def test_shutdown_leaves_nothing(engine, rh):
+    """Shutdown (twice: idempotent) ends the engine's processes and frees their /dev/shm files."""
+    import psutil
+
+    worker, loop, before = engine
+    procs = rh.engine_processes(before)
+    assert procs, "no engine processes found"
+    shm = rh.shm_paths_of(procs)
+    loop.run(worker.shutdown())
+    loop.run(worker.shutdown())
+    gone, alive = psutil.wait_procs(procs, timeout=30)
+    assert not alive, f"engine processes still alive: {alive}"
+    assert not [p for p in shm if os.path.exists(p)], "engine /dev/shm files leaked"
+    assert not loop.run(worker.health())["ok"]
+    with pytest.raises(RuntimeError, match="shut down"):
+        loop.run(worker.generate([rh.make_task(0)]))
+    print(f"\nshutdown: {len(procs)} engine processes ended, {len(shm)} /dev/shm files freed")
