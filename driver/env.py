@@ -22,6 +22,8 @@ def default_env(cache: Path = CACHE) -> dict:
         "TORCHINDUCTOR_CACHE_DIR": str(cache / "inductor"),
         "TORCH_EXTENSIONS_DIR": str(cache / "torch_extensions"),
         "RAY_USAGE_STATS_ENABLED": "0",
+        "VLLM_LOGGING_LEVEL": "WARNING",
+        "RAY_DEDUP_LOGS": "1",
     }
     if not _has_cuda():
         env["DS_ACCELERATOR"] = "cpu"

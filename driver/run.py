@@ -121,8 +121,14 @@ class Run:
 
     # -- one step -------------------------------------------------------------------------------------
     def train_step(self, collected, step: int) -> tuple:
+        """One learner step on the collected groups: (metrics, seconds); ({}, 0.0) when there are none
+        (every group was filtered or stale after max_num_gen_batches rounds: counted, weights unchanged)."""
         from driver.batching import build_batch
 
+        if not collected.groups:
+            log.warning("step %d: no usable group after %s generation rounds; skipping the update", step,
+                        collected.stats.get("collect/rounds"))
+            return {}, 0.0
         batch = build_batch(collected.groups, self.cfg.algorithm, self.cfg.rollout.max_response_tokens,
                             len(self.handles.learners))
         started = time.time()
@@ -169,6 +175,10 @@ class Run:
                   "throughput/tokens_per_s": tokens / max(step_s, 1e-9),
                   "policy_version": self.version}
         values.update({k: v for k, v in self.collector.counters.items()})
+        values["batch/skipped_update"] = int(not metrics)
+        for verifier in self.handles.verifiers:
+            for key, value in self._get([verifier.metrics.remote()], 60, "verifier metrics")[0].items():
+                values[f"verifier/{key}"] = values.get(f"verifier/{key}", 0) + value
         self.metrics.log(step + 1, "train", values)
         with open(self.run_dir / "consumed.jsonl", "a") as f:
             f.write(json.dumps({"step": step + 1, "trained": [g.task.prompt_id for g in collected.groups],

@@ -41,8 +41,8 @@ def train_loop(run, start_step: int, steps: int) -> None:
         if cfg.max_staleness >= 1:
             while len(pending) < cfg.max_staleness:
                 pending.append(run.collector.issue(cfg.prompts_per_step, run.version))
-        train_metrics, train_s = run.train_step(collected, step)
-        sync_stats = run.sync_weights(run.version + 1)
+        train_metrics, train_s = run.train_step(collected, step)  # ({}, 0) if no group survived filtering
+        sync_stats = run.sync_weights(run.version + 1) if train_metrics else {"seconds": 0.0}
         run.record_step(step, collected, train_metrics, {
             "time/step_s": time.time() - started, "time/wait_rollout_s": waited, "time/train_s": train_s,
             "time/sync_s": sync_stats["seconds"], "sync/gbps": sync_stats.get("gbps", 0.0)})
