@@ -1,0 +1,151 @@
+"""Versioned selection datasets on disk: build once, reuse while nothing that shapes them changed.
+
+Layout of `{data.out_dir}/{name}-{hash}/`:
+
+* `train.jsonl`, `heldout.jsonl`: one `SelectionTask.to_dict()` per line; the split is by problem.
+* `manifest.json`: counts at every stage (problems read, bad rows, labeled, filtered, prompts built,
+  dropped for the token budget), candidates-per-prompt histogram, fraction correct, majority@N and
+  random@N per split, seed, the data config, source package versions, the tokenizer the budget was counted
+  with, creation time, schema version.
+* `tokenizer_corpus.txt`: the text a locally trained tokenizer (tiny model) learns from, so the model can
+  be rebuilt from the dataset alone.
+
+`hash` = sha256 of (data config, source versions, tokenizer identity, schema version): a changed config
+makes a new folder, an unchanged one is reused. The folder is written to a temporary sibling and renamed,
+so it appears complete or not at all.
+"""
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import json
+import os
+import shutil
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Callable, Optional
+
+from driver.algo.sample import SelectionTask
+
+SCHEMA_VERSION = 1
+FILES = ("train.jsonl", "heldout.jsonl", "manifest.json")
+
+
+class BadDatasetRow(ValueError):
+    """A dataset row that does not validate; the message is `path:line: reason`."""
+
+
+def config_dict(cfg) -> dict:
+    """A DataConfig (dataclass) as a plain dict, `out_dir` left out (where a dataset lives is not what it is)."""
+    d = dataclasses.asdict(cfg) if dataclasses.is_dataclass(cfg) else dict(cfg)
+    d.pop("out_dir", None)
+    return d
+
+
+def dataset_key(cfg, versions: dict, tokenizer_id: str) -> str:
+    """12 hex digits identifying the dataset a config would produce."""
+    blob = json.dumps({"config": config_dict(cfg), "versions": versions, "tokenizer": tokenizer_id,
+                       "schema": SCHEMA_VERSION}, sort_keys=True, default=str)
+    return hashlib.sha256(blob.encode()).hexdigest()[:12]
+
+
+def dataset_name(cfg) -> str:
+    return Path(cfg.path).stem if cfg.source == "file" else cfg.source
+
+
+def dataset_dir(cfg, key: str) -> Path:
+    return Path(cfg.out_dir) / f"{dataset_name(cfg)}-{key}"
+
+
+def is_complete(path: Path) -> bool:
+    return all((Path(path) / f).exists() for f in FILES)
+
+
+def write_dataset(path: Path, train: list, heldout: list, manifest: dict, corpus: Optional[list] = None) -> Path:
+    """Write the dataset folder atomically (temp dir + rename). Returns `path`."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
+    shutil.rmtree(tmp, ignore_errors=True)
+    tmp.mkdir()
+    for name, tasks in (("train.jsonl", train), ("heldout.jsonl", heldout)):
+        with (tmp / name).open("w", encoding="utf-8") as f:
+            for t in tasks:
+                f.write(json.dumps(t.to_dict(), ensure_ascii=False) + "\n")
+    if corpus is not None:
+        (tmp / "tokenizer_corpus.txt").write_text("\n\x1e\n".join(corpus), encoding="utf-8")
+    (tmp / "manifest.json").write_text(json.dumps(manifest, indent=2, default=str), encoding="utf-8")
+    if is_complete(path):  # someone else finished the same dataset first: theirs is identical
+        shutil.rmtree(tmp)
+        return path
+    shutil.rmtree(path, ignore_errors=True)  # a partial folder cannot exist (rename), but be safe
+    os.rename(tmp, path)
+    return path
+
+
+def read_corpus(path: Path) -> list:
+    f = Path(path) / "tokenizer_corpus.txt"
+    return f.read_text(encoding="utf-8").split("\n\x1e\n") if f.exists() else []
+
+
+def validate_row(row) -> SelectionTask:
+    """A SelectionTask from a dataset row, with the checks the loaders rely on; ValueError with the reason."""
+    if not isinstance(row, dict):
+        raise ValueError(f"row must be a JSON object, got {type(row).__name__}")
+    task = SelectionTask.from_dict(row)
+    if task.num_candidates < 2:
+        raise ValueError(f"{task.num_candidates} candidates (need >= 2)")
+    if task.domain not in ("math", "code"):
+        raise ValueError(f"domain {task.domain!r} is not 'math' or 'code'")
+    if not all(isinstance(x, (int, float)) and 0.0 <= x <= 1.0 for x in task.labels):
+        raise ValueError("labels must be numbers in [0, 1]")
+    if not all(isinstance(c, str) for c in task.candidates):
+        raise ValueError("candidates must be strings")
+    return task
+
+
+def load_tasks(path, bad_rows: str = "error", on_bad: Optional[Callable[[str], None]] = None) -> list:
+    """SelectionTasks from a dataset JSONL file; a bad row is reported as `path:line: reason` and then
+    raised as BadDatasetRow (bad_rows='error') or skipped (bad_rows='skip', reported to `on_bad`)."""
+    path = Path(path)
+    tasks = []
+    with path.open("r", encoding="utf-8") as f:
+        for lineno, line in enumerate(f, start=1):
+            if not line.strip():
+                continue
+            try:
+                tasks.append(validate_row(json.loads(line)))
+            except (ValueError, TypeError) as e:  # JSONDecodeError is a ValueError
+                message = f"{path}:{lineno}: {e}"
+                if bad_rows == "error":
+                    raise BadDatasetRow(message) from None
+                if on_bad:
+                    on_bad(message)
+    return tasks
+
+
+@dataclass
+class Dataset:
+    """A loaded dataset folder."""
+    path: Path
+    train: list
+    heldout: list
+    manifest: dict
+
+
+def load_dataset(path, bad_rows: str = "error") -> Dataset:
+    """Load and validate a dataset folder written by `write_dataset`."""
+    path = Path(path)
+    if not is_complete(path):
+        missing = [f for f in FILES if not (path / f).exists()]
+        raise FileNotFoundError(f"{path} is not a complete dataset folder (missing {missing})")
+    manifest = json.loads((path / "manifest.json").read_text(encoding="utf-8"))
+    if manifest.get("schema_version") != SCHEMA_VERSION:
+        raise ValueError(f"{path}: schema version {manifest.get('schema_version')} != {SCHEMA_VERSION}")
+    return Dataset(path, load_tasks(path / "train.jsonl", bad_rows), load_tasks(path / "heldout.jsonl", bad_rows),
+                   manifest)
+
+
+def now_iso() -> str:
+    return time.strftime("%Y-%m-%dT%H:%M:%S%z")

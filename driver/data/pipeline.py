@@ -1,0 +1,119 @@
+"""From a DataConfig to a versioned dataset folder: read -> label -> filter -> split -> prompts -> budget.
+
+The ordering problem: the token budget needs the tokenizer, and the tiny model's tokenizer is trained on
+the task text. So prompts are built first (they do not need a tokenizer), the tokenizer is obtained from
+their text (`TokenizerProvider.load(corpus)`: trains the tiny tokenizer, or loads a pretrained one), and
+only then are prompts counted and the over-budget ones dropped. The dataset hash includes the provider's
+`key`, so a dataset budgeted with one tokenizer is never reused for another.
+"""
+from __future__ import annotations
+
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Callable, Optional, Protocol
+
+from driver.algo.genselect import render_judgment
+from driver.data import builder, dataset, sources
+from driver.data.labeling import label_problems
+
+
+class TokenizerProvider(Protocol):
+    """Where the budget's tokenizer comes from. `key` identifies it (it goes into the dataset hash);
+    `load(corpus)` returns (tokenizer, description dict); `corpus` is the train prompts' text."""
+    key: str
+
+    def load(self, corpus: list): ...
+
+
+@dataclass
+class BuildResult:
+    path: Path
+    manifest: dict
+    cached: bool
+
+
+def _say(progress: bool, message: str) -> None:
+    if progress:
+        print(f"[synth] {message}", file=sys.stderr, flush=True)
+
+
+def tokenizer_corpus(train_tasks: list, count_format: Callable[[str], str]) -> list:
+    """Text a locally trained tokenizer learns from: every train prompt as the model reads it, and the
+    judgment for every index."""
+    return [count_format(t.prompt) for t in train_tasks] + [render_judgment(i) for i in range(16)]
+
+
+def build_dataset(cfg, provider: TokenizerProvider, format_fn: Optional[Callable] = None, sandbox_cfg=None,
+                  progress: bool = True) -> BuildResult:
+    """Build (or reuse) the dataset of DataConfig `cfg`; prompts are counted as `format_fn(tokenizer, text)`
+    (the chat formatting the model will see; default: the text itself)."""
+    versions = sources.source_versions(cfg)
+    key = dataset.dataset_key(cfg, versions, provider.key)
+    path = dataset.dataset_dir(cfg, key)
+    if dataset.is_complete(path):
+        _say(progress, f"dataset {path} is up to date (cached)")
+        return BuildResult(path, dataset.load_dataset(path).manifest, True)
+    t0 = time.time()
+    _say(progress, f"reading problems from source {cfg.source!r}")
+    src = sources.load_problems(cfg)
+    _say(progress, f"{len(src.problems)} problems ({src.bad_rows.count} bad rows); labeling candidates")
+    labeled, label_stats = label_problems(src.problems, sandbox_cfg=sandbox_cfg)
+    stats = builder.BuildStats()
+    kept = builder.filter_problems(labeled, cfg.max_correct_fraction, cfg.min_candidates,
+                                   cfg.max_candidate_chars, stats)
+    train_p, held_p = builder.split_by_problem(kept, cfg.heldout_fraction, cfg.seed)
+    train = builder.build_all(train_p, cfg, "train", stats)
+    held = builder.build_all(held_p, cfg, "heldout", stats)
+    _say(progress, f"{len(kept)} problems kept, {len(train) + len(held)} prompts; loading tokenizer")
+    fmt = (lambda tok, text: format_fn(tok, text)) if format_fn else (lambda tok, text: text)
+    from driver.models.chat import SEPARATOR  # the corpus is the text a chat-template-less model reads
+
+    corpus = tokenizer_corpus(train, lambda text: text + SEPARATOR)
+    tokenizer, tok_info = provider.load(corpus)
+
+    def count(text: str) -> int:
+        return len(tokenizer(fmt(tokenizer, text), add_special_tokens=False)["input_ids"])
+
+    lengths: dict = {}
+    train = builder.apply_budget(train, lambda s: lengths.setdefault(s, count(s)), cfg.max_prompt_tokens, stats)
+    held = builder.apply_budget(held, lambda s: lengths.setdefault(s, count(s)), cfg.max_prompt_tokens, stats)
+    manifest = _manifest(cfg, key, versions, provider.key, tok_info, src, label_stats, stats, train, held,
+                         train_p, held_p, [lengths[t.prompt] for t in train + held], time.time() - t0)
+    dataset.write_dataset(path, train, held, manifest, corpus)
+    _say(progress, f"wrote {path} ({len(train)} train / {len(held)} held-out prompts) in {time.time() - t0:.1f}s")
+    return BuildResult(path, manifest, False)
+
+
+def _manifest(cfg, key, versions, tok_key, tok_info, src, label_stats, stats, train, held, train_p, held_p,
+              token_lengths, seconds) -> dict:
+    hs, ts = builder.summarize(held), builder.summarize(train)
+    return {
+        "schema_version": dataset.SCHEMA_VERSION,
+        "name": dataset.dataset_name(cfg),
+        "hash": key,
+        "created": dataset.now_iso(),
+        "build_seconds": round(seconds, 2),
+        "seed": cfg.seed,
+        "config": dataset.config_dict(cfg),
+        "source_versions": versions,
+        "tokenizer": {"key": tok_key, **tok_info},
+        "counts": {
+            "problems_read": len(src.problems),
+            "bad_rows": src.bad_rows.count,
+            "candidates_labeled": label_stats.checked,
+            **stats.to_dict(),
+            "train_problems": len(train_p),
+            "heldout_problems": len(held_p),
+            "train_prompts": len(train),
+            "heldout_prompts": len(held),
+        },
+        "bad_rows": src.bad_rows.to_dict(),
+        "labeling": label_stats.to_dict(),
+        "dropped_for_budget": stats.prompts_over_token_budget,
+        "prompt_tokens": {"mean": sum(token_lengths) / max(1, len(token_lengths)),
+                          "max": max(token_lengths, default=0)},
+        "train": vars(ts),
+        "heldout": vars(hs),
+    }

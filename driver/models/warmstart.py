@@ -1,0 +1,198 @@
+"""Short supervised warm-start of the selector, so RL starts from a model that emits `Judgment: IDX`.
+
+Targets (`WarmStartConfig.target`):
+
+* `format`: the response names a uniformly random candidate. It teaches the output format only, so RL
+  starts near random@N and every gain above that is RL's.
+* `oracle`: the response names a correct candidate (one drawn uniformly among the correct ones). A stronger
+  start; also the learnability check of a dataset: a tiny model trained this way must beat majority@N.
+
+Loss: next-token cross-entropy on the response tokens only (`Judgment: IDX` + EOS), the prompt formatted
+by `driver.models.chat.format_prompt` exactly as rollout and learner format it. Plain torch AdamW on CPU,
+fp32 weights with bf16 autocast when `dtype == "bfloat16"`; batches are grouped by length to waste little
+compute on padding. The result is cached (folder keyed by warm-start config + dataset hash + base model)
+and `warm_start.json` beside the weights records the held-out parse rate and selection accuracy under
+greedy decoding (transformers `generate`), next to majority@N and random@N on the same prompts.
+"""
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import hashlib
+import json
+import random
+import shutil
+import time
+from pathlib import Path
+
+from driver.algo.genselect import parse_judgment, render_judgment
+from driver.models.chat import prompt_token_ids, response_token_ids
+
+STATS_FILE = "warm_start.json"
+
+
+def warm_start_dir(base_dir, ws_cfg, dataset_hash: str, dtype: str, seed: int) -> Path:
+    """Cache folder of a warm-started model: beside the base model, keyed by everything that shapes it."""
+    base_dir = Path(base_dir)
+    blob = json.dumps({"ws": dataclasses.asdict(ws_cfg), "data": dataset_hash, "base": base_dir.name,
+                       "dtype": dtype, "seed": seed}, sort_keys=True)
+    return base_dir.with_name(f"{base_dir.name}-ws-{hashlib.sha256(blob.encode()).hexdigest()[:12]}")
+
+
+def pick_target(task, target: str, rng: random.Random) -> int:
+    """The index the response names: uniform over candidates ('format') or over correct ones ('oracle')."""
+    if target == "format":
+        return rng.randrange(task.num_candidates)
+    if target == "oracle":
+        return rng.choice([i for i, ok in enumerate(task.correct) if ok])
+    raise ValueError(f"warm-start target must be 'format' or 'oracle', got {target!r}")
+
+
+def length_batches(lengths: list, batch_size: int, rng: random.Random):
+    """Endless batches of indices of similar length (sorted with jitter, then shuffled batch order)."""
+    if len(lengths) < batch_size:
+        raise ValueError(f"{len(lengths)} training prompts < batch size {batch_size}")
+    while True:
+        order = sorted(range(len(lengths)), key=lambda i: lengths[i] + rng.random() * 32)
+        batches = [order[i:i + batch_size] for i in range(0, len(order) - batch_size + 1, batch_size)]
+        rng.shuffle(batches)
+        yield from batches
+
+
+def collate(pairs: list, pad_id: int):
+    """Right-padded (input_ids, attention_mask, labels) for (prompt_ids, response_ids) pairs; labels are
+    -100 except on response tokens. Shapes: (batch, max_len)."""
+    import torch
+
+    width = max(len(p) + len(r) for p, r in pairs)
+    ids = torch.full((len(pairs), width), pad_id, dtype=torch.long)
+    mask = torch.zeros_like(ids)
+    labels = torch.full_like(ids, -100)
+    for j, (p, r) in enumerate(pairs):
+        n = len(p) + len(r)
+        ids[j, :n] = torch.tensor(p + r)
+        mask[j, :n] = 1
+        labels[j, len(p):n] = torch.tensor(r)
+    return ids, mask, labels
+
+
+def train_steps(model, tokenizer, tasks: list, ws_cfg, dtype: str, seed: int, progress: bool = True) -> list:
+    """Run `ws_cfg.steps` AdamW steps on `tasks`; returns the per-step losses."""
+    import torch
+    from tqdm import tqdm
+
+    rng = random.Random(f"warm-start-{seed}")
+    prompts = [prompt_token_ids(tokenizer, t.prompt) for t in tasks]
+    responses = {}
+    pad = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else tokenizer.eos_token_id
+    opt = torch.optim.AdamW(model.parameters(), lr=ws_cfg.lr, weight_decay=0.0)
+    warmup = max(1, ws_cfg.steps // 20)
+    sched = torch.optim.lr_scheduler.LambdaLR(opt, lambda s: min(1.0, (s + 1) / warmup))
+    autocast = (torch.autocast("cpu", dtype=torch.bfloat16) if dtype == "bfloat16" else contextlib.nullcontext())
+    batches = length_batches([len(p) for p in prompts], ws_cfg.batch_size, rng)
+    losses = []
+    model.train()
+    bar = tqdm(range(ws_cfg.steps), desc=f"warm-start ({ws_cfg.target})", disable=not progress, leave=False)
+    for _ in bar:
+        pairs = []
+        for i in next(batches):
+            idx = pick_target(tasks[i], ws_cfg.target, rng)
+            if idx not in responses:
+                responses[idx] = response_token_ids(tokenizer, render_judgment(idx))
+            pairs.append((prompts[i], responses[idx]))
+        ids, mask, labels = collate(pairs, pad)
+        with autocast:
+            loss = model(input_ids=ids, attention_mask=mask, labels=labels).loss
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+        opt.step()
+        sched.step()
+        opt.zero_grad(set_to_none=True)
+        losses.append(loss.item())
+        bar.set_postfix(loss=f"{losses[-1]:.3f}")
+    return losses
+
+
+def evaluate_selector(model, tokenizer, tasks: list, batch_size: int = 16, max_new_tokens: int = 8,
+                      dtype: str = "float32") -> dict:
+    """Greedy-decode a judgment for each task; parse rate, selection accuracy, majority@N, random@N."""
+    import torch
+
+    from driver.data.builder import summarize
+
+    model.eval()
+    pad = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else tokenizer.eos_token_id
+    order = sorted(range(len(tasks)), key=lambda i: len(tasks[i].prompt))
+    parsed = correct = 0
+    autocast = (torch.autocast("cpu", dtype=torch.bfloat16) if dtype == "bfloat16" else contextlib.nullcontext())
+    for start in range(0, len(order), batch_size):
+        chunk = [tasks[i] for i in order[start:start + batch_size]]
+        seqs = [prompt_token_ids(tokenizer, t.prompt) for t in chunk]
+        width = max(map(len, seqs))
+        ids = torch.full((len(seqs), width), pad, dtype=torch.long)
+        mask = torch.zeros_like(ids)
+        for j, s in enumerate(seqs):  # left padding for generation
+            ids[j, width - len(s):] = torch.tensor(s)
+            mask[j, width - len(s):] = 1
+        with torch.no_grad(), autocast:
+            out = model.generate(input_ids=ids, attention_mask=mask, max_new_tokens=max_new_tokens,
+                                 do_sample=False, pad_token_id=pad, eos_token_id=tokenizer.eos_token_id)
+        for j, t in enumerate(chunk):
+            judgment = parse_judgment(tokenizer.decode(out[j, width:], skip_special_tokens=True), t.num_candidates)
+            parsed += judgment.ok
+            correct += judgment.ok and t.correct[judgment.index]
+    s = summarize(tasks)
+    n = max(1, len(tasks))
+    return {"prompts": len(tasks), "parse_rate": parsed / n, "accuracy": correct / n,
+            "majority_at_n": s.majority_at_n, "random_at_n": s.random_at_n}
+
+
+@contextlib.contextmanager
+def torch_threads(n: int):
+    import torch
+
+    before = torch.get_num_threads()
+    torch.set_num_threads(n)
+    try:
+        yield
+    finally:
+        torch.set_num_threads(before)
+
+
+def warm_start(base_dir, train_tasks: list, heldout_tasks: list, ws_cfg, out_dir, dtype: str = "float32",
+               seed: int = 0, eval_prompts: int = 200, threads: int = 2, progress: bool = True) -> tuple:
+    """Warm-start the model in `base_dir` and save it to `out_dir` (atomic; reused if already there).
+
+    Returns (out_dir, stats) where stats is what `warm_start.json` holds.
+    """
+    import torch
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    out_dir = Path(out_dir)
+    if (out_dir / STATS_FILE).exists():
+        return out_dir, json.loads((out_dir / STATS_FILE).read_text())
+    t0 = time.time()
+    with torch_threads(threads):
+        torch.manual_seed(seed)
+        tokenizer = AutoTokenizer.from_pretrained(base_dir)
+        model = AutoModelForCausalLM.from_pretrained(base_dir, dtype=torch.float32)
+        losses = train_steps(model, tokenizer, train_tasks, ws_cfg, dtype, seed, progress)
+        train_seconds = time.time() - t0
+        held = random.Random(f"ws-eval-{seed}").sample(heldout_tasks, min(eval_prompts, len(heldout_tasks)))
+        heldout = evaluate_selector(model, tokenizer, held, dtype=dtype)
+    stats = {"target": ws_cfg.target, "steps": ws_cfg.steps, "batch_size": ws_cfg.batch_size, "lr": ws_cfg.lr,
+             "dtype": dtype, "seed": seed, "threads": threads, "train_seconds": round(train_seconds, 1),
+             "seconds": round(time.time() - t0, 1), "loss_first": losses[0] if losses else None,
+             "loss_last10": sum(losses[-10:]) / max(1, len(losses[-10:])), "heldout": heldout,
+             "base_model": str(base_dir)}
+    tmp = out_dir.with_name(out_dir.name + ".tmp")
+    shutil.rmtree(tmp, ignore_errors=True)
+    tmp.mkdir(parents=True)
+    model.save_pretrained(tmp, safe_serialization=True)
+    tokenizer.save_pretrained(tmp)
+    for extra in Path(base_dir).glob("genselect_model.json"):
+        shutil.copy(extra, tmp / extra.name)
+    (tmp / STATS_FILE).write_text(json.dumps(stats, indent=2))
+    shutil.rmtree(out_dir, ignore_errors=True)
+    tmp.rename(out_dir)
+    return out_dir, stats

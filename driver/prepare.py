@@ -1,0 +1,78 @@
+"""Everything the main job needs before training: the versioned dataset, the model folder, the warm-start.
+
+`prepare(data_cfg, model_cfg)` is called at the start of `python -m driver.train` (and by
+`python -m driver.synth`). Every stage is cached: an unchanged config reuses the dataset folder, the built
+or converted model and the warm-started weights; a changed one builds new ones beside the old.
+
+Order (the tokenizer/budget ordering problem): problems -> labels -> filter -> split -> prompts; the
+tokenizer is then trained on the train prompts (tiny) or loaded (pretrained); prompts are budgeted in its
+tokens; the dataset is written; the warm-start (tiny model only) trains on it.
+"""
+from __future__ import annotations
+
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Optional
+
+from driver.data import dataset as ds
+from driver.data.pipeline import build_dataset
+from driver.models import registry
+from driver.models.chat import format_prompt
+
+
+@dataclass
+class Prepared:
+    """What `prepare` made: dataset folder, model folder (warm-started when enabled), their stats."""
+    dataset_dir: Path
+    model_dir: Path
+    manifest: dict
+    warm_start_stats: Optional[dict] = None
+
+
+class ModelTokenizerProvider:
+    """The budget's tokenizer for a ModelConfig (see driver.data.pipeline.TokenizerProvider)."""
+
+    def __init__(self, model_cfg):
+        self.model_cfg = model_cfg
+        self.key = registry.tokenizer_key(model_cfg)
+        self.model_dir: Optional[Path] = None
+
+    def load(self, corpus: list):
+        from transformers import AutoTokenizer
+
+        self.model_dir = registry.resolve_model(self.model_cfg, corpus)
+        tokenizer = AutoTokenizer.from_pretrained(self.model_dir)
+        return tokenizer, {"model": self.model_cfg.name, "folder": str(self.model_dir),
+                           "vocab_size": len(tokenizer)}
+
+
+def prepare(data_cfg, model_cfg, with_model: bool = True, sandbox_cfg=None, progress: bool = True,
+            eval_prompts: int = 200) -> Prepared:
+    """Build or reuse the dataset; resolve the model; warm-start it (tiny, when enabled and `with_model`).
+
+    Args:
+        data_cfg: driver.config.DataConfig.
+        model_cfg: driver.config.ModelConfig.
+        with_model: also run the warm-start (the base model is always resolved: its tokenizer budgets
+            the prompts).
+        sandbox_cfg: sandbox.config.SandboxConfig for labeling code candidates (default: its defaults).
+        eval_prompts: held-out prompts the warm-start is evaluated on.
+    """
+    provider = ModelTokenizerProvider(model_cfg)
+    built = build_dataset(data_cfg, provider, format_fn=format_prompt, sandbox_cfg=sandbox_cfg, progress=progress)
+    base = provider.model_dir or registry.resolve_model(model_cfg, ds.read_corpus(built.path))
+    stats = None
+    model_dir = base
+    if with_model and model_cfg.name == "tiny" and model_cfg.warm_start.enabled:
+        from driver.models.warmstart import warm_start, warm_start_dir
+
+        out = warm_start_dir(base, model_cfg.warm_start, built.manifest["hash"], model_cfg.dtype, model_cfg.seed)
+        if progress and not out.exists():
+            print(f"[prepare] warm-start ({model_cfg.warm_start.target}, {model_cfg.warm_start.steps} steps) "
+                  f"-> {out}", file=sys.stderr, flush=True)
+        data = ds.load_dataset(built.path)
+        model_dir, stats = warm_start(base, data.train, data.heldout, model_cfg.warm_start, out,
+                                      dtype=model_cfg.dtype, seed=model_cfg.seed, eval_prompts=eval_prompts,
+                                      progress=progress)
+    return Prepared(built.path, model_dir, built.manifest, stats)
