@@ -33,6 +33,7 @@ import numpy as np
 import torch
 
 from actors import checkpoint_io as cio
+from actors.faults import maybe_crash
 from actors.packing import (TrainSequence, count_loss_tokens, dummy_micro_batch, pack_sequences,
                             split_mini_batches, unpack_per_sequence)
 from driver.algo.dapo import clipped_policy_loss, token_level_mean, truncated_is_weights
@@ -177,6 +178,7 @@ class Learner:
         it (and per-mini-batch counts) with one all-reduce and raises on a mismatch. Collective: every rank
         calls it with its shard. Returns global metrics (identical on every rank).
         """
+        maybe_crash("learner_step")
         t_start = time.perf_counter()
         self.engine.train()
         minis = split_mini_batches(list(shard), self.cfg.mini_batches_per_step)

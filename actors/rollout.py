@@ -39,6 +39,7 @@ import weakref
 from pathlib import Path
 from typing import Optional
 
+from actors.faults import maybe_crash
 from driver.algo.sample import Rollout, RolloutGroup, SelectionTask
 
 EXTENSION = "actors.vllm_extension.WeightReceiver"
@@ -209,6 +210,7 @@ class RolloutWorker:
         from vllm import SamplingParams
         from vllm.sampling_params import RequestOutputKind
 
+        maybe_crash("rollout_generate")
         params = SamplingParams(
             n=n or self.cfg.samples_per_prompt, temperature=self.cfg.temperature if temperature is None
             else temperature, top_p=self.cfg.top_p, max_tokens=max_tokens or self.cfg.max_response_tokens,

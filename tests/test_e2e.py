@@ -1,0 +1,150 @@
+"""End-to-end: the real actor system (vLLM rollout, verifier pool, DeepSpeed learner, weight sync, Ray,
+asynchrony, checkpoints) runs the smoke config through `python -m driver.train`, as a user would.
+
+Faults are real: the driver process tree is SIGKILLed mid-run and resumed; a rollout actor is killed
+through Ray while training (Ray restarts it; its prompts are issued again); the learner actor is killed
+and the run must stop with a clear error that says how to continue.
+"""
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from driver.algo.sample import SelectionTask
+from driver.stream import PromptStream
+
+pytestmark = [pytest.mark.slow, pytest.mark.e2e]
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def _cmd(run_dir, *overrides):
+    return [sys.executable, "-m", "driver.train", "smoke", f"run_dir={run_dir}", *overrides]
+
+
+def _run(run_dir, *overrides, timeout=600):
+    proc = subprocess.run(_cmd(run_dir, *overrides), cwd=ROOT, capture_output=True, text=True, timeout=timeout)
+    return proc
+
+
+def _records(run_dir, kind):
+    lines = (Path(run_dir) / "metrics.jsonl").read_text().splitlines()
+    return [r for r in map(json.loads, lines) if r["kind"] == kind]
+
+
+def _consumed(run_dir):
+    return [json.loads(l) for l in (Path(run_dir) / "consumed.jsonl").read_text().splitlines() if l.strip()]
+
+
+def _shm():
+    return set(os.listdir("/dev/shm"))
+
+
+@pytest.fixture(scope="module")
+def smoke_run(tmp_path_factory):
+    run_dir = tmp_path_factory.mktemp("smoke") / "run"
+    shm_before = _shm()
+    proc = _run(run_dir)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-6000:]
+    return run_dir, proc, shm_before
+
+
+def test_smoke_run_trains_and_writes_every_artifact(smoke_run):
+    run_dir, proc, _ = smoke_run
+    summary = json.loads((run_dir / "summary.json").read_text())
+    for key in ("steps", "wall_seconds", "start_accuracy", "final_accuracy", "majority_accuracy",
+                "random_accuracy", "pass_at_n", "time_per_step"):
+        assert summary[key] is not None, key
+    assert summary["steps"] == 3
+    assert set(summary["time_per_step"]) == {"generate_s", "verify_s", "train_s", "sync_s", "idle_s"}
+    train = _records(run_dir, "train")
+    assert [r["step"] for r in train] == [1, 2, 3]
+    assert [r["policy_version"] for r in train] == [1, 2, 3]
+    assert all(r["batch/sequences"] > 0 and r["time/sync_s"] > 0 for r in train)
+    assert all(r["staleness/mean"] <= 1 for r in train)
+    evals = _records(run_dir, "eval")
+    assert [r["step"] for r in evals] == [0, 3]
+    assert (run_dir / "curves.png").stat().st_size > 10_000
+    assert list((run_dir / "tensorboard").iterdir())
+    assert (run_dir / "checkpoints" / "latest").read_text().strip() == "step_000003"
+
+
+def test_smoke_run_exports_a_model_that_transformers_loads(smoke_run):
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    export = smoke_run[0] / "export"
+    model = AutoModelForCausalLM.from_pretrained(export)
+    tokenizer = AutoTokenizer.from_pretrained(export)
+    ids = tokenizer("Solution 0:", return_tensors="pt").input_ids
+    assert model(ids).logits.shape[-1] == model.config.vocab_size
+
+
+def test_smoke_run_uses_no_prompt_twice_and_leaks_no_shared_memory(smoke_run):
+    run_dir, _, shm_before = smoke_run
+    used = [i for row in _consumed(run_dir) for key in ("trained", "filtered", "stale") for i in row[key]]
+    assert len(used) == len(set(used))
+    leaked = _shm() - shm_before
+    assert not leaked, f"/dev/shm entries left behind: {sorted(leaked)[:10]}"
+
+
+def _expected_stream(run_dir):
+    summary_dataset = Path(json.loads((run_dir / "summary.json").read_text())["dataset"])
+    rows = [json.loads(l) for l in (summary_dataset / "train.jsonl").read_text().splitlines() if l.strip()]
+    return PromptStream([SelectionTask.from_dict(r).prompt_id for r in rows], seed=0)
+
+
+def test_killed_run_resumes_without_replaying_or_skipping(tmp_path, smoke_run):
+    """SIGKILL the whole driver process tree after checkpoint 2, resume with resume=auto: the prompts
+    trained at each step equal those of an uninterrupted run (dynamic sampling off, so consumption is
+    deterministic: step k trains the k-th draw of the prompt stream)."""
+    run_dir = tmp_path / "run"
+    overrides = ["steps=4", "checkpoint_every=1", "algorithm.dynamic_sampling=false"]
+    proc = subprocess.Popen(_cmd(run_dir, *overrides), cwd=ROOT, stdout=subprocess.DEVNULL,
+                            stderr=subprocess.DEVNULL, start_new_session=True)
+    marker = run_dir / "checkpoints" / "step_000002" / "driver.json"
+    deadline = time.time() + 400
+    while not marker.exists() and proc.poll() is None and time.time() < deadline:
+        time.sleep(0.5)
+    assert marker.exists(), "the run never reached its second checkpoint"
+    os.killpg(proc.pid, signal.SIGKILL)
+    proc.wait()
+    time.sleep(2)
+
+    resumed = _run(run_dir, *overrides)
+    assert resumed.returncode == 0, resumed.stderr[-6000:]
+    assert "resumed from" in resumed.stderr
+    rows = _consumed(run_dir)
+    assert [r["step"] for r in rows] == [1, 2, 3, 4]
+    stream = PromptStream(_expected_stream(smoke_run[0]).prompt_ids, seed=0)
+    for row in rows:
+        assert row["trained"] == stream.take(4), f"step {row['step']} trained other prompts"
+
+
+def test_learner_death_stops_clearly_then_resume_survives_a_rollout_death(tmp_path):
+    """The learner process dies at its second step: the run stops (non-zero) naming the last checkpoint and
+    how to continue. Rerunning resumes there; during the resumed run a rollout actor's process dies, Ray
+    restarts it, the current weights are pushed into it and its prompts are issued again."""
+    run_dir = tmp_path / "run"
+    overrides = ["steps=4", "checkpoint_every=1"]
+    env = dict(os.environ, GENSELECT_FAULT=f"learner_step:2:{tmp_path / 'learner.crashed'}")
+    failed = subprocess.run(_cmd(run_dir, *overrides), cwd=ROOT, capture_output=True, text=True, timeout=600, env=env)
+    assert failed.returncode == 1, failed.stderr[-4000:]
+    assert (tmp_path / "learner.crashed").exists()
+    assert "training stopped: learner step 1 failed" in failed.stderr
+    assert "step_000001" in failed.stderr and "resume=auto" in failed.stderr
+
+    env = dict(os.environ, GENSELECT_FAULT=f"rollout_generate:2:{tmp_path / 'rollout.crashed'}")
+    resumed = subprocess.run(_cmd(run_dir, *overrides), cwd=ROOT, capture_output=True, text=True, timeout=600, env=env)
+    assert resumed.returncode == 0, resumed.stderr[-6000:]
+    assert (tmp_path / "rollout.crashed").exists(), "the rollout fault never fired"
+    assert "resumed from" in resumed.stderr
+    train = _records(run_dir, "train")
+    assert [r["step"] for r in train] == [1, 2, 3, 4]
+    assert sum(r.get("rollout/reissued_calls", 0) for r in train) >= 1
+    used = [i for row in _consumed(run_dir) for key in ("trained", "filtered", "stale") for i in row[key]]
+    assert len(used) == len(set(used)), "a prompt was used twice"
