@@ -1,10 +1,13 @@
 """Per-run cgroups: a memory cap (RAM + swap) and a process-count cap for each sandboxed run.
 
 Layout: below the supervisor's OWN cgroup in each hierarchy (so limits that a cluster or a CI runner put on
-the supervisor still bind its sandboxes) the pool makes ``gsbx-<pid>-<hex>/`` and, per run, ``r<n>/``. cgroup
-v1 (separate ``memory`` and ``pids`` hierarchies, as on these development machines) and cgroup v2 (unified;
-needs the ``memory`` and ``pids`` controllers delegated to the supervisor's cgroup) are both handled. When
-neither is writable the pool runs with rlimits only and every result says ``cgroup_limits: false``.
+the supervisor still bind its sandboxes) the pool makes ``gsbx-<pidns>-<pid>-<hex>/`` and, per run,
+``r<n>/``. cgroup v1 (separate ``memory`` and ``pids`` hierarchies, as on these development machines) and
+cgroup v2 (unified; needs the ``memory`` and ``pids`` controllers delegated to the supervisor's cgroup) are
+both handled. When neither is writable the pool runs with rlimits only and every result says
+``cgroup_limits: false``.
+
+A run's process tree is adopted into its cgroup (:meth:`RunCgroup.adopt`) while the sandbox boots.
 
 Cleanup: a run's cgroup is emptied (SIGKILL to every member) and removed when the run ends; the pool's
 directories when the pool closes; if the supervisor is SIGKILLed, the janitor process (:mod:`sandbox.janitor`)
@@ -100,12 +103,30 @@ def kill_and_remove(dirs: list[Path], wait_s: float = 3.0) -> bool:
 
 
 class RunCgroup:
-    """The cgroup(s) of one run. ``procs_files``: where the launcher writes its own pid before exec."""
+    """The cgroup(s) of one run; ``procs_files`` are their ``cgroup.procs``."""
 
     def __init__(self, version: int, dirs: dict[str, Path]) -> None:
         self.version = version
         self.dirs = dirs
         self.procs_files = [d / "cgroup.procs" for d in dirs.values()]
+
+    def adopt(self, pid: int) -> None:
+        """Move ``pid`` and then its descendants into this run's cgroups, parents first: a child forked before
+        its parent moved is found in the parent's ``children`` list afterwards, one forked after inherits the
+        cgroup, so no process of the tree stays outside. Vanished processes are skipped."""
+        todo = [pid]
+        while todo:
+            p = todo.pop()
+            try:
+                for procs in self.procs_files:
+                    _write(procs, str(p))
+            except ProcessLookupError:
+                continue
+            for children in Path(f"/proc/{p}/task").glob("*/children"):
+                try:
+                    todo.extend(int(c) for c in children.read_text().split())
+                except OSError:
+                    pass
 
     def oom_kills(self) -> int:
         """How many times the OOM killer fired inside this run."""

@@ -14,8 +14,8 @@ One run = one ``bwrap`` process tree:
 - rlimits (CPU, address space, file size, open files, no core) and RLIMIT_NPROC are set by the harness after
   the user namespace exists, so the process count is per run, not per host uid (kernel >= 5.14 counts
   RLIMIT_NPROC per user namespace);
-- where cgroups are writable the launcher puts itself into a per-run cgroup (memory + swap cap, pids cap)
-  before anything else runs.
+- where cgroups are writable, the sandbox's whole process tree is moved into a per-run cgroup (memory +
+  swap cap, pids cap) while it boots, before it receives its task: no candidate code runs outside it.
 
 Timeout or output flood: SIGKILL to the bwrap process group and to every member of the run's cgroup; the pid
 namespace dies with its init, which takes every orphan (``setsid`` or not) with it.
@@ -26,7 +26,6 @@ from __future__ import annotations
 import glob
 import os
 import select
-import shlex
 import shutil
 import signal
 import subprocess
@@ -132,28 +131,31 @@ class BubblewrapBackend(Backend):
                  "--tmpfs", "/dev/shm", "--remount-ro", "/dev", "--remount-ro", "/", "--chdir", "/tmp"]
         return argv + ["--", self.python, *python_flags(cfg), "-c", harness_source()]
 
-    def _launcher(self, cg: RunCgroup | None) -> list[str]:
-        """Commands that run before bwrap: join the run's cgroup (as root), then drop to the sandbox uid."""
-        prefix: list[str] = []
-        if self.drop:
-            prefix = ["setpriv", f"--reuid={self.cfg.sandbox_uid}", f"--regid={self.cfg.sandbox_gid}",
-                      "--clear-groups", "--inh-caps=-all", "--bounding-set=-all", "--no-new-privs"]
-        if cg is not None:
-            joins = " && ".join(f"echo $$ > {shlex.quote(str(p))}" for p in cg.procs_files)
-            prefix = ["/bin/sh", "-c", f'{joins} && exec "$@"', "sandbox-launcher"] + prefix
-        return prefix
+    def _launcher(self) -> list[str]:
+        """What runs before bwrap: as root, drop to the sandbox uid with no groups and no capabilities."""
+        if not self.drop:
+            return []
+        return ["setpriv", f"--reuid={self.cfg.sandbox_uid}", f"--regid={self.cfg.sandbox_gid}", "--clear-groups",
+                "--inh-caps=-all", "--bounding-set=-all", "--no-new-privs"]
 
     def _launch(self) -> _Launch:
         cfg = self.cfg
         cg = self.cgroups.new_run(cfg.memory_mb * 1024 * 1024, cfg.max_processes) if self.cgroups else None
         try:
-            proc = subprocess.Popen(self._launcher(cg) + self._argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+            proc = subprocess.Popen(self._launcher() + self._argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                                     stderr=subprocess.PIPE, env=ENV, start_new_session=True, close_fds=True)
         except BaseException:
             if cg is not None:
                 cg.remove()
             raise
-        return _Launch(proc, cg)
+        launch = _Launch(proc, cg)
+        if cg is not None:
+            try:  # while bwrap boots: no candidate code runs before the spec, which is sent after this
+                cg.adopt(proc.pid)
+            except BaseException:
+                self._discard(launch)
+                raise
+        return launch
 
     def _alive(self, launch: _Launch) -> bool:
         ready, _, _ = select.select([launch.proc.stdout, launch.proc.stderr], [], [], 0)

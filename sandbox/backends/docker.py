@@ -4,9 +4,10 @@ Each container: ``--network none``, ``--read-only`` root, a size-capped tmpfs ``
 memory + swap cap (OOM kill reported), ``--pids-limit``, CPU quota, ``--cap-drop ALL``, ``no-new-privileges``,
 user 65534:65534, no log driver (output is streamed over the attach socket and capped here, never stored by
 the engine). The spec goes in over stdin; nothing of the host is mounted. On timeout or output flood the
-container is killed; every container is force-removed after its run, and a janitor removes the pool's
-containers (found by label) if the supervisor itself is killed. Warm, reused containers are not used: a
-``docker exec`` leaves timed-out processes behind until the container goes, and reuse shares /tmp between runs.
+container is killed. Every container is force-removed after its run (in the background, once the result is
+known); a janitor removes the pool's containers (found by label) if the supervisor itself is killed, and
+containers of dead supervisors are swept at start. Warm, reused containers are not used: a ``docker exec``
+leaves timed-out processes behind until the container goes, and reuse would share /tmp between candidates.
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ import select
 import socket
 import struct
 import time
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
 from sandbox import janitor
@@ -79,6 +81,7 @@ class DockerBackend(Backend):
             raise SandboxUnavailable(f"docker backend: image {cfg.docker_image!r} is missing; build it with "
                                      "`sh sandbox/docker/build_image.sh` (no registry needed)") from None
         self.api = self.client.api
+        self._removals = ThreadPoolExecutor(max_workers=1, thread_name_prefix="sandbox-docker-rm")
         self._sweep_stale()
         self.label = _pool_label()
         self.cgroup_note = "docker: per-container memory, swap, pids and CPU limits"
@@ -133,7 +136,7 @@ class DockerBackend(Backend):
             return self._drive(launch, spec, nonce)
         finally:
             launch.close()
-            self._remove(launch.cid)
+            self._removals.submit(self._remove, launch.cid)  # off the caller's path; close() waits for it
 
     def _drive(self, launch: _Launch, spec: bytes, nonce: str) -> RawRun:
         cfg, raw = self.cfg, launch.raw
@@ -174,7 +177,7 @@ class DockerBackend(Backend):
                 except self._errors.APIError:
                     pass
         code = self.api.wait(launch.cid, timeout=30).get("StatusCode")
-        oom = bool(self.api.inspect_container(launch.cid)["State"].get("OOMKilled"))
+        oom = code == 137 and bool(self.api.inspect_container(launch.cid)["State"].get("OOMKilled"))
         sig = 9 if timed_out or exceeded or (code == 137 and oom) else None
         return RawRun(frames=demux.frames, stdout=stdout, stderr=stderr, exit_code=None if sig else code, signal=sig,
                       timed_out=timed_out, output_exceeded=exceeded, oom=oom, duration_s=time.monotonic() - start,
@@ -189,6 +192,7 @@ class DockerBackend(Backend):
     def close(self) -> None:
         if getattr(self, "api", None) is not None:
             self._close_prestarted()
+            self._removals.shutdown(wait=True)
         if getattr(self, "janitor", None) is not None:
             janitor.stop(self.janitor)
             self.janitor = None

@@ -58,6 +58,8 @@ def docker_engine():
     if started is not None:
         started.terminate()
         started.wait(60)
+        log.close()
+        os.unlink(log.name)
 
 
 @pytest.fixture(scope="session")

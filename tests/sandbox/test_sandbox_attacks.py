@@ -12,7 +12,7 @@ import uuid
 import pytest
 
 from sandbox.config import CodeTask
-from tests.sandbox.helpers_sandbox import SECRET_DIR, assert_nothing_left, mounts
+from tests.sandbox.helpers_sandbox import SECRET_DIR, assert_nothing_left, mounts, processes_with
 
 pytestmark = pytest.mark.slow
 
@@ -152,3 +152,25 @@ def test_forked_copies_of_the_harness_cannot_report(pool):
     body = "    return 1 if os.fork() == 0 else 2\n"
     r = pool.run(task(body, "    assert candidate() == 1\n"))
     assert r.pass_fraction == 0.0, r
+
+
+def test_every_process_of_a_run_is_inside_its_cgroups(bwrap_pool):
+    """The sandbox tree is adopted into the run's cgroups before the task arrives, so what the candidate starts
+    is born inside them (memory and pids hierarchies alike)."""
+    cg = bwrap_pool.backend.cgroups
+    if cg is None:
+        pytest.skip("no writable cgroups here")
+    token = uuid.uuid4().hex
+    body = (f"    subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(30) # {token}'])\n"
+            "    time.sleep(2)\n    return 1\n")
+    future = bwrap_pool.submit(task(body, "    assert candidate() == 1\n"))
+    deadline = time.monotonic() + 10
+    while not processes_with(token) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    pids = set(processes_with(token))
+    assert pids, "the candidate's child never started"
+    for base in cg.pool_dirs.values():
+        members = {int(p) for run in base.iterdir() if run.is_dir() for p in (run / "cgroup.procs").read_text().split()}
+        assert pids <= members, (base, pids, members)
+    assert future.result().all_passed
+    assert_nothing_left(bwrap_pool, token)
