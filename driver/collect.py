@@ -107,7 +107,8 @@ class RolloutCollector:
         """
         started = time.time()
         stats = Counter()
-        pool = self.ready + [g for c in calls for g in self._wait(c)]
+        waited = [self._wait(c) for c in calls]
+        pool = self.ready + [g for groups in waited for g in groups]
         self.ready = []
         kept, filtered, stale = [], [], []
         rounds = 1
@@ -122,15 +123,17 @@ class RolloutCollector:
             if missing <= 0 or rounds >= max_rounds:
                 break
             keep_rate = max(len(good) / max(len(fresh), 1), 0.25)
-            extra = self.issue(min(4 * need, math.ceil(missing / keep_rate)), version)
-            pool = [g for c in extra for g in self._wait(c)]
+            extra = [self._wait(c) for c in self.issue(min(4 * need, math.ceil(missing / keep_rate)), version)]
+            waited += extra
+            pool = [g for groups in extra for g in groups]
             rounds += 1
         self.ready = kept[need:]
         kept = kept[:need]
         stats.update({"collect/rounds": rounds, "collect/wait_s": time.time() - started,
                       "staleness/dropped_groups": len(stale), "batch/underfilled": int(len(kept) < need),
-                      "collect/generate_s": sum(g.generate_seconds for g in kept),
-                      "collect/verify_s": sum(g.extras.get("verify_s", 0.0) for g in kept)})
+                      # one call's requests run concurrently: its generation time is its slowest group's
+                      "collect/generate_s": sum(max((g.generate_seconds for g in gs), default=0.0) for gs in waited),
+                      "collect/verify_s": sum(g.extras.get("verify_s", 0.0) for gs in waited for g in gs)})
         return Collected(kept, [g.task.prompt_id for g in filtered], [g.task.prompt_id for g in stale], dict(stats))
 
     def unfinished_ids(self) -> list:
