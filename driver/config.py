@@ -74,6 +74,9 @@ class DataConfig:
     num_problems: int = _f(600, "Problems to generate or read (before filtering).")
     candidates_per_problem: int = _f(8, "K: candidate solutions sampled per problem.")
     candidate_error_rate: float = _f(0.6, "Procedural generator: probability that a candidate is wrong.")
+    hedge_wrong_rate: float = _f(0.0, "Procedural generator: probability that a wrong candidate hedges its "
+                                      "answer ('This might be wrong.'); a noisy verbal-confidence cue.")
+    hedge_correct_rate: float = _f(0.0, "Procedural generator: probability that a correct candidate hedges.")
     min_candidates: int = _f(2, "Fewest candidates in one selection prompt (paper: 2).")
     max_candidates: int = _f(8, "Most candidates in one selection prompt (paper: 16).")
     prompts_per_problem: int = _f(4, "Selection prompts drawn per kept problem (paper: up to 4).")
@@ -236,6 +239,8 @@ def _check(cfg: TrainConfig) -> None:
         ("data.max_correct_fraction", 0 < d.max_correct_fraction <= 1, "must be in (0, 1]"),
         ("data.heldout_fraction", 0 < d.heldout_fraction < 1, "must be in (0, 1)"),
         ("data.candidate_error_rate", 0 <= d.candidate_error_rate <= 1, "must be in [0, 1]"),
+        ("data.hedge_wrong_rate", 0 <= d.hedge_wrong_rate <= 1, "must be in [0, 1]"),
+        ("data.hedge_correct_rate", 0 <= d.hedge_correct_rate <= 1, "must be in [0, 1]"),
         ("data.path", d.source != "file" or bool(d.path), "is required when data.source=file"),
         ("rollout.samples_per_prompt", r.samples_per_prompt >= 2, "must be >= 2 (group advantages)"),
         ("rollout.max_response_tokens", r.max_response_tokens > a.overlong_buffer_len,

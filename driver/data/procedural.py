@@ -15,6 +15,13 @@ selection task must be learnable by reading the candidates, and must not be solv
 * Surface form varies (operand order of commutative steps), so duplicates are common but not universal;
   the builder keeps duplicate texts' indices and labels apart.
 
+* Optional verbal-confidence cue (`hedge_wrong_rate`, `hedge_correct_rate`, off by default): a candidate
+  may hedge before its answer line (`This might be wrong.` then `Answer: 8`), wrong candidates
+  more often than correct ones, as sampled LLM solutions hedge more when they are wrong. It is *noisy*
+  (correct candidates hedge too, wrong ones often do not), so it helps but never decides a selection; the
+  embedded default turns it on so that a ~3M-parameter selector can learn something useful within minutes
+  of RL on 2 cores (without it, even supervised training of that model barely beat majority voting).
+
 Knobs (`ProceduralSpec`; `error_rate` comes from `DataConfig.candidate_error_rate`): `error_rate`
 (probability that a candidate is wrong), `num_common_slips`, `common_slip_share` (fraction of wrong
 candidates that repeat a common slip), `min_steps`/`max_steps`, `max_operand`, `ops`, `slip_kinds`.
@@ -41,6 +48,11 @@ class ProceduralSpec:
     ops: tuple = ("+", "-", "*")
     slip_kinds: tuple = ("off_by_one", "dropped_carry", "wrong_operation", "sign_error", "table_slip",
                          "miscopy")
+    hedge_wrong_rate: float = 0.0
+    hedge_correct_rate: float = 0.0
+
+
+HEDGES = ("I am not sure about this.", "This might be wrong.", "Not fully confident here.")
 
 
 TEMPLATES = (
@@ -88,8 +100,18 @@ def make_candidates(plan: Plan, k: int, rng: random.Random, spec: ProceduralSpec
         else:
             slip = _kind_balanced_order(slips, rng)[0]
         steps, answer = plan.write(slip)
-        texts.append(render_solution(steps, [rng.random() < 0.5 for _ in steps], answer))
+        text = render_solution(steps, [rng.random() < 0.5 for _ in steps], answer)
+        hedge_rate = spec.hedge_correct_rate if slip is None else spec.hedge_wrong_rate
+        if hedge_rate and rng.random() < hedge_rate:
+            text = hedge(text, rng)
+        texts.append(text)
     return texts
+
+
+def hedge(text: str, rng: random.Random) -> str:
+    """Insert a hedging sentence (a verbal-confidence cue) before the final `Answer: X` line."""
+    head, _, answer = text.rpartition("Answer: ")
+    return f"{head}{rng.choice(HEDGES)}\nAnswer: {answer}"
 
 
 def _kind_balanced_order(slips: list, rng: random.Random) -> list:

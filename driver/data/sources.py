@@ -37,7 +37,8 @@ class SourceResult:
 
 def procedural_spec(cfg) -> procedural.ProceduralSpec:
     """The generator's knobs for a DataConfig (error rate from `candidate_error_rate`)."""
-    return procedural.ProceduralSpec(error_rate=cfg.candidate_error_rate)
+    return procedural.ProceduralSpec(error_rate=cfg.candidate_error_rate, hedge_wrong_rate=cfg.hedge_wrong_rate,
+                                     hedge_correct_rate=cfg.hedge_correct_rate)
 
 
 def load_procedural(cfg) -> SourceResult:
