@@ -176,6 +176,8 @@ class ClusterConfig:
     num_cpus: Optional[int] = _f(None, "CPUs of a local Ray instance (default: all).")
     placement_strategy: str = _f("PACK", "Placement-group strategy: PACK, SPREAD, STRICT_PACK.")
     placement_timeout_s: float = _f(60.0, "How long to wait for resources before failing clearly.")
+    actor_start_timeout_s: float = _f(1200.0, "How long every actor may take to start (engine load, process "
+                                              "groups, first-use compilation) before the run fails clearly.")
 
 
 @dataclass

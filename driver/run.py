@@ -83,9 +83,19 @@ class Run:
                               domains=tuple(sorted({t.domain for t in self.train_tasks})))
         self.broadcaster = WeightSyncBroadcaster(self.cfg.weight_sync, self.handles.learners[0],
                                                  self.handles.rollouts)
+        self._wait_until_started()
         self.stream = PromptStream([t.prompt_id for t in self.train_tasks], seed=self.cfg.seed)
         self.collector = RolloutCollector(self.handles, {t.prompt_id: t for t in self.train_tasks}, self.stream,
                                           self.cfg.rollout, self._restore_worker)
+
+    def _wait_until_started(self) -> None:
+        """Block until every actor answers (engines loaded, learner process group formed), so that start-up
+        time never eats into the deadlines of later calls; fail clearly past cluster.actor_start_timeout_s."""
+        started = time.time()
+        calls = [h.health.remote() for h in self.handles.rollouts + self.handles.verifiers]
+        calls += [h.weight_version.remote() for h in self.handles.learners]
+        self._get(calls, self.cfg.cluster.actor_start_timeout_s, "actor start-up")
+        log.info("%d actors started in %.0f s", len(calls), time.time() - started)
 
     def start(self) -> int:
         """Resume if asked and possible; evaluate the starting checkpoint; return the first step to run."""
@@ -194,7 +204,10 @@ class Run:
         from driver.evaluate import choose_remote, selection_metrics
 
         started = time.time()
-        choices = choose_remote(self.handles.rollouts[0], self.eval_tasks, self.cfg.rollout.request_timeout_s)
+        try:
+            choices = choose_remote(self.handles.rollouts[0], self.eval_tasks, self.cfg.rollout.request_timeout_s)
+        except Exception as err:
+            raise RunFailed(f"evaluation at step {step} failed ({type(err).__name__}: {err})") from err
         result = selection_metrics(self.eval_tasks, choices, seed=self.cfg.seed)
         result["eval_s"] = time.time() - started
         self.metrics.log(step, "eval", result)

@@ -27,7 +27,7 @@ def _cmd(run_dir, *overrides):
     return [sys.executable, "-m", "driver.train", "smoke", f"run_dir={run_dir}", *overrides]
 
 
-def _run(run_dir, *overrides, timeout=600):
+def _run(run_dir, *overrides, timeout=1500):
     proc = subprocess.run(_cmd(run_dir, *overrides), cwd=ROOT, capture_output=True, text=True, timeout=timeout)
     return proc
 
@@ -107,7 +107,7 @@ def test_killed_run_resumes_without_replaying_or_skipping(tmp_path, smoke_run):
     proc = subprocess.Popen(_cmd(run_dir, *overrides), cwd=ROOT, stdout=subprocess.DEVNULL,
                             stderr=subprocess.DEVNULL, start_new_session=True)
     marker = run_dir / "checkpoints" / "step_000002" / "driver.json"
-    deadline = time.time() + 400
+    deadline = time.time() + 1200
     while not marker.exists() and proc.poll() is None and time.time() < deadline:
         time.sleep(0.5)
     assert marker.exists(), "the run never reached its second checkpoint"
@@ -132,14 +132,14 @@ def test_learner_death_stops_clearly_then_resume_survives_a_rollout_death(tmp_pa
     run_dir = tmp_path / "run"
     overrides = ["steps=4", "checkpoint_every=1"]
     env = dict(os.environ, GENSELECT_FAULT=f"learner_step:2:{tmp_path / 'learner.crashed'}")
-    failed = subprocess.run(_cmd(run_dir, *overrides), cwd=ROOT, capture_output=True, text=True, timeout=600, env=env)
+    failed = subprocess.run(_cmd(run_dir, *overrides), cwd=ROOT, capture_output=True, text=True, timeout=1500, env=env)
     assert failed.returncode == 1, failed.stderr[-4000:]
     assert (tmp_path / "learner.crashed").exists()
     assert "training stopped: learner step 1 failed" in failed.stderr
     assert "step_000001" in failed.stderr and "resume=auto" in failed.stderr
 
     env = dict(os.environ, GENSELECT_FAULT=f"rollout_generate:2:{tmp_path / 'rollout.crashed'}")
-    resumed = subprocess.run(_cmd(run_dir, *overrides), cwd=ROOT, capture_output=True, text=True, timeout=600, env=env)
+    resumed = subprocess.run(_cmd(run_dir, *overrides), cwd=ROOT, capture_output=True, text=True, timeout=1500, env=env)
     assert resumed.returncode == 0, resumed.stderr[-6000:]
     assert (tmp_path / "rollout.crashed").exists(), "the rollout fault never fired"
     assert "resumed from" in resumed.stderr
