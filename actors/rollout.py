@@ -338,7 +338,7 @@ class RolloutWorker:
                     finish = await self._rpc("genselect_finish_update")
                 if finish["missing"]:
                     raise WeightUpdateError(f"engine parameters not updated: {finish['missing']}")
-                await self.engine.reset_prefix_cache()
+                await self._reset_prefix_cache()
                 self.version, self._broken = version, None
                 self._counters["updates"] += 1
             except BaseException as e:
@@ -363,6 +363,16 @@ class RolloutWorker:
     # ---- status and lifecycle ---------------------------------------------------------------------
     def policy_version(self) -> int:
         return self.version
+
+    async def _reset_prefix_cache(self) -> None:
+        """Drop every cached KV block: they were computed with the old weights. vLLM refuses (returns False)
+        while blocks are still referenced, which would silently serve stale KV for repeated prompts, so
+        retry briefly and then fail the update loudly."""
+        for attempt in range(50):
+            if await self.engine.reset_prefix_cache():
+                return
+            await asyncio.sleep(0.1)
+        raise WeightUpdateError("vLLM refused to reset the prefix cache after the weight update")
 
     async def health(self) -> dict:
         """{"ok", "version", "paused", "in_flight", "error", counters...}; ok False if the engine died."""
