@@ -149,29 +149,41 @@ class Run:
                                      if isinstance(v, (int, float))}}
         return metrics, time.time() - started
 
-    def sync_weights(self, version: int) -> dict:
-        try:
-            stats = self.broadcaster.sync(version)
-        except Exception as err:
-            raise RunFailed(f"weight sync to version {version} failed: {err}") from err
+    def sync_weights(self, version: int, attempts: int = 3) -> dict:
+        """Push the learner's weights into every engine as `version`. A rollout actor that died meanwhile
+        is being restarted by Ray: wait until every engine answers again, then retry the whole sync (the
+        restarted engine gets the current weights that way)."""
+        for attempt in range(1, attempts + 1):
+            try:
+                stats = self.broadcaster.sync(version)
+                break
+            except Exception as err:
+                if attempt == attempts:
+                    raise RunFailed(f"weight sync to version {version} failed: {err}") from err
+                log.warning("weight sync to version %d failed (%s); waiting for the rollout actors, then "
+                            "retrying", version, str(err).splitlines()[0][:200])
+                self._wait_for_rollouts()
         self.version = version
         return stats
 
-    def _restore_worker(self, worker: int) -> None:
-        """A rollout actor died or hung: wait for Ray to restart it, then push the current weights."""
+    def _wait_for_rollouts(self, timeout_s: float = 300.0) -> None:
         import ray
 
-        handle = self.handles.rollouts[worker]
-        deadline = time.time() + 300
-        while time.time() < deadline:
-            try:
-                ray.get(handle.health.remote(), timeout=60)
-                break
-            except Exception:
-                time.sleep(2)
-        else:
-            raise RunFailed(f"rollout worker {worker} did not come back within 300 s")
-        self.broadcaster.sync(self.version)
+        deadline = time.time() + timeout_s
+        for handle in self.handles.rollouts:
+            while True:
+                try:
+                    ray.get(handle.health.remote(), timeout=60)
+                    break
+                except Exception:
+                    if time.time() > deadline:
+                        raise RunFailed(f"a rollout actor did not come back within {timeout_s:g} s") from None
+                    time.sleep(2)
+
+    def _restore_worker(self, worker: int) -> None:
+        """A rollout actor died or hung: wait for Ray to restart it, then push the current weights."""
+        self._wait_for_rollouts()
+        self.sync_weights(self.version)
 
     def record_step(self, step: int, collected, metrics: dict, times: dict) -> None:
         versions = [g.policy_version for g in collected.groups]
