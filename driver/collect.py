@@ -129,6 +129,8 @@ class RolloutCollector:
             rounds += 1
         self.ready = kept[need:]
         kept = kept[:need]
+        scored = [r.reward for gs in waited for g in gs for r in g.rollouts]
+        stats["reward/all_groups_mean"] = sum(scored) / len(scored) if scored else 0.0  # before filtering
         stats.update({"collect/rounds": rounds, "collect/wait_s": time.time() - started,
                       "staleness/dropped_groups": len(stale), "batch/underfilled": int(len(kept) < need),
                       # one call's requests run concurrently: its generation time is its slowest group's

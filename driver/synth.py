@@ -61,6 +61,7 @@ def format_warm_start(stats: dict) -> str:
 def main(argv=None) -> int:
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+    os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
     parser = argparse.ArgumentParser(prog="python -m driver.synth", description=__doc__.splitlines()[0])
     parser.add_argument("config", nargs="?", default="default", help="config name in configs/ or a YAML path")
     parser.add_argument("overrides", nargs="*", help="key=value overrides (e.g. data.num_problems=200)")

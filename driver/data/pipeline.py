@@ -39,10 +39,12 @@ def _say(progress: bool, message: str) -> None:
         print(f"[synth] {message}", file=sys.stderr, flush=True)
 
 
-def tokenizer_corpus(train_tasks: list, count_format: Callable[[str], str]) -> list:
-    """Text a locally trained tokenizer learns from: every train prompt as the model reads it, and the
-    judgment for every index."""
-    return [count_format(t.prompt) for t in train_tasks] + [render_judgment(i) for i in range(16)]
+def tokenizer_corpus(train_tasks: list) -> list:
+    """Text a locally trained tokenizer (and model) learns from: every train prompt as a model without a
+    chat template reads it, and the judgment for every index."""
+    from driver.models.chat import SEPARATOR
+
+    return [t.prompt + SEPARATOR for t in train_tasks] + [render_judgment(i) for i in range(16)]
 
 
 def build_dataset(cfg, provider: TokenizerProvider, format_fn: Optional[Callable] = None, sandbox_cfg=None,
@@ -67,10 +69,8 @@ def build_dataset(cfg, provider: TokenizerProvider, format_fn: Optional[Callable
     train = builder.build_all(train_p, cfg, "train", stats)
     held = builder.build_all(held_p, cfg, "heldout", stats)
     _say(progress, f"{len(kept)} problems kept, {len(train) + len(held)} prompts; loading tokenizer")
-    fmt = (lambda tok, text: format_fn(tok, text)) if format_fn else (lambda tok, text: text)
-    from driver.models.chat import SEPARATOR  # the corpus is the text a chat-template-less model reads
-
-    corpus = tokenizer_corpus(train, lambda text: text + SEPARATOR)
+    fmt = format_fn or (lambda tok, text: text)
+    corpus = tokenizer_corpus(train)
     tokenizer, tok_info = provider.load(corpus)
 
     def count(text: str) -> int:

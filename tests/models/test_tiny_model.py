@@ -1,0 +1,72 @@
+"""The tiny Qwen3 selector: deterministic tokenizer (digits one per token), HF folder that transformers
+loads with tied embeddings, cached by (shape, seed, corpus)."""
+import json
+
+import pytest
+import torch
+
+from driver.config import ModelConfig, TinyModelConfig
+from driver.models import registry
+from driver.models.tiny import train_tokenizer
+
+
+def test_tokenizer_is_deterministic_and_splits_digits(corpus):
+    a = train_tokenizer(corpus, 1024)
+    b = train_tokenizer(list(corpus), 1024)
+    assert a.backend_tokenizer.to_str() == b.backend_tokenizer.to_str()
+    ids = a("12 + 7 = 19\nAnswer: 2048", add_special_tokens=False)["input_ids"]
+    pieces = [a.decode([i]) for i in ids]
+    assert all(len(p.strip()) == 1 for p in pieces if p.strip().isdigit())
+    assert "".join(pieces) == "12 + 7 = 19\nAnswer: 2048"
+    assert len(a) <= 1024 and a.eos_token_id is not None and a.pad_token_id is not None
+
+
+def test_saved_folder_loads_with_transformers_and_ties_lm_head(tiny_dir):
+    from safetensors import safe_open
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    model = AutoModelForCausalLM.from_pretrained(tiny_dir)
+    tok = AutoTokenizer.from_pretrained(tiny_dir)
+    assert model.config.model_type == "qwen3" and model.config.tie_word_embeddings
+    assert model.lm_head.weight.data_ptr() == model.model.embed_tokens.weight.data_ptr()
+    with safe_open(str(tiny_dir / "model.safetensors"), "pt") as f:
+        assert "lm_head.weight" not in set(f.keys())
+    n = sum(p.numel() for p in model.parameters())
+    assert 2e6 < n < 5e6 and json.loads((tiny_dir / "genselect_model.json").read_text())["params"] == n
+    ids = tok("Compute 3 + 4.", return_tensors="pt")["input_ids"]
+    again = AutoModelForCausalLM.from_pretrained(tiny_dir)
+    with torch.no_grad():
+        assert torch.equal(model(ids).logits, again(ids).logits)
+
+
+def test_resolve_model_caches_by_corpus_shape_and_seed(tmp_path, corpus):
+    cfg = ModelConfig(cache_dir=str(tmp_path), tiny=TinyModelConfig(hidden_size=64, num_layers=1, num_heads=2,
+                                                                    num_kv_heads=1, intermediate_size=64))
+    first = registry.resolve_model(cfg, corpus)
+    stamp = (first / "model.safetensors").stat().st_mtime_ns
+    assert registry.resolve_model(cfg, corpus) == first
+    assert (first / "model.safetensors").stat().st_mtime_ns == stamp
+    assert registry.tiny_dir(cfg, corpus[:-1]) != first
+    cfg.seed = 1
+    assert registry.tiny_dir(cfg, corpus) != first
+    with pytest.raises(ValueError, match="corpus"):
+        registry.resolve_model(cfg, None)
+
+
+@pytest.mark.parametrize("remove,message", [("config.json", "config.json"), ("tokenizer.json", "tokenizer"),
+                                            ("model.safetensors", "weights")])
+def test_local_folder_is_validated_with_a_clear_error(tmp_path, tiny_dir, remove, message):
+    import shutil
+
+    folder = tmp_path / "copy"
+    shutil.copytree(tiny_dir, folder)
+    assert registry.validate_hf_folder(folder) == folder.resolve()
+    assert registry.resolve_model(ModelConfig(name=str(folder))) == folder.resolve()
+    (folder / remove).unlink()
+    with pytest.raises(registry.ModelFolderError, match=message):
+        registry.resolve_model(ModelConfig(name=str(folder)))
+
+
+def test_unknown_model_name_is_a_clear_error():
+    with pytest.raises(registry.ModelFolderError, match="nothing is downloaded"):
+        registry.resolve_model(ModelConfig(name="Qwen/Qwen3-1.7B"))
