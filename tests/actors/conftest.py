@@ -151,3 +151,18 @@ def rh():
                            perturbed_state=perturbed_state, engine_processes=engine_processes,
                            shm_paths_of=shm_paths_of, child_pids=child_pids, shm_listing=shm_listing,
                            LoopThread=LoopThread)
+
+
+def tiny_texts() -> list:
+    return [f"Problem {i}: {i} + {3 * i} = ? Solution {i % 4}: {4 * i}. Judgment: {i % 4}" for i in range(300)]
+
+
+@pytest.fixture(scope="session")
+def tiny_model_path(tmp_path_factory):
+    """The tiny Qwen3 (tied embeddings) the learner and packing tests share, built once per session."""
+    from driver.config import TinyModelConfig
+    from driver.models.tiny import build_tiny_model
+
+    path = tmp_path_factory.getbasetemp() / "tiny-learner-model"
+    build_tiny_model(TinyModelConfig(), tiny_texts(), path, seed=0)
+    return path

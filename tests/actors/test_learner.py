@@ -19,22 +19,6 @@ from driver.config import AlgorithmConfig, LearnerConfig
 ROOT = Path(__file__).resolve().parents[2]
 
 
-def tiny_texts() -> list:
-    return [f"Problem {i}: {i} + {3 * i} = ? Solution {i % 4}: {4 * i}. Judgment: {i % 4}" for i in range(300)]
-
-
-@pytest.fixture(scope="module")
-def tiny_model_path(tmp_path_factory):
-    """The tiny Qwen3 (tied embeddings), built once per session (test_packing.py shares the folder)."""
-    from driver.config import TinyModelConfig
-    from driver.models.tiny import build_tiny_model
-
-    path = tmp_path_factory.getbasetemp() / "tiny-learner-model"
-    if not (path / "config.json").exists():
-        build_tiny_model(TinyModelConfig(), tiny_texts(), path, seed=0)
-    return path
-
-
 @pytest.fixture(scope="module")
 def vocab(tiny_model_path) -> int:
     from transformers import AutoConfig

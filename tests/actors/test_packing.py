@@ -116,22 +116,6 @@ def test_train_sequence_validates():
     assert dummy_micro_batch().num_loss_tokens == 0
 
 
-def tiny_texts() -> list:
-    return [f"Problem {i}: {i} + {3 * i} = ? Solution {i % 4}: {4 * i}. Judgment: {i % 4}" for i in range(300)]
-
-
-@pytest.fixture(scope="module")
-def tiny_model_path(tmp_path_factory):
-    """The tiny Qwen3 (tied embeddings), built once per session (test_learner.py shares the folder)."""
-    from driver.config import TinyModelConfig
-    from driver.models.tiny import build_tiny_model
-
-    path = tmp_path_factory.getbasetemp() / "tiny-learner-model"
-    if not (path / "config.json").exists():
-        build_tiny_model(TinyModelConfig(), tiny_texts(), path, seed=0)
-    return path
-
-
 @pytest.fixture(scope="module")
 def hf_model(tiny_model_path):
     from transformers import AutoModelForCausalLM
