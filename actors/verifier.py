@@ -146,7 +146,7 @@ class VerifierPool:
 
         rollouts; verified (verifications actually run) split into ok / timeouts / errors; cache_hits
         (rollouts scored without a new verification); parse_failures and parse_failures/{no_judgment,
-        out_of_range}; rollout_status/{ok,timeout,error}; code_status/{sandbox status}; workers_replaced;
+        out_of_range, malformed_index}; rollout_status/{ok,timeout,error}; code_status/{sandbox status}; workers_replaced;
         verify_s_mean / verify_s_max over the verifications run.
         """
         with self._lock:
@@ -154,7 +154,7 @@ class VerifierPool:
             replaced = self._math.replaced if self._math is not None else 0
             out = {key: c[key] for key in ("rollouts", "verified", "ok", "timeouts", "errors", "cache_hits")}
             out["workers_replaced"] = replaced - self._replaced_seen
-            reasons = (ParseStatus.NO_JUDGMENT, ParseStatus.OUT_OF_RANGE)
+            reasons = (ParseStatus.NO_JUDGMENT, ParseStatus.OUT_OF_RANGE, ParseStatus.MALFORMED_INDEX)
             for reason in reasons:
                 out[f"parse_failures/{reason}"] = c[f"parse_failures/{reason}"]
             out["parse_failures"] = sum(out[f"parse_failures/{reason}"] for reason in reasons)

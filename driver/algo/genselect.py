@@ -9,8 +9,9 @@ GenSelect). Conventions kept here:
   which breaks on duplicate candidates);
 * reasoning traces (`<think>...</think>`) are stripped from candidates; over-long candidates are refused
   with an error rather than silently truncated (the data builder drops and counts them);
-* the *last* `Judg(e)ment: IDX` in the response wins; no match or an index outside 0..N-1 is a parse
-  failure with a reason (reward 0 in training; flagged in serving).
+* the *last* `Judg(e)ment: IDX` in the response wins; no match, an index outside 0..N-1, or an index not
+  written canonically (leading zeros such as `007` or `0000`: a degenerate output an RL policy can drift
+  into) is a parse failure with a reason (reward 0 in training; flagged in serving).
 
 Pure: stdlib only.
 """
@@ -68,6 +69,7 @@ class ParseStatus:
     OK = "ok"
     NO_JUDGMENT = "no_judgment"
     OUT_OF_RANGE = "out_of_range"
+    MALFORMED_INDEX = "malformed_index"
 
 
 @dataclass(frozen=True)
@@ -87,7 +89,10 @@ def parse_judgment(response: str, num_candidates: int) -> Judgment:
     matches = JUDGMENT_RE.findall(response)
     if not matches:
         return Judgment(None, ParseStatus.NO_JUDGMENT, "no 'Judgment: IDX' in the response")
-    index = int(matches[-1])
+    written = matches[-1]
+    if written.lstrip("-") != str(abs(int(written))):
+        return Judgment(None, ParseStatus.MALFORMED_INDEX, f"index {written[:20]!r} is not written canonically")
+    index = int(written)
     if not 0 <= index < num_candidates:
         return Judgment(None, ParseStatus.OUT_OF_RANGE, f"index {index} not in 0..{num_candidates - 1}")
     return Judgment(index, ParseStatus.OK)

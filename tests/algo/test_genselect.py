@@ -32,6 +32,10 @@ def test_prompt_strips_reasoning_and_refuses_long_candidates():
     ("Judgment: -1", 3, None, ParseStatus.OUT_OF_RANGE),
     ("Judgment:7", 8, 7, ParseStatus.OK),
     ("Judgment: 2 then Judgment: 9", 3, None, ParseStatus.OUT_OF_RANGE),
+    ("Judgment: 00000000000000000000000000000", 3, None, ParseStatus.MALFORMED_INDEX),
+    ("Judgment: 01", 3, None, ParseStatus.MALFORMED_INDEX),
+    ("Judgment: 0", 1, 0, ParseStatus.OK),
+    ("Judgment: 10", 16, 10, ParseStatus.OK),
 ])
 def test_parse_table(text, n, index, status):
     judgment = parse_judgment(text, n)
