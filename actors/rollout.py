@@ -40,6 +40,7 @@ from pathlib import Path
 from typing import Optional
 
 from actors.faults import maybe_crash
+from actors.vllm_plugin import OWNER_ENV
 from driver.algo.sample import Rollout, RolloutGroup, SelectionTask
 
 EXTENSION = "actors.vllm_extension.WeightReceiver"
@@ -78,6 +79,8 @@ def configure_cpu_env(cfg) -> None:
     # SIGKILLs) it after this grace period: 1 s instead of 5. The core, given SHUTDOWN_TIMEOUT_S,
     # still tears down and unlinks its shared memory afterwards (checked by test_rollout).
     os.environ.setdefault("VLLM_WORKER_SHUTDOWN_TIMEOUT_SECONDS", "1")
+    # the engine's processes die with this one, even when it is SIGKILLed (actors/vllm_plugin.py)
+    os.environ[OWNER_ENV] = str(os.getpid())
 
 
 def encode_prompt(tokenizer, prompt: str) -> list:

@@ -4,7 +4,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 PY=${PYTHON:-python3}
-recipe_hash=$(cat requirements/cpu.txt requirements/cpu-constraints.txt scripts/setup.sh sandbox/install.sh 2>/dev/null \
+recipe_hash=$(cat requirements/cpu.txt requirements/cpu-constraints.txt scripts/setup.sh sandbox/install.sh pyproject.toml 2>/dev/null \
   | sha256sum | cut -c1-16)
 stamp=.venv/.genselect-setup
 if [ -f "$stamp" ] && [ "$(cat "$stamp")" = "$recipe_hash" ]; then

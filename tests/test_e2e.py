@@ -104,13 +104,16 @@ def test_killed_run_resumes_without_replaying_or_skipping(tmp_path, smoke_run):
     deterministic: step k trains the k-th draw of the prompt stream)."""
     run_dir = tmp_path / "run"
     overrides = ["steps=4", "checkpoint_every=1", "algorithm.dynamic_sampling=false"]
-    proc = subprocess.Popen(_cmd(run_dir, *overrides), cwd=ROOT, stdout=subprocess.DEVNULL,
-                            stderr=subprocess.DEVNULL, start_new_session=True)
+    log = tmp_path / "killed_run.log"
+    with open(log, "w") as out:
+        proc = subprocess.Popen(_cmd(run_dir, *overrides), cwd=ROOT, stdout=out, stderr=subprocess.STDOUT,
+                                start_new_session=True)
     marker = run_dir / "checkpoints" / "step_000002" / "driver.json"
     deadline = time.time() + 1200
     while not marker.exists() and proc.poll() is None and time.time() < deadline:
         time.sleep(0.5)
-    assert marker.exists(), "the run never reached its second checkpoint"
+    assert marker.exists(), f"the run never reached its second checkpoint (exit {proc.poll()}):\n" + \
+        log.read_text()[-6000:]
     os.killpg(proc.pid, signal.SIGKILL)
     proc.wait()
     time.sleep(2)

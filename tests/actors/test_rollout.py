@@ -289,3 +289,52 @@ def test_shutdown_leaves_nothing(engine, rh):
     with pytest.raises(RuntimeError, match="shut down"):
         loop.run(worker.generate([rh.make_task(0)]))
     print(f"\nshutdown: {len(procs)} engine processes ended, {len(shm)} /dev/shm files freed")
+
+
+# ---- engine processes die with their owner (actors/vllm_plugin.py) ------------------------------------
+def test_parent_watch_is_off_without_an_owner_and_in_the_owner(monkeypatch):
+    import threading
+
+    from actors import vllm_plugin
+
+    def watchers():
+        return [t for t in threading.enumerate() if t.name == "genselect-parent-watch"]
+
+    before = len(watchers())
+    monkeypatch.delenv(vllm_plugin.OWNER_ENV, raising=False)
+    vllm_plugin.die_with_parent()
+    monkeypatch.setenv(vllm_plugin.OWNER_ENV, str(os.getpid()))
+    vllm_plugin.die_with_parent()
+    assert len(watchers()) == before
+
+
+@pytest.mark.slow
+def test_engine_processes_die_when_their_owner_is_sigkilled(rollout_model_path):
+    """A rollout worker's process is SIGKILLed (as `ray.kill` or a killed driver tree does): its vLLM engine
+    core and worker, which vLLM itself would leave running, exit within seconds."""
+    import subprocess
+    import sys
+
+    import psutil
+
+    script = (
+        "import os, signal, psutil\n"
+        "from actors.rollout import RolloutWorker\n"
+        "from driver.config import RolloutConfig\n"
+        "cfg = RolloutConfig(samples_per_prompt=2, max_response_tokens=4, max_num_seqs=8)\n"
+        f"worker = RolloutWorker(cfg, {rollout_model_path!r}, dtype='float32')\n"
+        "print('PIDS', *[c.pid for c in psutil.Process().children(recursive=True)], flush=True)\n"
+        "os.kill(os.getpid(), signal.SIGKILL)\n")
+    proc = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=600)
+    lines = [l for l in proc.stdout.splitlines() if l.startswith("PIDS")]
+    assert proc.returncode == -9 and lines, proc.stdout[-2000:] + proc.stderr[-4000:]
+    procs = []
+    for pid in map(int, lines[0].split()[1:]):
+        try:
+            procs.append(psutil.Process(pid))
+        except psutil.NoSuchProcess:
+            pass
+    names = [p.name() for p in procs if p.is_running()]
+    gone, alive = psutil.wait_procs(procs, timeout=30)
+    assert not alive, f"engine processes outlived their owner: {alive}"
+    print(f"\n{len(procs)} engine processes ({names}) exited after their owner was SIGKILLed")
