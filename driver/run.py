@@ -13,6 +13,7 @@ from pathlib import Path
 
 import numpy as np
 
+from actors.faults import maybe_crash
 from driver import checkpoint as ckpt
 from driver.config import to_yaml
 from driver.report import MetricsLog, Progress, plot_curves, summarize
@@ -237,7 +238,9 @@ class Run:
                    for l in self.handles.learners], self.cfg.learner.step_timeout_s, "checkpoint save")
         state = {"step": step, "version": self.version, "rng": ckpt.rng_state(),
                  "stream": self.stream.state(self.collector.unfinished_ids()), "time": time.time()}
-        return ckpt.commit(self.run_dir, tmp, state, self.cfg.keep_checkpoints)
+        folder = ckpt.commit(self.run_dir, tmp, state, self.cfg.keep_checkpoints)
+        maybe_crash("driver_checkpoint", kill_group=True)
+        return folder
 
     def finish(self) -> dict:
         export = self.run_dir / "export"

@@ -99,23 +99,19 @@ def _expected_stream(run_dir):
 
 
 def test_killed_run_resumes_without_replaying_or_skipping(tmp_path, smoke_run):
-    """SIGKILL the whole driver process tree after checkpoint 2, resume with resume=auto: the prompts
-    trained at each step equal those of an uninterrupted run (dynamic sampling off, so consumption is
+    """The whole driver process tree is SIGKILLed right after checkpoint 2 (a fault point in the driver
+    kills its own process group, so the moment does not depend on the machine's speed); resume=auto then
+    trains, at each step, the prompts of an uninterrupted run (dynamic sampling off, so consumption is
     deterministic: step k trains the k-th draw of the prompt stream)."""
     run_dir = tmp_path / "run"
     overrides = ["steps=4", "checkpoint_every=1", "algorithm.dynamic_sampling=false"]
-    log = tmp_path / "killed_run.log"
-    with open(log, "w") as out:
-        proc = subprocess.Popen(_cmd(run_dir, *overrides), cwd=ROOT, stdout=out, stderr=subprocess.STDOUT,
-                                start_new_session=True)
-    marker = run_dir / "checkpoints" / "step_000002" / "driver.json"
-    deadline = time.time() + 1200
-    while not marker.exists() and proc.poll() is None and time.time() < deadline:
-        time.sleep(0.5)
-    assert marker.exists(), f"the run never reached its second checkpoint (exit {proc.poll()}):\n" + \
-        log.read_text()[-6000:]
-    os.killpg(proc.pid, signal.SIGKILL)
-    proc.wait()
+    marker = tmp_path / "driver.killed"
+    env = dict(os.environ, GENSELECT_FAULT=f"driver_checkpoint:2:{marker}")
+    killed = subprocess.run(_cmd(run_dir, *overrides), cwd=ROOT, capture_output=True, text=True, timeout=1500,
+                            env=env, start_new_session=True)
+    assert killed.returncode == -signal.SIGKILL and marker.exists(), killed.stdout[-2000:] + killed.stderr[-6000:]
+    assert (run_dir / "checkpoints" / "latest").read_text().strip() == "step_000002"
+    assert [r["step"] for r in _consumed(run_dir)] == [1, 2]
     time.sleep(2)
 
     resumed = _run(run_dir, *overrides)
