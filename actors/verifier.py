@@ -45,6 +45,21 @@ PARSE_FAILURE = "parse_failure"
 _CACHED_STATUSES = (OK,)  # a timeout or error may be transient (a loaded machine, a crashed worker): retried
 
 
+def merge_metrics(per_actor: list) -> dict:
+    """Combine `VerifierPool.metrics()` dicts of several verifier actors: counts add up, `verify_s_mean`
+    is the mean over all verifications (weighted by each actor's `verified`), `verify_s_max` the max."""
+    merged: dict = {}
+    for metrics in per_actor:
+        for key, value in metrics.items():
+            if key not in ("verify_s_mean", "verify_s_max"):
+                merged[key] = merged.get(key, 0) + value
+    verified = sum(m.get("verified", 0) for m in per_actor)
+    seconds = sum(m.get("verify_s_mean", 0.0) * m.get("verified", 0) for m in per_actor)
+    merged["verify_s_mean"] = seconds / verified if verified else 0.0
+    merged["verify_s_max"] = max((m.get("verify_s_max", 0.0) for m in per_actor), default=0.0)
+    return merged
+
+
 class VerifierPool:
     """Scores GenSelect rollouts; see the module docstring.
 

@@ -199,9 +199,10 @@ class Run:
                   "policy_version": self.version}
         values.update({k: v for k, v in self.collector.counters.items()})
         values["batch/skipped_update"] = int(not metrics)
-        for verifier in self.handles.verifiers:
-            for key, value in self._get([verifier.metrics.remote()], 60, "verifier metrics")[0].items():
-                values[f"verifier/{key}"] = values.get(f"verifier/{key}", 0) + value
+        from actors.verifier import merge_metrics
+
+        per_actor = self._get([v.metrics.remote() for v in self.handles.verifiers], 60, "verifier metrics")
+        values.update({f"verifier/{k}": v for k, v in merge_metrics(per_actor).items()})
         self.metrics.log(step + 1, "train", values)
         with open(self.run_dir / "consumed.jsonl", "a") as f:
             f.write(json.dumps({"step": step + 1, "trained": [g.task.prompt_id for g in collected.groups],

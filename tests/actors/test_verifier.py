@@ -14,7 +14,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from actors.math_check import Verdict, check_answer
-from actors.verifier import VerifierPool
+from actors.verifier import VerifierPool, merge_metrics
 from driver.algo.sample import Rollout, SelectionTask
 from driver.config import VerifierConfig
 
@@ -318,3 +318,14 @@ def test_as_ray_actor_where_in_process_math_verify_fails():
         ray.get(actor.close.remote(), timeout=30)
     finally:
         ray.shutdown()
+
+
+def test_merge_metrics_adds_counts_and_weights_the_mean_time():
+    a = {"rollouts": 4, "verified": 3, "timeouts": 1, "parse_failures": 0, "verify_s_mean": 0.2, "verify_s_max": 0.5}
+    b = {"rollouts": 2, "verified": 1, "timeouts": 0, "parse_failures": 2, "verify_s_mean": 0.6, "verify_s_max": 0.6}
+    merged = merge_metrics([a, b])
+    assert merged["rollouts"] == 6 and merged["verified"] == 4 and merged["timeouts"] == 1
+    assert merged["parse_failures"] == 2
+    assert merged["verify_s_mean"] == pytest.approx((0.2 * 3 + 0.6) / 4)
+    assert merged["verify_s_max"] == 0.6
+    assert merge_metrics([{"verified": 0, "verify_s_mean": 0.0, "verify_s_max": 0.0}])["verify_s_mean"] == 0.0
