@@ -34,6 +34,7 @@ import torch
 
 from actors import checkpoint_io as cio
 from actors.faults import maybe_crash
+from actors.learner_nccl import NcclWeightSender
 from actors.packing import (TrainSequence, count_loss_tokens, dummy_micro_batch, pack_sequences,
                             split_mini_batches, unpack_per_sequence)
 from driver.algo.dapo import clipped_policy_loss, token_level_mean, truncated_is_weights
@@ -92,7 +93,7 @@ class _PolicyLogprobs(torch.nn.Module):
         return logprobs, entropy
 
 
-class Learner:
+class Learner(NcclWeightSender):
     """One data-parallel rank of the DeepSpeed learner.
 
     `total_train_steps` (train_step calls of the run) is needed by the 'linear'/'cosine' schedules;

@@ -13,7 +13,7 @@ example: the learner (rank 0) and every engine worker join one NCCL group
 (`learner.init_weight_update_group(addr, port, world_size)`,
 `rollout.init_weight_update_group(addr, port, rank_offset, world_size)`); per sync the rollouts enter
 `update_weights_nccl(metadata, version)` while the learner runs `broadcast_weights()`, which
-broadcasts every tensor of `weight_metadata()` in order. The learner side is the learner's to provide.
+broadcasts every tensor of `weight_metadata()` in order (learner side: actors/learner_nccl.py).
 
 Every sync has one deadline (`WeightSyncConfig.timeout_s`); a miss raises WeightSyncTimeout naming the
 actors that did not answer. A timed-out rollout keeps running its update: the driver should treat that

@@ -269,3 +269,28 @@ def test_nccl_weight_update_on_gpu(rollout_model_path, loop_thread):
         assert worker.policy_version() == 1
     finally:
         loop_thread.run(worker.shutdown())
+
+
+def test_learner_nccl_sender_refuses_what_it_cannot_do():
+    """The learner side of the NCCL path (actors/learner_nccl.py) fails clearly, before touching NCCL,
+    on a CPU learner, on a rank other than 0, and with ZeRO-3 over several ranks."""
+    import types
+
+    import torch
+
+    from actors.learner_nccl import NcclWeightSender
+
+    def sender(rank=0, device="cpu", zero_stage=2, world_size=1):
+        s = NcclWeightSender()
+        s.rank, s.world_size, s.device = rank, world_size, torch.device(device)
+        s.cfg = types.SimpleNamespace(zero_stage=zero_stage)
+        return s
+
+    with pytest.raises(RuntimeError, match="needs the learner on a GPU"):
+        sender().init_weight_update_group("127.0.0.1", 1, 2)
+    with pytest.raises(RuntimeError, match="only learner rank 0"):
+        sender(rank=1).init_weight_update_group("127.0.0.1", 1, 2)
+    with pytest.raises(RuntimeError, match="ZeRO-3"):
+        sender(device="cuda", zero_stage=3, world_size=2).init_weight_update_group("127.0.0.1", 1, 2)
+    with pytest.raises(RuntimeError, match="init_weight_update_group was not called"):
+        sender().broadcast_weights()

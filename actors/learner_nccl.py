@@ -1,0 +1,68 @@
+"""Learner side of the NCCL weight sync (GPU clusters; UNTESTED on the CPU development machines).
+
+Protocol (vLLM's RLHF example; the broadcaster is actors/weight_sync.py, the receiving side
+actors/vllm_extension.py): learner rank 0 is rank 0 of a `StatelessProcessGroup` whose other ranks are
+the engines' workers; per sync the engines wait in `update_weights_nccl(metadata)` while rank 0
+broadcasts every tensor of `weight_metadata()`, in that order, from its GPU.
+
+The weights sent are `_full_state()` (HF names, `lm_head.weight` included when tied), which is a
+collective under ZeRO-3: with several ZeRO-3 ranks only rank 0 would call it and hang, so
+`init_weight_update_group` refuses that combination (config: use ZeRO-2, one learner rank, or the
+object_store backend).
+"""
+from __future__ import annotations
+
+import socket
+
+
+class NcclWeightSender:
+    """Mixin for `Learner`: expects `self.rank`, `self.world_size`, `self.cfg.zero_stage`, `self.device`
+    and `self._full_state()`."""
+
+    _weight_comm = None
+
+    def weight_update_address(self) -> tuple:
+        """(host, port) where rank 0 will host the weight-update group: this node's IP and a free port."""
+        import ray
+
+        with socket.socket() as sock:
+            sock.bind(("", 0))
+            port = sock.getsockname()[1]
+        return ray.util.get_node_ip_address(), port
+
+    def init_weight_update_group(self, host: str, port: int, world_size: int) -> None:
+        """Join the group as rank 0 (the sender); `world_size` = 1 + number of engine workers."""
+        if self.rank != 0:
+            raise RuntimeError("only learner rank 0 sends weights")
+        if self.device.type != "cuda":
+            raise RuntimeError("weight_sync.backend=nccl needs the learner on a GPU; use object_store on CPU")
+        if self.cfg.zero_stage == 3 and self.world_size > 1:
+            raise RuntimeError("weight_sync.backend=nccl with ZeRO-3 over several ranks is not supported "
+                               "(gathering the weights is collective); use ZeRO-2 or object_store")
+        import torch
+        from vllm.distributed.device_communicators.pynccl import PyNcclCommunicator
+        from vllm.distributed.utils import StatelessProcessGroup
+
+        group = StatelessProcessGroup.create(host=host, port=port, rank=0, world_size=world_size)
+        self._weight_comm = PyNcclCommunicator(group, device=torch.cuda.current_device())
+
+    def weight_metadata(self) -> list:
+        """[(name, dtype name, shape)] of the tensors `broadcast_weights` sends, in sending order."""
+        state = self._full_state()
+        return [(name, str(t.dtype).removeprefix("torch."), list(t.shape)) for name, t in state.items()]
+
+    def broadcast_weights(self) -> dict:
+        """Broadcast every tensor of `weight_metadata()` (same order) to the group; {"tensors", "bytes"}."""
+        import torch
+
+        if self._weight_comm is None:
+            raise RuntimeError("init_weight_update_group was not called")
+        nbytes = 0
+        stream = torch.cuda.current_stream()
+        state = self._full_state()
+        for tensor in state.values():
+            tensor = tensor.to(self.device).contiguous()
+            self._weight_comm.broadcast(tensor, src=0, stream=stream)
+            nbytes += tensor.numel() * tensor.element_size()
+        torch.cuda.synchronize()
+        return {"tensors": len(state), "bytes": nbytes}
