@@ -172,7 +172,8 @@ class WeightSyncConfig:
 @dataclass
 class ClusterConfig:
     """Where the run executes."""
-    address: str = _f("", "'' starts a local Ray instance; 'auto' or 'ray://host:port' joins a cluster.")
+    address: str = _f("", "'' starts a local Ray instance (or joins $RAY_ADDRESS when set, as inside `ray job submit`); "
+                           "'auto' or 'ray://host:port' joins a cluster.")
     num_cpus: Optional[int] = _f(None, "CPUs of a local Ray instance (default: all).")
     placement_strategy: str = _f("PACK", "Placement-group strategy: PACK, SPREAD, STRICT_PACK.")
     placement_timeout_s: float = _f(60.0, "How long to wait for resources before failing clearly.")

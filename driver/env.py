@@ -28,9 +28,26 @@ def default_env(cache: Path = CACHE) -> dict:
     if not _has_cuda():
         env["DS_ACCELERATOR"] = "cpu"
         env["VLLM_CPU_KVCACHE_SPACE"] = "1"
+    env = {key: os.environ.get(key, value) for key, value in env.items()}  # values already set win
     env["PYTHONPATH"] = os.pathsep.join(p for p in (str(ROOT), os.environ.get("PYTHONPATH", "")) if p)
     env.update({k: v for k, v in os.environ.items() if k.startswith("GENSELECT_")})  # e.g. test faults
     return env
+
+
+def job_env_var_names(job_config_json: str = None) -> set:
+    """Names of the env vars a submitted job's runtime environment already sets (`ray job submit
+    --runtime-env-json`): Ray refuses a driver runtime_env that sets any of them again, so the driver
+    leaves them to the job (their values are in this process's environment already).
+
+    job_config_json: the value of RAY_JOB_CONFIG_JSON_ENV_VAR (default: read from the environment).
+    """
+    import json
+
+    raw = job_config_json if job_config_json is not None else os.environ.get("RAY_JOB_CONFIG_JSON_ENV_VAR")
+    if not raw:
+        return set()
+    runtime_env = json.loads(raw).get("runtime_env") or {}
+    return set((runtime_env.get("env_vars") or {}).keys())
 
 
 def apply_defaults(cache: Path = CACHE) -> dict:

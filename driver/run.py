@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import logging
+import os
 import time
 from pathlib import Path
 
@@ -64,14 +65,18 @@ class Run:
     def _start_ray(self) -> None:
         import ray
 
-        from driver.env import default_env
+        from driver.env import default_env, job_env_var_names
 
         cluster = self.cfg.cluster
-        env = {"env_vars": default_env()}
-        if cluster.address:
-            ray.init(address=cluster.address, runtime_env=env, log_to_driver=True)
+        job_owned = job_env_var_names()
+        env = {"env_vars": {k: v for k, v in default_env().items() if k not in job_owned}}
+        address = cluster.address or os.environ.get("RAY_ADDRESS", "")  # set inside `ray job submit`
+        if address:
+            ray.init(address=address, runtime_env=env, log_to_driver=True)
         else:
-            ray.init(num_cpus=cluster.num_cpus, include_dashboard=False, runtime_env=env, log_to_driver=True)
+            # "local": always a fresh instance, never one found on this machine (`ray start`, stale files)
+            ray.init(address="local", num_cpus=cluster.num_cpus, include_dashboard=False, runtime_env=env,
+                     log_to_driver=True)
 
     def _launch(self) -> None:
         from actors.weight_sync import WeightSyncBroadcaster

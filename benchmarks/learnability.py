@@ -1,0 +1,166 @@
+"""Can this model learn this selection dataset at all? A minutes-long proxy of RL, without Ray or vLLM.
+
+    .venv/bin/python benchmarks/learnability.py [CONFIG] [--mode rl|sft] [--lr 1e-3] [--steps 150]
+        [--max-candidates N] [key=value ...]
+
+The selector's only decision is the index token after `Judgment: `. This probe prepares the config's
+dataset and (warm-started) model exactly as `driver.train` does, then trains that one decision in plain
+torch on CPU:
+
+* `rl`: for each of `prompts_per_step` prompts, sample G indices from the model's next-token distribution,
+  reward 1 when the index names a correct candidate, advantage (r - mean) / std within the group (groups
+  with equal rewards skipped, as dynamic sampling does), loss -mean(A * log pi(index)): the DAPO/GRPO
+  policy gradient of a one-token response (arXiv 2503.14476), on-policy, no clipping needed;
+* `sft`: cross-entropy towards the set of correct indices (-log sum_{correct k} pi(k)): an upper bound
+  on what RL could reach with the same number of prompts.
+
+Every `--eval-every` steps it reports held-out greedy accuracy (the same metric as GenSelect@N in
+`driver.evaluate`) next to majority@N, random@N and the accuracy of always answering 0. If the `sft` mode
+cannot beat majority@N, RL with the full system will not either; the reverse does not hold.
+Writes benchmarks/results/learnability-<mode>.json.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import platform
+import random
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+
+def index_token_ids(tokenizer, n: int) -> list:
+    return [tokenizer(str(i), add_special_tokens=False)["input_ids"][0] for i in range(n)]
+
+
+def last_logits(model, tokenizer, tasks, suffix_ids, temperature: float = 1.0):
+    """Logits (batch, vocab) of the token after `prompt + "Judgment: "` (left-padded batch)."""
+    import torch
+
+    from driver.models.chat import prompt_token_ids
+
+    seqs = [prompt_token_ids(tokenizer, t.prompt) + suffix_ids for t in tasks]
+    width = max(map(len, seqs))
+    pad = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else tokenizer.eos_token_id
+    ids = torch.full((len(seqs), width), pad)
+    mask = torch.zeros_like(ids)
+    for j, s in enumerate(seqs):
+        ids[j, width - len(s):] = torch.tensor(s)
+        mask[j, width - len(s):] = 1
+    return model(input_ids=ids, attention_mask=mask).logits[:, -1, :] / temperature
+
+
+def greedy_accuracy(model, tokenizer, tasks, suffix_ids, index_ids) -> float:
+    import torch
+
+    lookup = {tok: i for i, tok in enumerate(index_ids)}
+    model.eval()
+    correct = 0
+    with torch.no_grad():
+        for start in range(0, len(tasks), 32):
+            chunk = tasks[start:start + 32]
+            for task, row in zip(chunk, last_logits(model, tokenizer, chunk, suffix_ids)):
+                k = lookup.get(int(row.argmax()), -1)
+                correct += 0 <= k < task.num_candidates and task.correct[k]
+    model.train()
+    return correct / max(1, len(tasks))
+
+
+def policy_loss(log_probs, tasks, index_ids, mode: str, group_size: int):
+    """Loss of one step and the mean sampled reward. log_probs: (batch, vocab) log pi at the index token."""
+    import torch
+
+    lookup = {tok: i for i, tok in enumerate(index_ids)}
+    terms, rewards = [], []
+    for task, row in zip(tasks, log_probs):
+        correct = [index_ids[k] for k in range(task.num_candidates) if task.correct[k]]
+        if mode == "sft":
+            terms.append(-torch.logsumexp(row[correct], 0).view(1))
+            continue
+        sampled = torch.multinomial(row.exp(), group_size, replacement=True)
+        r = torch.tensor([float(lookup.get(int(s), -1) in range(task.num_candidates)
+                                and task.correct[lookup[int(s)]]) for s in sampled])
+        rewards.append(float(r.mean()))
+        if r.std() > 0:
+            terms.append(-((r - r.mean()) / (r.std() + 1e-6)) * row[sampled])
+    loss = torch.cat(terms).mean() if terms else None
+    return loss, (sum(rewards) / len(rewards) if rewards else float("nan"))
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("config", nargs="?", default="default")
+    ap.add_argument("overrides", nargs="*")
+    ap.add_argument("--mode", choices=("rl", "sft"), default="rl")
+    ap.add_argument("--lr", type=float, default=1e-3)
+    ap.add_argument("--steps", type=int, default=150)
+    ap.add_argument("--eval-every", type=int, default=25)
+    ap.add_argument("--max-candidates", type=int, default=16, help="keep prompts with at most this many")
+    ap.add_argument("--threads", type=int, default=2)
+    args = ap.parse_args(argv)
+
+    import torch
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    from driver.config import load_config
+    from driver.data.builder import summarize
+    from driver.data.dataset import load_dataset
+    from driver.prepare import prepare
+
+    cfg = load_config(args.config, args.overrides)
+    prepared = prepare(cfg.data, cfg.model, eval_prompts=cfg.eval_prompts or 200)
+    data = load_dataset(prepared.dataset_dir)
+    keep = lambda tasks: [t for t in tasks if t.num_candidates <= args.max_candidates]  # noqa: E731
+    train, heldout = keep(data.train), keep(data.heldout)[: cfg.eval_prompts or 200]
+    torch.manual_seed(cfg.seed)
+    torch.set_num_threads(args.threads)
+    tokenizer = AutoTokenizer.from_pretrained(prepared.model_dir)
+    model = AutoModelForCausalLM.from_pretrained(prepared.model_dir, dtype=torch.float32)
+    suffix = tokenizer("Judgment: ", add_special_tokens=False)["input_ids"]
+    index_ids = index_token_ids(tokenizer, max(t.num_candidates for t in train + heldout))
+    stats = summarize(heldout)
+    first_index = sum(t.correct[0] for t in heldout) / max(1, len(heldout))
+    print(f"model {prepared.model_dir}\ndataset {prepared.dataset_dir}: {len(train)} train / {len(heldout)} "
+          f"held-out prompts; majority@N {stats.majority_at_n:.3f} random@N {stats.random_at_n:.3f} "
+          f"always-0 {first_index:.3f}", flush=True)
+    optimizer = torch.optim.AdamW(model.parameters(), lr=args.lr, weight_decay=0.0)
+    rng = random.Random(cfg.seed)
+    order = list(range(len(train)))
+    rng.shuffle(order)
+    curve = [{"step": 0, "accuracy": greedy_accuracy(model, tokenizer, heldout, suffix, index_ids)}]
+    print(f"step 0 held-out accuracy {curve[0]['accuracy']:.3f}", flush=True)
+    started, rewards = time.time(), []
+    for step in range(1, args.steps + 1):
+        batch = [train[order[(step * cfg.prompts_per_step + i) % len(train)]] for i in range(cfg.prompts_per_step)]
+        log_probs = torch.log_softmax(last_logits(model, tokenizer, batch, suffix, cfg.rollout.temperature), -1)
+        loss, reward = policy_loss(log_probs, batch, index_ids, args.mode, cfg.rollout.samples_per_prompt)
+        rewards.append(reward)
+        if loss is not None:
+            optimizer.zero_grad()
+            loss.backward()
+            torch.nn.utils.clip_grad_norm_(model.parameters(), cfg.learner.grad_clip)
+            optimizer.step()
+        if step % args.eval_every == 0 or step == args.steps:
+            recent = [r for r in rewards[-args.eval_every:] if r == r]
+            curve.append({"step": step, "accuracy": greedy_accuracy(model, tokenizer, heldout, suffix, index_ids),
+                          "sampled_reward": sum(recent) / len(recent) if recent else None})
+            print(f"step {step} held-out accuracy {curve[-1]['accuracy']:.3f} sampled reward "
+                  f"{curve[-1]['sampled_reward'] or float('nan'):.3f} ({time.time() - started:.0f} s)", flush=True)
+    result = {"config": args.config, "overrides": args.overrides, "mode": args.mode, "lr": args.lr,
+              "steps": args.steps, "max_candidates": args.max_candidates, "train_prompts": len(train),
+              "heldout_prompts": len(heldout), "majority_at_n": stats.majority_at_n,
+              "random_at_n": stats.random_at_n, "always_first": first_index, "curve": curve,
+              "seconds": round(time.time() - started, 1), "machine": f"{platform.machine()} {platform.processor()}"}
+    out = ROOT / "benchmarks" / "results" / f"learnability-{args.mode}.json"
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(json.dumps(result, indent=1))
+    print(f"wrote {out}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
