@@ -148,8 +148,9 @@ def main(argv=None) -> int:
             recent = [r for r in rewards[-args.eval_every:] if r == r]
             curve.append({"step": step, "accuracy": greedy_accuracy(model, tokenizer, heldout, suffix, index_ids),
                           "sampled_reward": sum(recent) / len(recent) if recent else None})
-            print(f"step {step} held-out accuracy {curve[-1]['accuracy']:.3f} sampled reward "
-                  f"{curve[-1]['sampled_reward'] or float('nan'):.3f} ({time.time() - started:.0f} s)", flush=True)
+            reward = "" if args.mode == "sft" else f" sampled reward {curve[-1]['sampled_reward']:.3f}"
+            print(f"step {step} held-out accuracy {curve[-1]['accuracy']:.3f}{reward} "
+                  f"({time.time() - started:.0f} s)", flush=True)
     result = {"config": args.config, "overrides": args.overrides, "mode": args.mode, "lr": args.lr,
               "steps": args.steps, "max_candidates": args.max_candidates, "train_prompts": len(train),
               "heldout_prompts": len(heldout), "majority_at_n": stats.majority_at_n,
