@@ -164,7 +164,7 @@ class AlgorithmConfig:
 @dataclass
 class WeightSyncConfig:
     """Learner -> rollout engines weight broadcast."""
-    backend: str = _f("object_store", "'object_store' (CPU default), 'gloo', or 'nccl' (GPU).")
+    backend: str = _f("object_store", "'object_store' (CPU default) or 'nccl' (GPU learner and engines).")
     bucket_mb: int = _f(256, "Bucket size for bucketed transfers.")
     timeout_s: float = _f(300.0, "Deadline for one whole sync.")
 
@@ -222,7 +222,7 @@ _CHOICES = {
     "learner.lr_schedule": ("constant", "linear", "cosine"),
     "algorithm.advantage_estimator": ("grpo", "maxk", "bon_rlb", "bon_rlb_p"),
     "algorithm.ratio_reference": ("behaviour", "proximal"),
-    "weight_sync.backend": ("object_store", "gloo", "nccl"),
+    "weight_sync.backend": ("object_store", "nccl"),
     "cluster.placement_strategy": ("PACK", "SPREAD", "STRICT_PACK", "STRICT_SPREAD"),
 }
 
@@ -250,6 +250,9 @@ def _check(cfg: TrainConfig) -> None:
          "must exceed algorithm.overlong_buffer_len"),
         ("rollout.num_workers", r.num_workers >= 1, "must be >= 1"),
         ("learner.num_ranks", cfg.learner.num_ranks >= 1, "must be >= 1"),
+        ("weight_sync.backend", cfg.weight_sync.backend != "nccl"
+         or (cfg.learner.num_gpus >= 1 and r.num_gpus >= 1),
+         "nccl needs learner.num_gpus >= 1 and rollout.num_gpus >= 1 (use object_store on CPU)"),
         ("algorithm.eps_low", 0 < a.eps_low < 1, "must be in (0, 1)"),
         ("algorithm.eps_high", a.eps_high > 0, "must be > 0"),
         ("algorithm.dual_clip_c", a.dual_clip_c > 1, "must be > 1"),

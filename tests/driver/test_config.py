@@ -29,6 +29,8 @@ def test_override_applies_with_type():
     (["algorithm.advantage_estimator=maxk", "algorithm.maxk_k=99"], "algorithm.maxk_k"),
     (["algorithm.advantage_estimator=maxk", "algorithm.maxk_k=8"], "algorithm.maxk_k"),
     (["algorithm.advantage_estimator=bon_rlb"], "algorithm.advantage_estimator"),
+    (["weight_sync.backend=gloo"], "weight_sync.backend"),
+    (["weight_sync.backend=nccl"], "weight_sync.backend"),
 ])
 def test_bad_values_are_rejected_naming_the_key(override, key):
     with pytest.raises(ConfigError, match=key.replace(".", r"\.")):
