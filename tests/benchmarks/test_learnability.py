@@ -1,0 +1,39 @@
+"""benchmarks/learnability.py: the one-token losses it trains with."""
+import importlib.util
+from pathlib import Path
+
+import pytest
+import torch
+
+from driver.algo.sample import SelectionTask
+
+SPEC = importlib.util.spec_from_file_location(
+    "learnability", Path(__file__).resolve().parent.parent.parent / "benchmarks" / "learnability.py")
+learnability = importlib.util.module_from_spec(SPEC)
+SPEC.loader.exec_module(learnability)
+
+
+def _task(labels):
+    n = len(labels)
+    return SelectionTask(prompt_id="p/0", problem_id="p", domain="math", problem="x", candidates=("a",) * n,
+                         candidate_answers=("1",) * n, labels=tuple(labels), reference="1", prompt="x")
+
+
+def test_sft_loss_is_minus_log_probability_of_a_correct_index():
+    index_ids = [5, 6, 7]
+    log_probs = torch.log_softmax(torch.tensor([[0.0] * 5 + [1.0, 2.0, 0.5] + [0.0] * 2]), -1)
+    loss, _ = learnability.policy_loss(log_probs, [_task([1.0, 0.0, 1.0])], index_ids, "sft", 4)
+    expected = -torch.log(log_probs[0, 5].exp() + log_probs[0, 7].exp())
+    assert loss.item() == pytest.approx(expected.item(), rel=1e-6)
+
+
+def test_rl_skips_groups_with_equal_rewards_and_pushes_towards_correct_indices():
+    torch.manual_seed(0)
+    index_ids = [0, 1]
+    always_right = torch.log(torch.tensor([[1.0 - 1e-9, 1e-9]]))
+    loss, reward = learnability.policy_loss(always_right, [_task([1.0, 0.0])], index_ids, "rl", 8)
+    assert loss is None and reward == 1.0
+    logits = torch.zeros(1, 2, requires_grad=True)
+    loss, _ = learnability.policy_loss(torch.log_softmax(logits, -1), [_task([0.0, 1.0])], index_ids, "rl", 64)
+    loss.backward()
+    assert logits.grad[0, 1] < 0 < logits.grad[0, 0]  # gradient descent raises the correct index's logit
