@@ -12,23 +12,21 @@ object_store backend).
 """
 from __future__ import annotations
 
-import socket
-
 
 class NcclWeightSender:
     """Mixin for `Learner`: expects `self.rank`, `self.world_size`, `self.cfg.zero_stage`, `self.device`
     and `self._full_state()`."""
 
     _weight_comm = None
+    _state_to_send = None
 
     def weight_update_address(self) -> tuple:
         """(host, port) where rank 0 will host the weight-update group: this node's IP and a free port."""
         import ray
 
-        with socket.socket() as sock:
-            sock.bind(("", 0))
-            port = sock.getsockname()[1]
-        return ray.util.get_node_ip_address(), port
+        from cluster.placement import free_port
+
+        return ray.util.get_node_ip_address(), free_port("")
 
     def init_weight_update_group(self, host: str, port: int, world_size: int) -> None:
         """Join the group as rank 0 (the sender); `world_size` = 1 + number of engine workers."""
@@ -47,19 +45,22 @@ class NcclWeightSender:
         self._weight_comm = PyNcclCommunicator(group, device=torch.cuda.current_device())
 
     def weight_metadata(self) -> list:
-        """[(name, dtype name, shape)] of the tensors `broadcast_weights` sends, in sending order."""
-        state = self._full_state()
-        return [(name, str(t.dtype).removeprefix("torch."), list(t.shape)) for name, t in state.items()]
+        """[(name, dtype name, shape)] of the tensors the next `broadcast_weights` sends, in sending order.
+        The weights are gathered once here and kept for that broadcast (one copy per sync, not two)."""
+        self._state_to_send = self._full_state()
+        return [(name, str(t.dtype).removeprefix("torch."), list(t.shape))
+                for name, t in self._state_to_send.items()]
 
     def broadcast_weights(self) -> dict:
-        """Broadcast every tensor of `weight_metadata()` (same order) to the group; {"tensors", "bytes"}."""
+        """Broadcast the tensors described by the last `weight_metadata()` (same order; gathered afresh if
+        there was none) to the group; {"tensors", "bytes"}."""
         import torch
 
         if self._weight_comm is None:
             raise RuntimeError("init_weight_update_group was not called")
         nbytes = 0
         stream = torch.cuda.current_stream()
-        state = self._full_state()
+        state, self._state_to_send = self._state_to_send or self._full_state(), None
         for tensor in state.values():
             tensor = tensor.to(self.device).contiguous()
             self._weight_comm.broadcast(tensor, src=0, stream=stream)

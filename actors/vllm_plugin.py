@@ -32,16 +32,13 @@ def die_with_parent() -> None:
     start_parent_watch(os.getppid())
 
 
-def start_parent_watch(parent_pid: int, poll_seconds: float = POLL_SECONDS, on_orphaned=None) -> threading.Thread:
-    """Daemon thread: when this process's parent is no longer `parent_pid`, call `on_orphaned` (default:
-    SIGKILL this process; nothing it holds can be cleaned up by it anyway once its owner is gone)."""
-    def kill_self():
-        os.kill(os.getpid(), signal.SIGKILL)
-
+def start_parent_watch(parent_pid: int, poll_seconds: float = POLL_SECONDS) -> threading.Thread:
+    """Daemon thread: when this process's parent is no longer `parent_pid`, SIGKILL this process (nothing
+    it holds can be cleaned up by it anyway once its owner is gone)."""
     def watch():
         while os.getppid() == parent_pid:
             time.sleep(poll_seconds)
-        (on_orphaned or kill_self)()
+        os.kill(os.getpid(), signal.SIGKILL)
 
     thread = threading.Thread(target=watch, name="genselect-parent-watch", daemon=True)
     thread.start()

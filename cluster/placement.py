@@ -115,11 +115,12 @@ def bundle_indices(placement: PlacementPlan) -> dict:
     return {(s.role, s.index): i for i, s in enumerate(placement.grouped)}
 
 
-def free_port() -> int:
+def free_port(host: str = "127.0.0.1") -> int:
+    """A TCP port free on `host` right now ("" = every interface, for peers on other nodes)."""
     import socket
 
     with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
+        s.bind((host, 0))
         return s.getsockname()[1]
 
 

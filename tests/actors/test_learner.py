@@ -5,7 +5,6 @@ from __future__ import annotations
 import dataclasses
 import math
 import random
-import socket
 from pathlib import Path
 
 import numpy as np
@@ -14,6 +13,7 @@ import torch
 
 from actors.learner import lr_multiplier
 from actors.packing import TrainSequence, count_loss_tokens, pack_sequences, split_mini_batches
+from cluster.placement import free_port
 from driver.config import AlgorithmConfig, LearnerConfig
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -24,12 +24,6 @@ def vocab(tiny_model_path) -> int:
     from transformers import AutoConfig
 
     return AutoConfig.from_pretrained(str(tiny_model_path)).vocab_size
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def learner_cfg(**overrides) -> LearnerConfig:

@@ -18,6 +18,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from cluster.placement import free_port
+
 pytestmark = pytest.mark.slow
 
 REPO = str(Path(__file__).resolve().parents[2])
@@ -223,14 +225,6 @@ def test_unknown_backend_is_rejected():
         WeightSyncBroadcaster(WeightSyncConfig(backend="gloo"), None, [])
 
 
-def _free_port() -> int:
-    import socket
-
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
-
-
 @pytest.mark.gpu
 def test_nccl_weight_update_on_gpu(rollout_model_path, loop_thread):
     """GPU path, after vLLM's RLHF example: the test process plays the trainer (NCCL rank 0, a
@@ -251,7 +245,7 @@ def test_nccl_weight_update_on_gpu(rollout_model_path, loop_thread):
     prompt, response = learner.fixed_ids()
     worker = RolloutWorker(RolloutConfig(samples_per_prompt=2, gpu_memory_utilization=0.3), rollout_model_path)
     try:
-        port = _free_port()
+        port = free_port()
         joined = loop_thread.submit(worker.init_weight_update_group("127.0.0.1", port, 1, 2))
         group = StatelessProcessGroup.create(host="127.0.0.1", port=port, rank=0, world_size=2)
         comm = PyNcclCommunicator(group, device="cuda:1")

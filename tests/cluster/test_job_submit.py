@@ -4,7 +4,6 @@ import json
 import os
 import shutil
 import signal
-import socket
 import subprocess
 import sys
 import tempfile
@@ -13,6 +12,8 @@ from pathlib import Path
 
 import pytest
 
+from cluster.placement import free_port
+
 pytestmark = [pytest.mark.slow, pytest.mark.e2e]
 ROOT = Path(__file__).resolve().parent.parent.parent
 RAY = str(Path(sys.executable).with_name("ray"))
@@ -20,16 +21,10 @@ RAY = str(Path(sys.executable).with_name("ray"))
 ENV = dict(os.environ, RAY_AUTH_MODE="disabled")
 
 
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
-
-
 @pytest.fixture
 def head_node():
     """A Ray head node (2 CPUs, dashboard with the job server) in its own process group; killed after."""
-    port, dashboard = _free_port(), _free_port()
+    port, dashboard = free_port(), free_port()
     temp_dir = tempfile.mkdtemp(prefix="rayjob", dir="/tmp")  # short: Ray's socket paths live under it
     proc = subprocess.Popen([RAY, "start", "--head", "--block", f"--port={port}", "--num-cpus=2",
                              f"--temp-dir={temp_dir}",
