@@ -214,7 +214,7 @@ class VerifierPool:
     def _math_pool(self) -> ProcessPool:
         with self._start_lock:
             if self._math is None:
-                preload = ["actors.math_check", "math_verify"]
+                preload = ["actors.math_check", "sandbox.math_answer", "math_verify"]
                 if self._check_fn.__module__ not in (*preload, "__main__"):
                     preload.append(self._check_fn.__module__)  # imported before the deadline starts
                 self._math = ProcessPool(self.cfg.processes_per_worker, context=self._context, preload=preload,

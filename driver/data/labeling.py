@@ -1,26 +1,37 @@
-"""Label every candidate of every problem with a real verifier (math-verify or the code sandbox)."""
+"""Label every candidate of every problem with a real verifier (math answers or the code sandbox).
+
+Candidates the verifier could not judge (a timeout or an error: label None) are left out of their problem's
+pool and counted (`LabelStats`, per verifier, with examples), so every label that reaches the builder was
+actually verified and every candidate read is accounted for: read = correct + wrong + unverified.
+"""
 from __future__ import annotations
+
+from dataclasses import replace
 
 from driver.data.problem import RawProblem
 from driver.data.verify import LabelStats, label_code, label_math
 
 
 def label_problems(problems: list, sandbox_cfg=None, processes: int = 2, timeout_s: float = 10.0) -> tuple:
-    """(labeled problems, LabelStats). Math: candidate answer vs reference through `verify_math_answer`;
-    code: unit-test pass fraction of each candidate program, run in the sandbox."""
+    """(labeled problems without their unverified candidates, LabelStats). Math: each candidate answer against
+    the reference (`sandbox.math_answer.check_answer`); code: the unit-test pass fraction in the sandbox."""
     stats = LabelStats()
     math = [p for p in problems if p.domain == "math"]
     code = [p for p in problems if p.domain == "code"]
     labels: dict = {}
     if math:
         pairs = [(a, p.reference) for p in math for a in p.candidate_answers]
-        flat = label_math(pairs, processes=processes, timeout_s=timeout_s, stats=stats)
+        flat = label_math(pairs, processes=processes, timeout_s=timeout_s, stats=stats, names=_names(math))
         _scatter(math, flat, labels)
     if code:
         items = [(c, p.reference, p.entry_point) for p in code for c in p.candidate_answers]
-        flat = label_code(items, sandbox_cfg=sandbox_cfg, stats=stats)
+        flat = label_code(items, sandbox_cfg=sandbox_cfg, stats=stats, names=_names(code))
         _scatter(code, flat, labels)
-    return [p.with_labels(labels[p.id]) for p in problems], stats
+    return [_verified(p, labels[p.id]) for p in problems], stats
+
+
+def _names(problems: list) -> list:
+    return [f"{p.id}#{i}" for p in problems for i in range(len(p.candidate_answers))]
 
 
 def _scatter(problems: list, flat: list, out: dict) -> None:
@@ -29,6 +40,15 @@ def _scatter(problems: list, flat: list, out: dict) -> None:
         n = len(p.candidate_answers)
         out[p.id] = flat[i:i + n]
         i += n
+
+
+def _verified(p: RawProblem, labels: list) -> RawProblem:
+    """The problem with labels, keeping only the candidates that have one."""
+    keep = [i for i, x in enumerate(labels) if x is not None]
+    if len(keep) < len(labels):
+        p = replace(p, candidates=tuple(p.candidates[i] for i in keep),
+                    candidate_answers=tuple(p.candidate_answers[i] for i in keep))
+    return p.with_labels([labels[i] for i in keep])
 
 
 __all__ = ["label_problems", "RawProblem"]

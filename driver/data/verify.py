@@ -1,135 +1,150 @@
-"""Candidate labels from real verifiers: math-verify for math answers, the sandbox for code.
+"""Candidate labels from real verifiers: math answers through `sandbox.math_answer`, code through the sandbox.
 
-math-verify enforces its timeouts with `signal.alarm`, which only works in a process's main thread
-(REFERENCE.md, "Known failure modes"). So `verify_math_answer` is called either here, in the main thread,
-or in the worker processes of `label_math` (a process pool whose tasks run in each worker's main
-thread, with a per-item deadline on top). Plain integers on both sides take an exact fast path inside the
-same function, so the procedural source goes through the same code as everything else at no cost.
+Math: `sandbox.math_answer.check_answer` is the one implementation shared with the training-time verifier
+(`actors.verifier`); it reads prose, LaTeX and bare formulas the same way on both sides. Plain integers are
+compared exactly here; every other pair runs in a `sandbox.workers.ProcessPool` worker with math-verify's own
+`signal.alarm` timeouts off and the pool's killable wall deadline (`timeout_s`) on top, so an overrun is a
+"timeout" verdict (the worker is killed and replaced), never math-verify's silent `False`.
 
-A verifier error or timeout is never a silent zero: it is counted (`LabelStats.errors`) and ends in the
-manifest; the candidate is labeled wrong (0.0) because its answer could not be shown equal.
+A candidate whose verdict is a timeout or an error has no label (None): its answer was neither shown equal nor
+shown different, so calling it wrong would be a label nobody can trust. Such candidates are counted per
+verifier in `LabelStats` (manifest "labeling"), with examples, and left out of the problem's pool
+(`driver.data.labeling`).
 """
 from __future__ import annotations
 
-import multiprocessing as mp
 import re
+from collections import Counter
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
+from typing import Optional
+
+from sandbox.math_answer import ERROR, OK, TIMEOUT, Verdict, check_answer, extract_answer, warm_up
 
 _INT_RE = re.compile(r"^[+-]?\d+$")
-_BOXED_RE = re.compile(r"\\boxed\{")
-_ANSWER_LINE_RE = re.compile(r"(?im)^\s*(?:final\s+)?answer\s*(?:is)?\s*[:=]?\s*(.+?)\s*$")
+STATUSES = ("correct", "wrong", "timeout", "error")
+MATH, CODE = "math-verify", "sandbox"
 
 
 def verify_math_answer(candidate: str, reference: str) -> bool:
-    """True when the candidate answer equals the reference (math-verify; exact for two plain integers).
-
-    Call it in a process's main thread (math-verify's timeouts use signal.alarm).
-    """
-    candidate, reference = str(candidate).strip(), str(reference).strip()
-    if _INT_RE.match(candidate) and _INT_RE.match(reference):
-        return int(candidate) == int(reference)
-    from math_verify import parse, verify
-
-    gold = parse(_as_math(reference))
-    pred = parse(_as_math(candidate))
-    return bool(gold) and bool(pred) and bool(verify(gold, pred))
+    """True when the candidate answer equals the reference; raises ValueError on a timeout or error verdict
+    (never a silent False). In-process, without a deadline: for tests and small checks in the main thread."""
+    verdict = check_answer(candidate, reference)
+    if verdict.status != OK:
+        raise ValueError(f"{verdict.status}: {verdict.detail}")
+    return verdict.score == 1.0
 
 
-def _as_math(text: str) -> str:
-    """Wrap a bare answer in `$...$` so math-verify reads it as LaTeX when it is not already marked up."""
-    return text if ("$" in text or "\\boxed" in text or "\\(" in text) else f"${text}$"
+@dataclass
+class Tally:
+    """Verdicts of one verifier: counts of correct / wrong / timeout / error and a few examples of each."""
+    counts: Counter = field(default_factory=Counter)
+    examples: dict = field(default_factory=dict)
 
+    def add(self, status: str, example: str, keep: int = 3) -> None:
+        self.counts[status] += 1
+        shown = self.examples.setdefault(status, [])
+        if len(shown) < keep:
+            shown.append(example)
 
-def extract_answer(text: str) -> str:
-    """The final answer of a worked solution: the last `\\boxed{...}`, else the last `Answer: ...` line,
-    else the whole text (math-verify then looks for the last expression itself)."""
-    boxed = _last_boxed(text)
-    if boxed is not None:
-        return boxed
-    lines = _ANSWER_LINE_RE.findall(text)
-    return lines[-1].strip().rstrip(".") if lines else text.strip()
-
-
-def _last_boxed(text: str):
-    starts = [m.end() for m in _BOXED_RE.finditer(text)]
-    if not starts:
-        return None
-    depth, i = 1, starts[-1]
-    for j in range(i, len(text)):
-        depth += {"{": 1, "}": -1}.get(text[j], 0)
-        if depth == 0:
-            return text[i:j]
-    return None
+    def to_dict(self) -> dict:
+        return {**{s: self.counts[s] for s in STATUSES}, "examples": {s: self.examples.get(s, []) for s in STATUSES}}
 
 
 @dataclass
 class LabelStats:
-    """What labeling cost and what went wrong (written into the manifest)."""
+    """What labeling saw, per verifier (written into the manifest; `driver.synth --report` prints it)."""
     checked: int = 0
     unique_pairs: int = 0
-    errors: int = 0
-    timeouts: int = 0
-    messages: list = field(default_factory=list)
+    verifiers: dict = field(default_factory=dict)
+
+    def record(self, verifier: str, status: str, example: str) -> None:
+        self.verifiers.setdefault(verifier, Tally()).add(status, example)
+
+    def count(self, status: str) -> int:
+        return sum(t.counts[status] for t in self.verifiers.values())
+
+    @property
+    def timeouts(self) -> int:
+        return self.count("timeout")
+
+    @property
+    def errors(self) -> int:
+        return self.count("error")
 
     def to_dict(self) -> dict:
-        return {"checked": self.checked, "unique_pairs": self.unique_pairs, "errors": self.errors,
-                "timeouts": self.timeouts, "examples": self.messages[:10]}
+        return {"checked": self.checked, "unique_pairs": self.unique_pairs,
+                **{s: self.count(s) for s in STATUSES}, "timeouts": self.timeouts, "errors": self.errors,
+                "verifiers": {name: t.to_dict() for name, t in sorted(self.verifiers.items())}}
 
 
-def _verify_task(pair):
-    try:
-        return verify_math_answer(*pair), ""
-    except Exception as e:  # noqa: BLE001 - reported and counted by the caller
-        return False, f"{type(e).__name__}: {e}"
+def _status(verdict: Verdict, passed: bool) -> str:
+    if verdict.status != OK:
+        return TIMEOUT if verdict.status == TIMEOUT else ERROR
+    return "correct" if passed else "wrong"
 
 
-def label_math(pairs: list, processes: int = 1, timeout_s: float = 10.0, stats: LabelStats | None = None) -> list:
-    """Labels (1.0 / 0.0) for (candidate_answer, reference) pairs.
+def _short(text: str, n: int = 60) -> str:
+    text = " ".join(str(text).split())
+    return text if len(text) <= n else text[:n - 3] + "..."
 
-    Identical pairs are checked once. Pairs of plain integers are checked here (exact); the rest in a
-    spawned process pool, each with a deadline of `timeout_s`; errors and timeouts are counted in `stats`.
+
+def label_math(pairs: list, processes: int = 2, timeout_s: float = 10.0, stats: Optional[LabelStats] = None,
+               names: Optional[list] = None) -> list:
+    """Labels for (candidate_answer, reference) pairs: 1.0, 0.0, or None (timeout or error: unverified).
+
+    Identical pairs are checked once; plain integers here, the rest in `processes` worker processes, each
+    under the wall deadline `timeout_s`. Every verdict is counted in `stats` under "math-verify"; `names`
+    (one per pair, e.g. "problem#candidate") label the examples.
     """
     stats = stats if stats is not None else LabelStats()
-    unique = sorted(set((str(c), str(r)) for c, r in pairs))
+    keyed = [(str(c).strip(), str(r).strip()) for c, r in pairs]
+    unique = sorted(set(keyed))
     stats.checked += len(pairs)
     stats.unique_pairs += len(unique)
-    result = {}
-    slow = []
-    for pair in unique:
-        if _INT_RE.match(pair[0].strip()) and _INT_RE.match(pair[1].strip()):
-            result[pair] = verify_math_answer(*pair)
-        else:
-            slow.append(pair)
+    fast = [p for p in unique if _INT_RE.match(p[0]) and _INT_RE.match(p[1])]
+    verdicts = {p: check_answer(*p) for p in fast}
+    slow = [p for p in unique if p not in verdicts]
     if slow:
-        result.update(_pool_verify(slow, processes, timeout_s, stats))
-    return [1.0 if result[(str(c), str(r))] else 0.0 for c, r in pairs]
+        verdicts.update(zip(slow, _pool_check(slow, processes, timeout_s)))
+    labels = []
+    for i, pair in enumerate(keyed):
+        v = verdicts[pair]
+        status = _status(v, v.score == 1.0)
+        name = names[i] if names else f"pair {i}"
+        stats.record(MATH, status, f"{name}: {_short(pair[0])!r} vs {_short(pair[1])!r}"
+                                   + (f" ({_short(v.detail, 80)})" if v.detail else ""))
+        labels.append(None if status in (TIMEOUT, ERROR) else float(v.score == 1.0))
+    return labels
 
 
-def _pool_verify(pairs: list, processes: int, timeout_s: float, stats: LabelStats) -> dict:
-    ctx = mp.get_context("spawn")
-    out = {}
-    with ctx.Pool(max(1, processes)) as pool:
-        futures = [(pair, pool.apply_async(_verify_task, (pair,))) for pair in pairs]
-        for pair, fut in futures:
-            try:
-                ok, error = fut.get(timeout=timeout_s)
-            except mp.TimeoutError:
-                ok, error = False, "timeout"
-                stats.timeouts += 1
-            if error:
-                stats.errors += 1
-                stats.messages.append(f"{pair!r}: {error}")
-            out[pair] = ok
-        pool.terminate()
-    return out
+def _pool_check(pairs: list, processes: int, timeout_s: float) -> list:
+    """Verdicts for `pairs`, each checked in a worker process under a killable deadline of `timeout_s`."""
+    from sandbox.workers import ProcessPool
+
+    pool = ProcessPool(max(1, min(processes, len(pairs))), preload=["sandbox.math_answer", "math_verify"],
+                       warmup=warm_up)
+    try:
+        def one(pair):
+            out = pool.run(check_answer, (pair[0], pair[1], None), timeout_s)
+            if out.status == OK:
+                return out.value
+            return Verdict(0.0, out.status, str(out.value))
+
+        with ThreadPoolExecutor(max(1, processes)) as threads:
+            return list(threads.map(one, pairs))
+    finally:
+        pool.close()
 
 
-def label_code(items: list, sandbox_cfg=None, timeout_s: float = 30.0, stats: LabelStats | None = None) -> list:
-    """Unit-test pass fractions for `items` = [(solution, tests, entry_point), ...], run in the sandbox.
+def label_code(items: list, sandbox_cfg=None, timeout_s: float = 30.0, stats: Optional[LabelStats] = None,
+               names: Optional[list] = None) -> list:
+    """Unit-test pass fractions for `items` = [(solution, tests, entry_point), ...], run in the sandbox;
+    None for a candidate the sandbox could not judge (no result in time, or a sandbox failure).
 
-    Uses `sandbox.pool.SandboxPool` (imported lazily: the sandbox is its own package). A run the sandbox
-    itself failed (`sandbox_error`) or that gave no result in time is retried once; if it fails again it is
-    counted as an error and scores its pass fraction (0.0 when no test ran).
+    Uses `sandbox.pool.SandboxPool` (imported lazily). A sandbox failure or a missing result is retried once.
+    What the solution itself does (fails, hangs, exhausts memory) is a verdict about it: "wrong" unless every
+    test passed. Every verdict is counted in `stats` under "sandbox".
     """
     from sandbox.config import CodeTask, SandboxConfig
     from sandbox.pool import SandboxPool
@@ -146,17 +161,19 @@ def label_code(items: list, sandbox_cfg=None, timeout_s: float = 30.0, stats: La
         for i, res in zip(retry, _run_all(pool, [tasks[i] for i in retry], timeout_s)):  # not the code's fault
             results[i] = res
     fractions = []
-    for task, res in zip(tasks, results):
+    for i, res in enumerate(results):
+        name = names[i] if names else f"task {i}"
         if res is None:
-            stats.timeouts += 1
-            stats.errors += 1
-            stats.messages.append(f"task {task.task_id}: no result within {timeout_s}s")
-            fractions.append(0.0)
-            continue
-        if res.status not in ("completed", "solution_error", "timeout", "memory_limit", "crashed", "output_limit"):
-            stats.errors += 1
-            stats.messages.append(f"task {task.task_id}: {res.status} {res.error or ''}".strip())
-        fractions.append(float(res.pass_fraction))
+            stats.record(CODE, TIMEOUT, f"{name}: no result from the sandbox within {timeout_s}s")
+            fractions.append(None)
+        elif res.status in ("sandbox_error", "invalid_tests"):  # the sandbox or the tests failed, not the code
+            stats.record(CODE, ERROR, f"{name}: {res.status} {_short(res.error or '', 80)}")
+            fractions.append(None)
+        else:
+            passed = res.pass_fraction == 1.0
+            stats.record(CODE, "correct" if passed else "wrong",
+                         f"{name}: {res.status}, {res.pass_fraction:.2f} of the tests passed")
+            fractions.append(float(res.pass_fraction))
     return fractions
 
 
@@ -172,3 +189,6 @@ def _run_all(pool, tasks: list, timeout_s: float) -> list:
         except cf.TimeoutError:
             out.append(None)
     return out
+
+
+__all__ = ["verify_math_answer", "extract_answer", "label_math", "label_code", "LabelStats", "Tally", "STATUSES"]

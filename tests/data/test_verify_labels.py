@@ -63,3 +63,28 @@ def test_code_labels_from_the_sandbox_humaneval_canonical_and_mutant():
     except SandboxUnavailable as e:
         pytest.skip(f"sandbox backend unavailable here: {e}")
     assert labels[0] == 1.0 and labels[1] < 1.0 and stats.errors == 0
+
+
+# Issue #12, failure 1: prose answers were wrapped in `$...$` and parsed as products of letters.
+ISSUE12_PROSE = [  # candidate answer, reference: equal (seen as false "wrong" labels on a real data set)
+    ("2*C(10, 5), or equivalently 504", "504"),
+    ("The limit exists and is equal to 4", "Therefore the limit is 4."),
+    ("2^(m+1)", "So the number of such subsets is 2^(m+1)."),
+]
+
+
+@pytest.mark.parametrize("candidate,reference", ISSUE12_PROSE)
+def test_prose_answers_equal_to_the_reference_are_correct(candidate, reference):
+    assert verify_math_answer(candidate, reference) is True
+    assert label_math([(candidate, reference)], processes=1) == [1.0]
+
+
+# Issue #12, failure 2: math-verify's internal timeouts returned False without a trace.
+SLOW_PAIR = ("(x+y+z+1)^{30}", "(x+y+z+2)^{30}")  # sympy needs far more than 8 s to compare these
+
+
+def test_a_math_verify_timeout_is_a_counted_timeout_not_a_wrong_label():
+    stats = LabelStats()
+    labels = label_math([SLOW_PAIR, ("1/2", "0.5")], processes=1, timeout_s=8, stats=stats)
+    assert stats.timeouts == 1 and stats.errors == 0
+    assert labels == [None, 1.0]  # unverified, never a silent 0.0
