@@ -87,23 +87,142 @@ def _strip_docstrings(tree: ast.AST) -> None:
                 node.body = body[1:] or [ast.Pass()]
 
 
+_FUNCTION = (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda)
+_COMPREHENSION = (ast.ListComp, ast.SetComp, ast.DictComp, ast.GeneratorExp)
+
+
+class _Scope:
+    """One function, lambda, class or comprehension scope: the names it binds, how, and its region of the tree.
+
+    `stored` are names bound only by plain assignment targets (`x = ...`, `for x in`, `with ... as x`, `x += 1`,
+    comprehension targets): renaming every `Name` node of them is a complete rename. `other` are names bound in
+    any other way (parameters, `def`/`class`/`import`/`except ... as`/`match` captures) or declared `global` /
+    `nonlocal`: never renamed, and never renamed in an enclosing scope either.
+    """
+
+    def __init__(self, node: ast.AST, parent: "_Scope | None"):
+        self.node, self.parent, self.children = node, parent, []
+        self.stored: set = set()
+        self.other: set = set()
+        self.names: list = []  # every Name node evaluated in this scope
+        if parent is not None:
+            parent.children.append(self)
+
+    def function(self) -> "_Scope":
+        """Where a walrus inside a comprehension binds: the nearest enclosing non-comprehension scope."""
+        return self if not isinstance(self.node, _COMPREHENSION) or self.parent is None else self.parent.function()
+
+    def binds_below(self) -> set:
+        """Every name some nested scope binds or declares (a rename must not reach into those)."""
+        out: set = set()
+        for child in self.children:
+            out |= child.stored | child.other | child.binds_below()
+        return out
+
+
+def _scopes(tree: ast.AST) -> _Scope:
+    """The scope tree of a module, each Name node attributed to the scope it is evaluated in. Defaults,
+    decorators, annotations and class bases belong to the enclosing scope, as does the first iterable of a
+    comprehension; everything else inside a function, lambda, class or comprehension belongs to it."""
+    root = _Scope(tree, None)
+
+    def visit(node: ast.AST, scope: _Scope) -> None:
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            scope.other.add(node.name)
+        if isinstance(node, _FUNCTION):
+            outer = list(node.decorator_list) if not isinstance(node, ast.Lambda) else []
+            outer += [d for d in node.args.defaults + node.args.kw_defaults if d is not None]
+            if not isinstance(node, ast.Lambda):
+                outer += [a.annotation for a in _args(node.args) if a.annotation] + [node.returns] * bool(node.returns)
+            for child in outer:
+                visit(child, scope)
+            inner = _Scope(node, scope)
+            inner.other |= {a.arg for a in _args(node.args)}
+            for child in (node.body if isinstance(node.body, list) else [node.body]):
+                visit(child, inner)
+        elif isinstance(node, ast.ClassDef):
+            for child in node.decorator_list + node.bases + node.keywords:
+                visit(child, scope)
+            inner = _Scope(node, scope)
+            for child in node.body:
+                visit(child, inner)
+        elif isinstance(node, _COMPREHENSION):
+            visit(node.generators[0].iter, scope)
+            inner = _Scope(node, scope)
+            for i, gen in enumerate(node.generators):
+                visit(gen.target, inner)
+                if i:
+                    visit(gen.iter, inner)
+                for cond in gen.ifs:
+                    visit(cond, inner)
+            for part in ((node.key, node.value) if isinstance(node, ast.DictComp) else (node.elt,)):
+                visit(part, inner)
+        elif isinstance(node, ast.NamedExpr):
+            visit(node.value, scope)
+            target = scope.function()
+            target.other.add(node.target.id)  # never renamed: it may be read outside the comprehension
+            scope.other.add(node.target.id)
+            target.names.append(node.target)
+        elif isinstance(node, ast.Name):
+            scope.names.append(node)
+            if isinstance(node.ctx, (ast.Store, ast.Del)):
+                scope.stored.add(node.id)
+        else:
+            if isinstance(node, (ast.Global, ast.Nonlocal)):
+                scope.other.update(node.names)
+            elif isinstance(node, (ast.Import, ast.ImportFrom)):
+                scope.other.update((a.asname or a.name).split(".")[0] for a in node.names)
+            elif isinstance(node, ast.ExceptHandler) and node.name:
+                scope.other.add(node.name)
+            elif isinstance(node, (ast.MatchAs, ast.MatchStar)) and node.name:
+                scope.other.add(node.name)
+            elif isinstance(node, ast.MatchMapping) and node.rest:
+                scope.other.add(node.rest)
+            for child in ast.iter_child_nodes(node):
+                visit(child, scope)
+
+    for child in ast.iter_child_nodes(tree):
+        visit(child, root)
+    return root
+
+
+def _args(args: ast.arguments) -> list:
+    return args.posonlyargs + args.args + args.kwonlyargs + [a for a in (args.vararg, args.kwarg) if a]
+
+
+def _walk(scope: _Scope):
+    yield scope
+    for child in scope.children:
+        yield from _walk(child)
+
+
 def _rename_locals(tree: ast.AST, rng: random.Random) -> None:
-    """Rename variables assigned inside functions (not parameters, globals, builtins or function names)."""
-    taken = {n.id for n in ast.walk(tree) if isinstance(n, ast.Name)} | set(dir(builtins))
-    for fn in [n for n in ast.walk(tree) if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))]:
-        params = {a.arg for a in ast.walk(fn.args) if isinstance(a, ast.arg)}
-        stored = sorted({n.id for n in ast.walk(fn) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store)}
-                        - params)
-        mapping = {}
-        for name in stored:
-            if rng.random() < 0.5:
-                options = [r for r in _RENAMES if r not in taken]
-                if options:
-                    mapping[name] = rng.choice(options)
-                    taken.add(mapping[name])
-        for n in ast.walk(fn):
-            if isinstance(n, ast.Name) and n.id in mapping:
-                n.id = mapping[n.id]
+    """Randomly rename local variables of functions and comprehensions, respecting Python's scopes.
+
+    A name is renamed in the scope that binds it, only when it is bound there by plain assignment alone and no
+    nested scope rebinds or declares it; then every use in that scope and in nested scopes (where it is a free
+    variable) refers to that one binding, and all of them are renamed. Parameters, globals, builtins and names
+    bound by def/class/import/except/match/walrus are kept. New names appear nowhere else in the module.
+    """
+    root = _scopes(tree)
+    taken = set(dir(builtins)) | {n.id for n in ast.walk(tree) if isinstance(n, ast.Name)} | {
+        a.arg for a in ast.walk(tree) if isinstance(a, ast.arg)} | {
+        getattr(n, "name", None) for n in ast.walk(tree)} | {
+        (a.asname or a.name).split(".")[0] for a in ast.walk(tree) if isinstance(a, ast.alias)}
+    for scope in _walk(root):
+        if scope is root or isinstance(scope.node, ast.ClassDef):
+            continue  # module and class attributes are visible from outside: never renamed
+        below = scope.binds_below()
+        for name in sorted(scope.stored - scope.other - below):
+            options = [r for r in _RENAMES if r not in taken]
+            if rng.random() >= 0.5 or not options:
+                continue
+            new = rng.choice(options)
+            taken.add(new)
+            for inner in _walk(scope):
+                for node in inner.names:
+                    if node.id == name:
+                        node.id = new
 
 
 def render(tree: ast.AST, rng: random.Random) -> str:
