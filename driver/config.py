@@ -71,7 +71,10 @@ class DataConfig:
                                         "'humaneval', or 'file' (JSONL/Parquet at `path`).")
     path: str = _f("", "Input file for source=file (.jsonl or .parquet); columns documented in the README.")
     reasoning_gym_tasks: list = _f(["basic_arithmetic"], "reasoning-gym generator names (source=reasoning_gym).")
-    num_problems: int = _f(600, "Problems to generate or read (before filtering).")
+    num_problems: int = _f(600, "Problems to generate (procedural_math, reasoning_gym) or take from HumanEval "
+                                "(before filtering); a user file (source=file) is read whole: see max_rows.")
+    max_rows: int = _f(0, "source=file: use at most this many valid rows (0: every row); the rows left out "
+                          "are counted in the manifest and reported.")
     candidates_per_problem: int = _f(8, "K: candidate solutions sampled per problem.")
     candidate_error_rate: float = _f(0.6, "Procedural generator: probability that a candidate is wrong.")
     hedge_wrong_rate: float = _f(0.0, "Procedural generator: probability that a wrong candidate hedges its "
@@ -81,7 +84,8 @@ class DataConfig:
     max_candidates: int = _f(8, "Most candidates in one selection prompt (paper: 16).")
     prompts_per_problem: int = _f(4, "Selection prompts drawn per kept problem (paper: up to 4).")
     max_correct_fraction: float = _f(0.5, "Keep problems with at most this fraction of correct candidates.")
-    max_prompt_tokens: int = _f(2048, "Drop (and count) prompts longer than this many tokens.")
+    max_prompt_tokens: int = _f(2048, "Drop (and count) prompts longer than this many tokens; with the "
+                                      "response it must fit the model's context (checked before building).")
     max_candidate_chars: int = _f(4000, "Candidates longer than this are dropped from a prompt (counted).")
     heldout_fraction: float = _f(0.2, "Fraction of problems (never prompts) held out for evaluation.")
     bad_rows: str = _f("skip", "Malformed input rows: 'skip' (reported and counted) or 'error' (stop).")
@@ -245,6 +249,13 @@ def _check(cfg: TrainConfig) -> None:
         ("data.hedge_wrong_rate", 0 <= d.hedge_wrong_rate <= 1, "must be in [0, 1]"),
         ("data.hedge_correct_rate", 0 <= d.hedge_correct_rate <= 1, "must be in [0, 1]"),
         ("data.path", d.source != "file" or bool(d.path), "is required when data.source=file"),
+        ("data.max_rows", d.max_rows >= 0, "must be >= 0 (0: every row of the file)"),
+        ("data.max_prompt_tokens", d.max_prompt_tokens >= 1, "must be >= 1"),
+        ("data.max_prompt_tokens", cfg.model.name != "tiny"
+         or d.max_prompt_tokens + r.max_response_tokens <= cfg.model.tiny.max_position_embeddings,
+         f"plus rollout.max_response_tokens={r.max_response_tokens} exceeds the model's context "
+         f"(model.tiny.max_position_embeddings={cfg.model.tiny.max_position_embeddings}): prompts that long "
+         f"could not be read"),
         ("rollout.samples_per_prompt", r.samples_per_prompt >= 2, "must be >= 2 (group advantages)"),
         ("rollout.max_response_tokens", r.max_response_tokens > a.overlong_buffer_len,
          "must exceed algorithm.overlong_buffer_len"),

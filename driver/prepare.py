@@ -38,6 +38,17 @@ class ModelTokenizerProvider:
         self.key = registry.tokenizer_key(model_cfg)
         self.model_dir: Optional[Path] = None
 
+    def context_length(self) -> Optional[int]:
+        """Positions the model reads: the tiny model's configured length, else the folder's config.json
+        (`max_position_embeddings`); None when it does not say."""
+        if self.model_cfg.name == "tiny":
+            return self.model_cfg.tiny.max_position_embeddings
+        import json
+
+        config = json.loads((registry.resolve_model(self.model_cfg) / "config.json").read_text())
+        config = config.get("text_config", config)
+        return config.get("max_position_embeddings")
+
     def load(self, corpus: list):
         from transformers import AutoTokenizer
 

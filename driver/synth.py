@@ -1,8 +1,11 @@
-"""python -m driver.synth [CONFIG] [key=value ...] [--with-model]: build (or reuse) the selection dataset.
+"""python -m driver.synth [CONFIG] [key=value ...] [--with-model] [--report]: build (or reuse) the dataset.
 
 Reads the config like `driver.train` (`driver.config.load_config`; only `data` and `model` are used),
-prepares the versioned dataset (`driver.prepare.prepare`) and prints its statistics from the manifest. With
-`--with-model` it also resolves the model and runs the warm-start, and prints its held-out results.
+prepares the versioned dataset (`driver.prepare.prepare`) and prints its statistics from the manifest: every
+input row and every candidate accounted for, and the labels per verifier. `--report` adds examples of each
+verdict (correct / wrong / timeout / error) so labels can be audited before training. With `--with-model` it
+also resolves the model and runs the warm-start, and prints its held-out results. A bad config or bad data
+(`data.bad_rows=error`, a missing file, a budget the model cannot read) ends with one `error: ...` line.
 """
 from __future__ import annotations
 
@@ -19,19 +22,31 @@ def _pct(x) -> str:
     return f"{100 * x:.1f}%"
 
 
-def format_manifest(manifest: dict) -> str:
-    """The dataset statistics as a readable table."""
+# (section, [(count key, what it means)]); the sums that hold are listed in driver.data.pipeline._manifest
+_STAGES = [
+    ("input rows", [("rows_read", ""), ("bad_rows", "malformed, listed below"),
+                    ("rows_over_cap", "left out by data.max_rows"), ("problems_read", "")]),
+    ("candidates", [("candidates_read", ""), ("candidates_correct", "labels"), ("candidates_wrong", "labels"),
+                    ("candidates_unverified", "verifier timeout or error: left out"),
+                    ("candidates_too_long", "over data.max_candidate_chars")]),
+    ("problems", [("problems_no_correct", ""), ("problems_too_many_correct", ""),
+                  ("problems_too_few_candidates", ""), ("problems_kept", "")]),
+    ("prompts", [("prompts_built", ""), ("prompts_too_long_chars", ""), ("prompts_over_token_budget", ""),
+                 ("prompts_kept", ""), ("problems_without_prompts", "kept, but no prompt could be drawn"),
+                 ("problems_over_token_budget", "every prompt over the budget, listed below")]),
+]
+
+
+def format_manifest(manifest: dict, report: bool = False) -> str:
+    """The dataset statistics as a readable table: every input row and candidate accounted for, the labels
+    per verifier, the split. `report` adds examples of each verdict (audit the labels before training)."""
     c, tr, he = manifest["counts"], manifest["train"], manifest["heldout"]
     lines = [f"dataset {manifest['name']}-{manifest['hash']}  (source={manifest['config']['source']}, "
-             f"seed={manifest['seed']}, schema v{manifest['schema_version']}, created {manifest['created']})",
-             "", "  filter stage                               count"]
-    for key in ("problems_read", "bad_rows", "candidates_labeled", "candidates_too_long", "problems_no_correct",
-                "problems_too_many_correct", "problems_too_few_candidates", "problems_kept", "prompts_built",
-                "prompts_too_long_chars", "prompts_over_token_budget", "prompts_kept"):
-        lines.append(f"  {key:<34} {c.get(key, 0):>10}")
-    lab = manifest.get("labeling", {})
-    if lab.get("errors"):
-        lines.append(f"  {'verifier errors (timeouts)':<34} {lab['errors']:>7} ({lab.get('timeouts', 0)})")
+             f"seed={manifest['seed']}, schema v{manifest['schema_version']}, created {manifest['created']})"]
+    for section, keys in _STAGES:
+        lines += ["", f"  {section:<34} {'count':>10}"]
+        lines += [f"  {key:<34} {c.get(key, 0):>10}" + (f"  ({note})" if note else "") for key, note in keys]
+    lines += ["", format_labels(manifest.get("labeling", {}), examples=report)]
     lines += ["", _row("split", "train", "held-out"),
               _row("problems", tr["problems"], he["problems"]),
               _row("prompts", tr["prompts"], he["prompts"]),
@@ -46,8 +61,26 @@ def format_manifest(manifest: dict) -> str:
     tok = manifest["prompt_tokens"]
     lines.append(f"  prompt tokens: mean {tok['mean']:.0f}, max {tok['max']} "
                  f"(budget {manifest['config']['max_prompt_tokens']}, tokenizer {manifest['tokenizer']['key']})")
+    for key, title in (("problems_over_token_budget", "problems that lost every prompt to the token budget"),
+                       ("problems_without_prompts", "kept problems without any prompt")):
+        if manifest.get(key):
+            shown = manifest[key][:20]
+            lines += ["", f"  {title}:", "    " + ", ".join(shown)
+                      + (f", ... ({len(manifest[key]) - len(shown)} more)" if len(manifest[key]) > len(shown) else "")]
     if manifest.get("bad_rows", {}).get("examples"):
         lines += ["", "  bad rows (first ones):"] + [f"    {e}" for e in manifest["bad_rows"]["examples"][:10]]
+    return "\n".join(lines)
+
+
+def format_labels(labeling: dict, examples: bool = False) -> str:
+    """Verdicts per verifier (correct / wrong / timeout / error), with a few examples of each when asked."""
+    statuses = ("correct", "wrong", "timeout", "error")
+    lines = [f"  {'labels by verifier':<22}" + "".join(f"{s:>10}" for s in statuses)]
+    for name, tally in labeling.get("verifiers", {}).items():
+        lines.append(f"  {name:<22}" + "".join(f"{tally.get(s, 0):>10}" for s in statuses))
+        for status in statuses if examples else ():
+            for example in tally.get("examples", {}).get(status, []):
+                lines.append(f"    {status:<8} {example}")
     return "\n".join(lines)
 
 
@@ -67,20 +100,23 @@ def main(argv=None) -> int:
     parser.add_argument("overrides", nargs="*", help="key=value overrides (e.g. data.num_problems=200)")
     parser.add_argument("--with-model", action="store_true", help="also resolve the model and warm-start it")
     parser.add_argument("--quiet", action="store_true", help="no progress output")
+    parser.add_argument("--report", action="store_true",
+                        help="labelling report: examples of correct / wrong / timeout / error verdicts per verifier")
     args = parser.parse_args(argv)
     if args.config and "=" in args.config:  # only overrides were given
         args.overrides.insert(0, args.config)
         args.config = "default"
     from driver.config import ConfigError, load_config
+    from driver.data.problem import DataError
     from driver.prepare import prepare
 
     try:
         cfg = load_config(args.config, args.overrides)
-    except ConfigError as e:
+        prepared = prepare(cfg.data, cfg.model, with_model=args.with_model, progress=not args.quiet)
+    except (ConfigError, DataError) as e:  # the user's config or data: one line, no traceback
         print(f"error: {e}", file=sys.stderr)
         return 2
-    prepared = prepare(cfg.data, cfg.model, with_model=args.with_model, progress=not args.quiet)
-    print(format_manifest(prepared.manifest))
+    print(format_manifest(prepared.manifest, report=args.report))
     print(f"\ndataset folder: {prepared.dataset_dir}\nmodel folder:   {prepared.model_dir}")
     if prepared.warm_start_stats:
         print(format_warm_start(prepared.warm_start_stats))

@@ -10,9 +10,10 @@ Columns (README, "Data"):
   presence of `tests`).
 
 A malformed row (not JSON, not an object, a missing or mistyped column, a wrong-length list, a duplicate id)
-is reported as `path:line: reason` (Parquet: the 1-based row number) and then skipped (`bad_rows="skip"`)
-or raised as `BadRowError` (`bad_rows="error"`). It is never dropped silently: skipped rows are counted
-and listed in the manifest.
+is reported as `path:line: reason` (Parquet: the 1-based row number; JSON errors also name the column) and
+then skipped (`bad_rows="skip"`) or raised as `BadRowError` (`bad_rows="error"`; `python -m driver.synth`
+prints it as one `error: path:line: reason` line). It is never dropped silently: skipped rows are counted and
+listed in the manifest.
 """
 from __future__ import annotations
 
@@ -21,14 +22,18 @@ import logging
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from driver.data.problem import RawProblem
+from driver.data.problem import DataError, RawProblem
 from driver.data.verify import extract_answer
 
 log = logging.getLogger(__name__)
 
 
-class BadRowError(ValueError):
+class BadRowError(DataError):
     """A malformed input row under bad_rows='error'; the message is `path:line: reason`."""
+
+
+class MissingDataFile(DataError, FileNotFoundError):
+    """`data.path` names no file."""
 
 
 @dataclass
@@ -102,14 +107,17 @@ def row_to_problem(row, where: str) -> RawProblem:
 
 
 def _jsonl_rows(path: Path):
-    with path.open("r", encoding="utf-8") as f:
+    """(line number, row, error) per non-empty line. The line ending is cut before decoding: json would
+    otherwise report an error at the end of a line as column 1 of the next line. A UTF-8 BOM is accepted."""
+    with path.open("r", encoding="utf-8-sig") as f:
         for lineno, line in enumerate(f, start=1):
+            line = line.rstrip("\r\n")
             if not line.strip():
                 continue
             try:
                 yield lineno, json.loads(line), None
             except json.JSONDecodeError as e:
-                yield lineno, None, f"not valid JSON ({e.msg} at column {e.colno})"
+                yield lineno, None, f"not valid JSON: {e.msg} at column {e.colno}"
 
 
 def _parquet_rows(path: Path):
@@ -136,9 +144,9 @@ def read_problem_file(path, bad_rows: str = "skip", report: BadRows | None = Non
         raise ValueError(f"bad_rows must be 'skip' or 'error', got {bad_rows!r}")
     reader = READERS.get(path.suffix.lower())
     if reader is None:
-        raise ValueError(f"{path}: unsupported file type {path.suffix!r}; expected one of {sorted(READERS)}")
+        raise DataError(f"{path}: unsupported file type {path.suffix!r}; expected one of {sorted(READERS)}")
     if not path.exists():
-        raise FileNotFoundError(f"data file {path} does not exist")
+        raise MissingDataFile(f"data file {path} does not exist")
     report = report if report is not None else BadRows()
     problems, seen = [], set()
     for lineno, row, error in reader(path):

@@ -17,14 +17,25 @@ from typing import Callable, Optional, Protocol
 from driver.algo.genselect import render_judgment
 from driver.data import builder, dataset, sources
 from driver.data.labeling import label_problems
+from driver.data.problem import DataError
 
 
 class TokenizerProvider(Protocol):
     """Where the budget's tokenizer comes from. `key` identifies it (it goes into the dataset hash);
-    `load(corpus)` returns (tokenizer, description dict); `corpus` is the train prompts' text."""
+    `load(corpus)` returns (tokenizer, description dict); `corpus` is the train prompts' text. An optional
+    `context_length()` gives the positions the model reads (None: unknown); a budget above it is refused."""
     key: str
 
     def load(self, corpus: list): ...
+
+
+def check_budget(cfg, provider) -> None:
+    """Refuse a token budget the model cannot read, before anything is built (DataError, one line)."""
+    context = getattr(provider, "context_length", None)
+    positions = context() if callable(context) else None
+    if positions and cfg.max_prompt_tokens > positions:
+        raise DataError(f"data.max_prompt_tokens={cfg.max_prompt_tokens} exceeds the model's context of "
+                        f"{positions} positions: prompts that long could not be read; lower the budget")
 
 
 @dataclass
@@ -51,6 +62,7 @@ def build_dataset(cfg, provider: TokenizerProvider, format_fn: Optional[Callable
                   progress: bool = True) -> BuildResult:
     """Build (or reuse) the dataset of DataConfig `cfg`; prompts are counted as `format_fn(tokenizer, text)`
     (the chat formatting the model will see; default: the text itself)."""
+    check_budget(cfg, provider)
     versions = sources.source_versions(cfg)
     key = dataset.dataset_key(cfg, versions, provider.key)
     path = dataset.dataset_dir(cfg, key)
@@ -60,7 +72,8 @@ def build_dataset(cfg, provider: TokenizerProvider, format_fn: Optional[Callable
     t0 = time.time()
     _say(progress, f"reading problems from source {cfg.source!r}")
     src = sources.load_problems(cfg)
-    _say(progress, f"{len(src.problems)} problems ({src.bad_rows.count} bad rows); labeling candidates")
+    _say(progress, f"{src.rows_read} rows: {len(src.problems)} problems, {src.bad_rows.count} bad rows, "
+                   f"{src.rows_over_cap} over data.max_rows; labeling candidates")
     labeled, label_stats = label_problems(src.problems, sandbox_cfg=sandbox_cfg)
     stats = builder.BuildStats()
     kept = builder.filter_problems(labeled, cfg.max_correct_fraction, cfg.min_candidates,
@@ -77,17 +90,30 @@ def build_dataset(cfg, provider: TokenizerProvider, format_fn: Optional[Callable
         return len(tokenizer(fmt(tokenizer, text), add_special_tokens=False)["input_ids"])
 
     lengths: dict = {}
+    drawn = {t.problem_id for t in train + held}
     train = builder.apply_budget(train, lambda s: lengths.setdefault(s, count(s)), cfg.max_prompt_tokens, stats)
     held = builder.apply_budget(held, lambda s: lengths.setdefault(s, count(s)), cfg.max_prompt_tokens, stats)
+    fates = {"without_prompts": sorted({p.id for p in kept} - drawn),
+             "over_token_budget": sorted(drawn - {t.problem_id for t in train + held})}
+    if fates["over_token_budget"]:
+        _say(progress, f"{len(fates['over_token_budget'])} problems lost every prompt to the token budget "
+                       f"(data.max_prompt_tokens={cfg.max_prompt_tokens}): {_ids(fates['over_token_budget'])}")
     manifest = _manifest(cfg, key, versions, provider.key, tok_info, src, label_stats, stats, train, held,
-                         train_p, held_p, [lengths[t.prompt] for t in train + held], time.time() - t0)
+                         train_p, held_p, [lengths[t.prompt] for t in train + held], time.time() - t0, fates)
     dataset.write_dataset(path, train, held, manifest, corpus)
     _say(progress, f"wrote {path} ({len(train)} train / {len(held)} held-out prompts) in {time.time() - t0:.1f}s")
     return BuildResult(path, manifest, False)
 
 
+def _ids(ids: list, n: int = 10) -> str:
+    return ", ".join(ids[:n]) + (f", ... ({len(ids) - n} more)" if len(ids) > n else "")
+
+
 def _manifest(cfg, key, versions, tok_key, tok_info, src, label_stats, stats, train, held, train_p, held_p,
-              token_lengths, seconds) -> dict:
+              token_lengths, seconds, fates) -> dict:
+    """The dataset's record. Its counts account for every row and candidate: rows_read = problems_read +
+    bad_rows + rows_over_cap; candidates_read = correct + wrong + unverified; problems_read = the four
+    filter outcomes; problems_kept = problems with prompts + without prompts + over the token budget."""
     hs, ts = builder.summarize(held), builder.summarize(train)
     return {
         "schema_version": dataset.SCHEMA_VERSION,
@@ -100,18 +126,28 @@ def _manifest(cfg, key, versions, tok_key, tok_info, src, label_stats, stats, tr
         "source_versions": versions,
         "tokenizer": {"key": tok_key, **tok_info},
         "counts": {
-            "problems_read": len(src.problems),
+            "rows_read": src.rows_read,
             "bad_rows": src.bad_rows.count,
+            "rows_over_cap": src.rows_over_cap,
+            "problems_read": len(src.problems),
+            "candidates_read": sum(len(p.candidates) for p in src.problems),
             "candidates_labeled": label_stats.checked,
+            "candidates_correct": label_stats.count("correct"),
+            "candidates_wrong": label_stats.count("wrong"),
+            "candidates_unverified": label_stats.timeouts + label_stats.errors,
             **stats.to_dict(),
             "train_problems": len(train_p),
             "heldout_problems": len(held_p),
+            "problems_without_prompts": len(fates["without_prompts"]),
+            "problems_over_token_budget": len(fates["over_token_budget"]),
             "train_prompts": len(train),
             "heldout_prompts": len(held),
         },
         "bad_rows": src.bad_rows.to_dict(),
         "labeling": label_stats.to_dict(),
         "dropped_for_budget": stats.prompts_over_token_budget,
+        "problems_without_prompts": fates["without_prompts"],
+        "problems_over_token_budget": fates["over_token_budget"],
         "prompt_tokens": {"mean": sum(token_lengths) / max(1, len(token_lengths)),
                           "max": max(token_lengths, default=0)},
         "train": vars(ts),

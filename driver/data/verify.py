@@ -37,18 +37,24 @@ def verify_math_answer(candidate: str, reference: str) -> bool:
 
 @dataclass
 class Tally:
-    """Verdicts of one verifier: counts of correct / wrong / timeout / error and a few examples of each."""
+    """Verdicts of one verifier: counts of correct / wrong / timeout / error and a few examples of each.
+
+    Examples worth auditing come first: a verdict on two plain integers or identical strings (`plain`) is
+    shown only when there are not enough others."""
     counts: Counter = field(default_factory=Counter)
     examples: dict = field(default_factory=dict)
+    plain: dict = field(default_factory=dict)
+    keep: int = 3
 
-    def add(self, status: str, example: str, keep: int = 3) -> None:
+    def add(self, status: str, example: str, plain: bool = False) -> None:
         self.counts[status] += 1
-        shown = self.examples.setdefault(status, [])
-        if len(shown) < keep:
+        shown = (self.plain if plain else self.examples).setdefault(status, [])
+        if len(shown) < self.keep:
             shown.append(example)
 
     def to_dict(self) -> dict:
-        return {**{s: self.counts[s] for s in STATUSES}, "examples": {s: self.examples.get(s, []) for s in STATUSES}}
+        shown = {s: (self.examples.get(s, []) + self.plain.get(s, []))[:self.keep] for s in STATUSES}
+        return {**{s: self.counts[s] for s in STATUSES}, "examples": shown}
 
 
 @dataclass
@@ -58,8 +64,8 @@ class LabelStats:
     unique_pairs: int = 0
     verifiers: dict = field(default_factory=dict)
 
-    def record(self, verifier: str, status: str, example: str) -> None:
-        self.verifiers.setdefault(verifier, Tally()).add(status, example)
+    def record(self, verifier: str, status: str, example: str, plain: bool = False) -> None:
+        self.verifiers.setdefault(verifier, Tally()).add(status, example, plain)
 
     def count(self, status: str) -> int:
         return sum(t.counts[status] for t in self.verifiers.values())
@@ -113,7 +119,8 @@ def label_math(pairs: list, processes: int = 2, timeout_s: float = 10.0, stats: 
         status = _status(v, v.score == 1.0)
         name = names[i] if names else f"pair {i}"
         stats.record(MATH, status, f"{name}: {_short(pair[0])!r} vs {_short(pair[1])!r}"
-                                   + (f" ({_short(v.detail, 80)})" if v.detail else ""))
+                                   + (f" ({_short(v.detail, 80)})" if v.detail else ""),
+                     plain=v.detail in ("integers", "identical strings"))
         labels.append(None if status in (TIMEOUT, ERROR) else float(v.score == 1.0))
     return labels
 

@@ -86,3 +86,14 @@ def test_unsupported_or_missing_file(tmp_path):
         read_problem_file(tmp_path / "p.csv")
     with pytest.raises(FileNotFoundError):
         read_problem_file(tmp_path / "missing.jsonl")
+
+
+def test_json_error_points_at_the_right_line_and_column(tmp_path):
+    """A truncated line: the error is at its end (column len+1 of that line), not column 1 of the next."""
+    truncated = '{"id": "m2", "problem": '
+    path = _write_jsonl(tmp_path / "p.jsonl", [GOOD_MATH, truncated, GOOD_CODE])
+    with pytest.raises(BadRowError) as err:
+        read_problem_file(path, "error")
+    message = str(err.value)
+    assert message.startswith(f"{path}:2: ") and f"column {len(truncated) + 1}" in message
+    assert "\n" not in message

@@ -141,3 +141,72 @@ def test_humaneval_dataset_labels_candidates_by_running_tests(tmp_path):
     data = ds.load_dataset(res.path)
     for t in data.train + data.heldout:
         assert t.domain == "code" and t.entry_point and any(t.correct) and not all(t.correct)
+
+
+class ContextProvider(FakeProvider):
+    """A provider whose model reads at most `positions` tokens."""
+    key = "words-ctx"
+
+    def __init__(self, positions):
+        super().__init__()
+        self.positions = positions
+
+    def context_length(self):
+        return self.positions
+
+
+def test_a_budget_above_the_models_context_is_refused_before_building(tmp_path):
+    """Issue #12, failure 4: a token budget the model cannot read was accepted."""
+    from driver.config import ConfigError, load_config
+
+    with pytest.raises(ConfigError, match=r"data\.max_prompt_tokens=16384.*4096"):
+        load_config("default", ["data.max_prompt_tokens=16384"])
+    provider = ContextProvider(100)
+    with pytest.raises(ValueError, match=r"data\.max_prompt_tokens=120 .*100"):
+        build_dataset(cfg_for(tmp_path, max_prompt_tokens=120), provider, progress=False)
+    assert provider.calls == 0 and not (tmp_path / "datasets").exists()
+
+
+def test_problems_that_lose_every_prompt_to_the_budget_are_listed(built):
+    """Issue #12, failure 5: such problems vanished from the split table without a word."""
+    cfg, res = built
+    m = res.manifest
+    c = m["counts"]
+    lost = m["problems_over_token_budget"]
+    assert c["problems_over_token_budget"] == len(lost) > 0
+    data = ds.load_dataset(res.path)
+    with_prompts = {t.problem_id for t in data.train + data.heldout}
+    assert not set(lost) & with_prompts
+    assert len(with_prompts) + len(lost) == c["problems_kept"]
+    assert m["train"]["problems"] + m["heldout"]["problems"] + len(lost) == c["problems_kept"]
+
+
+def test_the_statistics_account_for_every_row_and_every_candidate(tmp_path):
+    """What `driver.synth` prints adds up: rows, candidates (labels per verifier), problems, prompts."""
+    from driver.synth import format_manifest
+
+    rows = [{"id": f"m{i}", "problem": f"{i}+1?", "answer": str(i + 1),
+             "candidates": [f"Answer: {i + 1}", f"Answer: {i}", f"Answer: {i + 2}", f"Answer: {i}"]}
+            for i in range(12)]
+    rows[3]["candidates"] = ["The answer is 4.", "2^(m+1)", "No idea.", "Answer: 5"]  # prose, formula, none
+    lines = [json.dumps(r) for r in rows]
+    lines.insert(5, '{"id": "broken", ')
+    path = tmp_path / "mine.jsonl"
+    path.write_text("\n".join(lines) + "\n")
+    res = build_dataset(cfg_for(tmp_path, source="file", path=str(path), max_rows=10, max_prompt_tokens=60),
+                        FakeProvider(), progress=False)
+    m, c = res.manifest, res.manifest["counts"]
+    assert (c["rows_read"], c["bad_rows"], c["rows_over_cap"], c["problems_read"]) == (13, 1, 2, 10)
+    assert c["candidates_read"] == 40 == c["candidates_correct"] + c["candidates_wrong"] + c["candidates_unverified"]
+    assert m["labeling"]["verifiers"]["math-verify"]["correct"] == c["candidates_correct"]
+    assert c["problems_read"] == (c["problems_kept"] + c["problems_no_correct"] + c["problems_too_many_correct"]
+                                  + c["problems_too_few_candidates"])
+    with_prompts = m["train"]["problems"] + m["heldout"]["problems"]
+    assert c["problems_kept"] == with_prompts + c["problems_without_prompts"] + c["problems_over_token_budget"]
+    assert c["prompts_built"] == c["prompts_kept"] + c["prompts_over_token_budget"]
+    text = format_manifest(m, report=True)
+    for key in ("rows_read", "rows_over_cap", "candidates_unverified", "problems_over_token_budget"):
+        assert f"  {key:<34} {c[key]:>10}" in text
+    assert "labels by verifier" in text and "m3#0: 'The answer is 4.' vs '4'" in text
+    for problem_id in m["problems_over_token_budget"][:20]:
+        assert problem_id in text

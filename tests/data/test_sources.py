@@ -1,5 +1,6 @@
 """Problem sources: procedural, reasoning-gym (offline, seeded), HumanEval (package file), and the registry."""
 import ast
+import json
 import random
 
 import pytest
@@ -72,3 +73,49 @@ def test_source_versions_name_packages_and_file_identity(tmp_path):
     v1 = sources.source_versions(DataConfig(source="file", path=str(f)))
     f.write_text("{}\n{}\n")
     assert sources.source_versions(DataConfig(source="file", path=str(f)))["file"] != v1["file"]
+
+
+def _user_file(tmp_path, n):
+    rows = [{"id": f"m{i}", "problem": f"{i}+1?", "answer": str(i + 1), "candidates": [f"Answer: {i + 1}", "Answer: 0"]}
+            for i in range(n)]
+    path = tmp_path / "mine.jsonl"
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    return path
+
+
+def test_a_user_file_is_read_whole_whatever_num_problems_says(tmp_path):
+    """Issue #12, failure 3: `data.num_problems` (600 by default) silently truncated user files."""
+    cfg = DataConfig(source="file", path=str(_user_file(tmp_path, 20)), num_problems=10)
+    assert len(sources.load_problems(cfg).problems) == 20
+
+
+def test_a_row_cap_on_a_user_file_says_how_many_rows_it_left_out(tmp_path, caplog):
+    cfg = DataConfig(source="file", path=str(_user_file(tmp_path, 20)), max_rows=10)
+    with caplog.at_level("WARNING"):
+        res = sources.load_problems(cfg)
+    assert [p.id for p in res.problems] == [f"m{i}" for i in range(10)]
+    assert res.rows_read == 20 and res.rows_over_cap == 10
+    assert any("10 of 20" in r.getMessage() and "data.max_rows" in r.getMessage() for r in caplog.records)
+
+
+def _passes_its_tests(task: dict, program: str) -> bool:
+    """Run a rendering of a (trusted) HumanEval canonical solution against the task's tests, in-process."""
+    namespace: dict = {}
+    try:
+        exec(compile(program, "<candidate>", "exec"), namespace)  # noqa: S102 -- the package's own reference code
+        exec(compile(task["test"], "<tests>", "exec"), namespace)  # noqa: S102
+        namespace["check"](namespace[task["entry_point"]])
+    except Exception:  # noqa: BLE001 -- any failure means the rendering broke the code
+        return False
+    return True
+
+
+@pytest.mark.parametrize("task_id", ["HumanEval/19", "HumanEval/108", "HumanEval/145"])
+def test_renaming_locals_never_breaks_nested_scopes_that_rebind_a_name(task_id):
+    """Issue #12, failure 7: the renamer renamed a name inside lambdas and nested functions that rebind it."""
+    from driver.data.mutations import render
+
+    task = next(t for t in sources.read_humaneval() if t["task_id"] == task_id)
+    tree = ast.parse(task["prompt"] + task["canonical_solution"])
+    broken = [seed for seed in range(40) if not _passes_its_tests(task, render(tree, random.Random(seed)))]
+    assert broken == []

@@ -22,3 +22,15 @@ def test_synth_prints_the_manifest_table_and_reuses_the_dataset(tmp_path, capsys
 def test_synth_rejects_a_bad_override(capsys):
     assert synth.main(["data.bad_rows=maybe", "--quiet"]) == 2
     assert "data.bad_rows" in capsys.readouterr().err
+
+
+def test_a_bad_row_under_bad_rows_error_is_one_clean_error_line(tmp_path, capsys):
+    """Issue #12, failure 6: `data.bad_rows=error` ended in a 25-line traceback."""
+    good = {"id": "m1", "problem": "1+1?", "answer": "2", "candidates": ["Answer: 2", "Answer: 3"]}
+    path = tmp_path / "mine.jsonl"
+    path.write_text(json.dumps(good) + "\n" + json.dumps({**good, "id": "m2"}) + "\n" + '{"id": "m3", "problem": 7}\n')
+    args = ["default", "data.source=file", f"data.path={path}", "data.bad_rows=error", f"data.out_dir={tmp_path}/ds",
+            f"model.cache_dir={tmp_path}/m", "--quiet"]
+    assert synth.main(args) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and err[0].startswith(f"error: {path}:3: ") and "'problem'" in err[0]
