@@ -42,7 +42,7 @@ _MATH_WORDS = {"sqrt", "pi", "inf", "infty", "infinity", "and", "or", "sin", "co
 _FORMULA_CHARS = re.compile(r"[^0-9A-Za-z\s+\-*/^_=<>()\[\]{},.!%|':;\\≤≥√π∞×÷−·]")
 _UNICODE = {"≤": "\\le ", "≥": "\\ge ", "√": "\\sqrt", "π": "\\pi ", "∞": "\\infty ", "×": "\\times ",
             "÷": "\\div ", "−": "-", "·": "\\cdot "}
-_CUE_RE = re.compile(r"(?i)(?:final answer|answer)\s*(?:is|:|=)?|\b(?:is|are|equals?|equal to|be|gives|get)\b|=|:")
+_CUE_RE = re.compile(r"(?i)(?:final answer|answer)\s*(?:is|:|=)?|\b(?:is|are|equals?|equal to|be|gives|get)\b|=")
 _ANSWER_CUE_RE = re.compile(r"(?i)(?:final answer|answer)\s*(?:is|:|=)")
 _SENTENCE_END = re.compile(r"(?<=[.!?])\s+(?=[A-Z(\\$])")
 _TEXT_CMD = re.compile(r"\\(?:text|textbf|textit|mathrm|mathbf|mbox|operatorname)\s*\{([^{}]*)\}")

@@ -120,6 +120,7 @@ CASES = [
     ("I got 7 apples", "7", True),
     ("Therefore the answer is 2^{10} = 1024.", "1024", True),
     ("The sum is 12 when n = 3.", "12", False),  # the sentence ends on another value: read as 3
+    ("The ratio is 3:4.", "3:4", True),
     # --- more LaTeX, fractions, decimals, constants [MATH], [mathverify]
     ("\\frac{10}{4}", "2.5", True),
     ("5/10", "1/2", True),
