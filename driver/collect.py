@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 
 from driver.algo.dapo import is_stale
 from driver.batching import dynamic_sampling
+from driver.curriculum import mean_gain
 
 log = logging.getLogger("genselect.collect")
 
@@ -131,6 +132,9 @@ class RolloutCollector:
         kept = kept[:need]
         scored = [r.reward for gs in waited for g in gs for r in g.rollouts]
         stats["reward/all_groups_mean"] = sum(scored) / len(scored) if scored else 0.0  # before filtering
+        gain = mean_gain([g for gs in waited for g in gs], self.stream.cap)
+        if gain is not None:
+            stats["curriculum/gain"] = gain
         stats.update({"collect/rounds": rounds, "collect/wait_s": time.time() - started,
                       "staleness/dropped_groups": len(stale), "batch/underfilled": int(len(kept) < need),
                       # one call's requests run concurrently: its generation time is its slowest group's

@@ -186,6 +186,18 @@ class ClusterConfig:
 
 
 @dataclass
+class CurriculumConfig:
+    """A curriculum over the number of candidates per prompt, driven by the training reward
+    (driver/curriculum.py): train on 2 candidates first, admit one more each time the policy samples
+    `advance_gain` better than random@N at the newest size, averaged over `window` steps."""
+    enabled: bool = _f(False, "Train on a growing number of candidates (off: every training prompt from step 1).")
+    start_candidates: int = _f(2, "Most candidates per prompt in the first stage.")
+    advance_gain: float = _f(0.15, "Admit the next size when mean (sampled reward - random@N) at the current "
+                                   "largest size reaches this, over `window` steps.")
+    window: int = _f(5, "Steps the gain is averaged over.")
+
+
+@dataclass
 class TrainConfig:
     """The main job: asynchronous DAPO training of a GenSelect selector."""
     run_dir: str = _f("runs/default", "Output folder: checkpoints, metrics, curves, summary, export.")
@@ -196,6 +208,9 @@ class TrainConfig:
                                "0 = strictly synchronous on-policy.")
     eval_every: int = _f(10, "Evaluate on the held-out set every this many steps (0: start and end only).")
     eval_prompts: int = _f(200, "Held-out prompts per evaluation (0: all).")
+    eval_samples: int = _f(4, "Temperature-1 responses per held-out prompt for the sampled accuracy (0: off).")
+    eval_without_cue: bool = _f(True, "With a hedge cue in the data: also evaluate (at the start and the end) on "
+                                      "held-out prompts built without it, from unseen problems.")
     checkpoint_every: int = _f(10, "Write an atomic checkpoint every this many steps.")
     keep_checkpoints: int = _f(2, "Checkpoints kept on disk.")
     resume: str = _f("auto", "'auto' (continue the run in run_dir if any), 'never', or a checkpoint path.")
@@ -208,6 +223,7 @@ class TrainConfig:
     algorithm: AlgorithmConfig = _f(AlgorithmConfig(), "RL objective.")
     weight_sync: WeightSyncConfig = _f(WeightSyncConfig(), "Weight sync.")
     cluster: ClusterConfig = _f(ClusterConfig(), "Ray cluster and placement.")
+    curriculum: CurriculumConfig = _f(CurriculumConfig(), "Candidate-count curriculum.")
 
 
 class ConfigError(ValueError):
@@ -274,6 +290,9 @@ def _check(cfg: TrainConfig) -> None:
          "needs binary rewards: set algorithm.overlong_filtering=true or overlong_penalty_factor=0"),
         ("algorithm.max_num_gen_batches", a.max_num_gen_batches >= 1, "must be >= 1"),
         ("max_staleness", cfg.max_staleness >= 0, "must be >= 0"),
+        ("curriculum.start_candidates", d.min_candidates <= cfg.curriculum.start_candidates <= d.max_candidates,
+         "must be between data.min_candidates and data.max_candidates"),
+        ("curriculum.window", cfg.curriculum.window >= 1, "must be >= 1"),
         ("steps", cfg.steps >= 1, "must be >= 1"),
         ("prompts_per_step", cfg.prompts_per_step >= 1, "must be >= 1"),
     ]

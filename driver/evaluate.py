@@ -56,18 +56,61 @@ def selection_metrics(tasks: Sequence, choices: Sequence[Optional[int]], seed: i
     return out
 
 
+def by_size(tasks: Sequence, choices: Sequence[Optional[int]]) -> dict:
+    """Accuracy by number of candidates N: {N: {prompts, genselect, majority, random}} (prompt means)."""
+    rows: dict = defaultdict(lambda: defaultdict(list))
+    for task, choice in zip(tasks, choices):
+        scores = per_prompt_scores(task, choice)
+        for key in ("genselect", "majority", "random"):
+            rows[task.num_candidates][key].append(scores[key])
+    return {n: {"prompts": len(r["genselect"]), **{k: sum(v) / len(v) for k, v in r.items()}}
+            for n, r in sorted(rows.items())}
+
+
+def by_slip_kind(tasks: Sequence, choices: Sequence[Optional[int]]) -> dict:
+    """Which candidates the selector picks, by what is wrong with them (driver.data.slips; procedural
+    math) and whether they hedge: {kind: {shown, picked, pick_rate}} where `shown` is the number of
+    candidates of that kind and `pick_rate` = picks / (sum over prompts of count/N), i.e. 1.0 = picked as
+    often as a uniform choice would, below 1 = avoided (a mistake the selector catches), above 1 = preferred.
+    """
+    from driver.data.slips import is_hedged, slip_kind
+
+    shown, expected, picked = defaultdict(int), defaultdict(float), defaultdict(int)
+    for task, choice in zip(tasks, choices):
+        kinds = [slip_kind(c) + (" (hedged)" if is_hedged(c) else "") for c in task.candidates]
+        for kind in kinds:
+            shown[kind] += 1
+            expected[kind] += 1 / task.num_candidates
+        if choice is not None:
+            picked[kinds[choice]] += 1
+    return {k: {"shown": shown[k], "picked": picked[k], "pick_rate": picked[k] / expected[k]}
+            for k in sorted(shown)}
+
+
+def sampled_accuracy(groups: Sequence) -> float:
+    """Mean correctness of every sampled response (temperature 1): what the policy gets right on average,
+    which moves before the greedy choice flips. A parse failure counts as wrong."""
+    hits = [float(j.ok and g.task.correct[j.index])
+            for g in groups for j in (parse_judgment(r.response_text, g.task.num_candidates) for r in g.rollouts)]
+    return sum(hits) / max(1, len(hits))
+
+
 async def choose(worker, tasks: Sequence, max_tokens: Optional[int] = None) -> list:
     """Greedy selections of `worker` (a RolloutWorker or its Ray handle's async call) for `tasks`."""
     groups = await worker.generate(list(tasks), n=1, temperature=0.0, max_tokens=max_tokens)
     return [parse_judgment(g.rollouts[0].response_text, g.task.num_candidates).index for g in groups]
 
 
-def choose_remote(rollout_handle, tasks: Sequence, timeout_s: float) -> list:
-    """Same as `choose`, through a Ray actor handle (used by the training driver)."""
+def choose_remote(rollout_handle, tasks: Sequence, timeout_s: float, samples: int = 0) -> tuple:
+    """Greedy choices through a Ray actor handle (used by the training driver), and, with `samples > 0`,
+    the sampled accuracy of that many temperature-1 responses per prompt (else None)."""
     import ray
 
-    groups = ray.get(rollout_handle.generate.remote(list(tasks), n=1, temperature=0.0), timeout=timeout_s)
-    return [parse_judgment(g.rollouts[0].response_text, g.task.num_candidates).index for g in groups]
+    greedy = rollout_handle.generate.remote(list(tasks), n=1, temperature=0.0)
+    sampled = rollout_handle.generate.remote(list(tasks), n=samples, temperature=1.0) if samples else None
+    groups = ray.get(greedy, timeout=timeout_s)
+    choices = [parse_judgment(g.rollouts[0].response_text, g.task.num_candidates).index for g in groups]
+    return choices, (sampled_accuracy(ray.get(sampled, timeout=timeout_s)) if sampled else None)
 
 
 def format_table(result: dict) -> str:

@@ -60,11 +60,14 @@ class Progress:
         self.bar = tqdm(total=total, initial=initial, disable=not enabled, desc="train", unit="step",
                         dynamic_ncols=True)
         self.accuracy = float("nan")
+        self.sampled = float("nan")
 
     def update(self, metrics: dict) -> None:
         self.bar.set_postfix({
-            "reward": f"{metrics.get('reward/mean', float('nan')):.3f}",
+            "reward": f"{metrics.get('reward/all_groups_mean', float('nan')):.3f}",
             "heldout": f"{self.accuracy:.3f}",
+            "sampled": f"{self.sampled:.3f}",
+            "N<=": metrics.get("curriculum/max_candidates", "-"),
             "tok/s": f"{metrics.get('throughput/tokens_per_s', 0.0):.0f}",
             "stale": f"{metrics.get('staleness/mean', 0.0):.2f}",
         }, refresh=False)
@@ -88,7 +91,10 @@ def plot_curves(log: MetricsLog, out_path: str | Path) -> Path:
     evals = log.records("eval")
     fig, (left, right) = plt.subplots(1, 2, figsize=(11, 4))
     if train:
-        left.plot([r["step"] for r in train], [r.get("reward/mean", math.nan) for r in train], label="mean reward")
+        steps = [r["step"] for r in train]
+        left.plot(steps, [r.get("reward/all_groups_mean", math.nan) for r in train], label="mean reward (all groups)")
+        left.plot(steps, [r.get("curriculum/gain", math.nan) for r in train], ".", markersize=3,
+                  label="reward - random@N at the curriculum's largest N")
     left.set(xlabel="learner step", ylabel="reward", title="Training reward")
     left.legend(loc="lower right")
     if evals:
@@ -96,7 +102,9 @@ def plot_curves(log: MetricsLog, out_path: str | Path) -> Path:
         right.errorbar(steps, [r["genselect"] for r in evals],
                        yerr=[[r["genselect"] - r["genselect_lo"] for r in evals],
                              [r["genselect_hi"] - r["genselect"] for r in evals]],
-                       marker="o", capsize=3, label="GenSelect@N (selector)")
+                       marker="o", capsize=3, label="GenSelect@N (selector, greedy)")
+        right.plot(steps, [r.get("sampled", math.nan) for r in evals], "o-", alpha=0.6,
+                   label="selector, sampled (temperature 1)")
         right.plot(steps, [r["majority"] for r in evals], "--", label="majority@N")
         right.plot(steps, [r["random"] for r in evals], ":", label="random@N")
     right.set(xlabel="learner step", ylabel="held-out accuracy", title="Held-out selection accuracy", ylim=(0, 1))
@@ -116,6 +124,8 @@ def summarize(log: MetricsLog, wall_seconds: float, steps: int) -> dict:
     evals = log.records("eval")
     train = log.records("train")
     first, last = (evals[0], evals[-1]) if evals else ({}, {})
+    nocue = {f"{k}_{when}": rec.get(f"nocue/{k}") for when, rec in (("start", first), ("final", last))
+             for k in ("genselect", "majority", "random")}
     split = {key: _mean([r.get(f"time/{key}", math.nan) for r in train]) for key in TIME_KEYS}
     return {
         "steps": steps,
@@ -123,6 +133,12 @@ def summarize(log: MetricsLog, wall_seconds: float, steps: int) -> dict:
         "start_accuracy": first.get("genselect"),
         "final_accuracy": last.get("genselect"),
         "final_accuracy_ci": [last.get("genselect_lo"), last.get("genselect_hi")],
+        "start_sampled_accuracy": first.get("sampled"),
+        "final_sampled_accuracy": last.get("sampled"),
+        "final_by_candidates": last.get("by_size"),
+        "final_by_slip_kind": last.get("by_slip_kind"),
+        "no_cue_heldout": nocue if nocue["genselect_final"] is not None else None,
+        "curriculum_final_max_candidates": train[-1].get("curriculum/max_candidates") if train else None,
         "majority_accuracy": last.get("majority"),
         "random_accuracy": last.get("random"),
         "pass_at_1": last.get("pass_at_1"),

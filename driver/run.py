@@ -45,10 +45,30 @@ class Run:
         data = load_dataset(self.prepared.dataset_dir)
         self.train_tasks, self.heldout = data.train, data.heldout
         self.eval_tasks = self.heldout[: self.cfg.eval_prompts] if self.cfg.eval_prompts else self.heldout
+        self.nocue_tasks = self._nocue_heldout()
         (self.run_dir / "config.yaml").write_text(to_yaml(self.cfg))
         self._start_ray()
         self._launch()
         return self
+
+    def _nocue_heldout(self) -> list:
+        """When the training data carries the hedge cue: held-out prompts built without it, from problems of
+        another seed (never seen in training), tokenized by the same model. Else []."""
+        import dataclasses
+
+        from driver.data.dataset import load_dataset
+        from driver.prepare import prepare
+
+        d = self.cfg.data
+        if not self.cfg.eval_without_cue or not (d.hedge_wrong_rate or d.hedge_correct_rate):
+            return []
+        data_cfg = dataclasses.replace(d, hedge_wrong_rate=0.0, hedge_correct_rate=0.0, seed=d.seed + 1,
+                                       num_problems=min(d.num_problems, 1000), heldout_fraction=0.5)
+        model_cfg = dataclasses.replace(self.cfg.model, name=str(self.prepared.model_dir))
+        built = prepare(data_cfg, model_cfg, with_model=False)
+        seen = {t.problem for t in self.train_tasks}
+        heldout = [t for t in load_dataset(built.dataset_dir).heldout if t.problem not in seen]
+        return heldout[: self.cfg.eval_prompts] if self.cfg.eval_prompts else heldout
 
     def __exit__(self, exc_type, exc, tb) -> None:
         import ray
@@ -83,16 +103,27 @@ class Run:
         from cluster.placement import launch
         from driver.collect import RolloutCollector
         from driver.env import default_env
-        from driver.stream import PromptStream
 
         self.handles = launch(self.cfg, str(self.prepared.model_dir), default_env(),
                               domains=tuple(sorted({t.domain for t in self.train_tasks})))
         self.broadcaster = WeightSyncBroadcaster(self.cfg.weight_sync, self.handles.learners[0],
                                                  self.handles.rollouts)
         self._wait_until_started()
-        self.stream = PromptStream([t.prompt_id for t in self.train_tasks], seed=self.cfg.seed)
+        self.stream = self._curriculum()
         self.collector = RolloutCollector(self.handles, {t.prompt_id: t for t in self.train_tasks}, self.stream,
                                           self.cfg.rollout, self._restore_worker)
+
+    def _curriculum(self, state: dict | None = None):
+        """The prompt stream: one stage (every prompt) unless `curriculum.enabled` (driver/curriculum.py)."""
+        from driver.curriculum import CurriculumStream, stage_caps
+
+        sizes = {t.prompt_id: t.num_candidates for t in self.train_tasks}
+        cur = self.cfg.curriculum
+        largest = max(sizes.values())
+        caps = stage_caps(cur.start_candidates, largest) if cur.enabled else [largest]
+        args = (list(sizes), sizes, caps)
+        kwargs = {"advance_gain": cur.advance_gain, "window": cur.window, "seed": self.cfg.seed}
+        return CurriculumStream.restore(*args, state, **kwargs) if state else CurriculumStream(*args, **kwargs)
 
     def _wait_until_started(self) -> None:
         """Block until every actor answers (engines loaded, learner process group formed), so that start-up
@@ -124,9 +155,10 @@ class Run:
                   self.cfg.learner.step_timeout_s, "learner checkpoint load")
         self.version = state["version"]
         ckpt.set_rng_state(state["rng"])
-        from driver.stream import PromptStream
-
-        self.stream = PromptStream.restore([t.prompt_id for t in self.train_tasks], state["stream"])
+        try:
+            self.stream = self._curriculum(state["stream"])
+        except ValueError as err:
+            raise RunFailed(f"cannot resume from {folder}: {err}") from None
         self.collector.stream = self.stream
         self.sync_weights(self.version)
         self.metrics.truncate_after(state["step"])
@@ -204,6 +236,10 @@ class Run:
                   "policy_version": self.version}
         values.update({k: v for k, v in self.collector.counters.items()})
         values["batch/skipped_update"] = int(not metrics)
+        values["curriculum/max_candidates"] = self.stream.cap
+        if self.stream.observe(collected.stats.get("curriculum/gain")):
+            self.progress.write(f"[curriculum step {step + 1}] prompts with up to {self.stream.cap} candidates "
+                                f"from now on")
         from actors.verifier import merge_metrics
 
         per_actor = self._get([v.metrics.remote() for v in self.handles.verifiers], 60, "verifier metrics")
@@ -220,22 +256,41 @@ class Run:
         return step == self.cfg.steps or (every > 0 and step % every == 0)
 
     def evaluate(self, step: int) -> dict:
-        from driver.evaluate import choose_remote, selection_metrics
+        """Held-out accuracy (greedy and sampled, by N and by slip kind); at the start and the end also on
+        the held-out set built without the hedge cue, when the training data has one."""
+        result = self._evaluate_on(self.eval_tasks, self.cfg.eval_samples, step)
+        if self.nocue_tasks and step in (0, self.cfg.steps):
+            nocue = self._evaluate_on(self.nocue_tasks, 0, step)
+            result.update({f"nocue/{k}": v for k, v in nocue.items() if isinstance(v, (int, float))})
+        self.metrics.log(step, "eval", result)
+        if hasattr(self, "progress"):
+            self.progress.accuracy, self.progress.sampled = result["genselect"], result.get("sampled") or float("nan")
+            sampled = f"  sampled {result['sampled']:.3f}" if result.get("sampled") is not None else ""
+            by_n = " ".join(f"{n}:{r['genselect']:.2f}" for n, r in result["by_size"].items())
+            self.progress.write(f"[eval step {step}] GenSelect@N {result['genselect']:.3f} "
+                                f"[{result['genselect_lo']:.3f}, {result['genselect_hi']:.3f}]{sampled}  majority@N "
+                                f"{result['majority']:.3f}  random@N {result['random']:.3f}  parse failures "
+                                f"{result['parse_failure_rate']:.3f}  by N {by_n}")
+            if "nocue/genselect" in result:
+                self.progress.write(f"[eval step {step}, no-cue held-out set] GenSelect@N "
+                                    f"{result['nocue/genselect']:.3f} [{result['nocue/genselect_lo']:.3f}, "
+                                    f"{result['nocue/genselect_hi']:.3f}]  majority@N {result['nocue/majority']:.3f}"
+                                    f"  random@N {result['nocue/random']:.3f}")
+        return result
+
+    def _evaluate_on(self, tasks: list, samples: int, step: int) -> dict:
+        from driver.evaluate import by_size, by_slip_kind, choose_remote, selection_metrics
 
         started = time.time()
         try:
-            choices = choose_remote(self.handles.rollouts[0], self.eval_tasks, self.cfg.rollout.request_timeout_s)
+            choices, sampled = choose_remote(self.handles.rollouts[0], tasks, self.cfg.rollout.request_timeout_s,
+                                             samples)
         except Exception as err:
             raise RunFailed(f"evaluation at step {step} failed ({type(err).__name__}: {err})") from err
-        result = selection_metrics(self.eval_tasks, choices, seed=self.cfg.seed)
-        result["eval_s"] = time.time() - started
-        self.metrics.log(step, "eval", result)
-        if hasattr(self, "progress"):
-            self.progress.accuracy = result["genselect"]
-            self.progress.write(f"[eval step {step}] GenSelect@N {result['genselect']:.3f} "
-                                f"[{result['genselect_lo']:.3f}, {result['genselect_hi']:.3f}]  majority@N "
-                                f"{result['majority']:.3f}  random@N {result['random']:.3f}  parse failures "
-                                f"{result['parse_failure_rate']:.3f}")
+        result = selection_metrics(tasks, choices, seed=self.cfg.seed)
+        result.update({"sampled": sampled, "by_size": by_size(tasks, choices), "eval_s": time.time() - started})
+        if self.cfg.data.source == "procedural_math":  # its mistakes can be read back from the text
+            result["by_slip_kind"] = by_slip_kind(tasks, choices)
         return result
 
     def checkpoint(self, step: int) -> Path:

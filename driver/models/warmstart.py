@@ -2,8 +2,12 @@
 
 Targets (`WarmStartConfig.target`):
 
-* `format`: the response names a uniformly random candidate. It teaches the output format only, so RL
-  starts near random@N and every gain above that is RL's.
+* `format`: the response's format tokens are learned as usual, and the index token is trained towards the
+  *uniform* distribution over the prompt's valid indices 0..N-1 (cross-entropy against that soft target,
+  exact rather than one sampled index per prompt). It teaches the output format only, so RL starts near
+  random@N and every gain above that is RL's; and RL explores every candidate from the start (a sampled
+  random target left the tiny model putting half its mass on indices >= N, which score 0). Indices that
+  are more than one token (N > 10 with per-digit tokenizers) fall back to one sampled index.
 * `oracle`: the response names a correct candidate (one drawn uniformly among the correct ones). A stronger
   start; also the learnability check of a dataset: a tiny model trained this way must beat majority@N.
 
@@ -93,16 +97,20 @@ def train_steps(model, tokenizer, tasks: list, ws_cfg, dtype: str, seed: int, pr
     losses = []
     model.train()
     bar = tqdm(range(ws_cfg.steps), desc=f"warm-start ({ws_cfg.target})", disable=not progress, leave=False)
+    index_ids = index_token_ids(tokenizer, 10)
     for _ in bar:
-        pairs = []
+        pairs, uniform_over = [], []
         for i in next(batches):
             idx = pick_target(tasks[i], ws_cfg.target, rng)
             if idx not in responses:
                 responses[idx] = response_token_ids(tokenizer, render_judgment(idx))
             pairs.append((prompts[i], responses[idx]))
+            soft = ws_cfg.target == "format" and index_ids is not None and tasks[i].num_candidates <= 10
+            uniform_over.append(tasks[i].num_candidates if soft else 0)
         ids, mask, labels = collate(pairs, pad)
         with autocast:
-            loss = model(input_ids=ids, attention_mask=mask, labels=labels).loss
+            logits = model(input_ids=ids, attention_mask=mask).logits
+            loss = response_loss(logits.float(), labels, uniform_over, index_ids)
         loss.backward()
         torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
         opt.step()
@@ -111,6 +119,37 @@ def train_steps(model, tokenizer, tasks: list, ws_cfg, dtype: str, seed: int, pr
         losses.append(loss.item())
         bar.set_postfix(loss=f"{losses[-1]:.3f}")
     return losses
+
+
+def index_token_ids(tokenizer, n: int):
+    """Token ids of the indices 0..n-1 when each is a single token (per-digit tokenizers), else None."""
+    ids = [tokenizer(str(i), add_special_tokens=False)["input_ids"] for i in range(n)]
+    return [t[0] for t in ids] if all(len(t) == 1 for t in ids) else None
+
+
+def response_loss(logits, labels, uniform_over: list, index_ids):
+    """Mean next-token cross-entropy over response tokens, where row j with `uniform_over[j] = N > 0` has
+    its index token (the last index token of its response) trained towards uniform over `index_ids[:N]`.
+
+    Shapes: logits (B, T, V), labels (B, T) with -100 outside the response.
+    """
+    import torch
+
+    logp = torch.log_softmax(logits[:, :-1], -1)
+    target = labels[:, 1:]
+    mask = target != -100
+    token_nll = -logp.gather(-1, target.clamp(min=0).unsqueeze(-1)).squeeze(-1)
+    total, count = logp.new_zeros(()), 0
+    for j, n in enumerate(uniform_over):
+        positions = mask[j].nonzero().flatten()
+        if n > 0:
+            is_index = torch.isin(target[j, positions], torch.tensor(index_ids))
+            index_pos = int(positions[is_index.nonzero().flatten()[-1]])  # the last index token written
+            total = total - logp[j, index_pos, index_ids[:n]].mean()
+            positions = positions[positions != index_pos]
+        total = total + token_nll[j, positions].sum()
+        count += len(positions) + (n > 0)
+    return total / max(count, 1)
 
 
 def evaluate_selector(model, tokenizer, tasks: list, batch_size: int = 16, max_new_tokens: int = 8,

@@ -152,3 +152,13 @@ def test_every_slip_kind_occurs():
     for i in range(200):
         seen.update(s.kind for s in procedural.make_plan(random.Random(i), procedural.ProceduralSpec()).possible_slips())
     assert set(SLIP_KINDS) | {"miscopy"} <= set(seen)
+
+
+def test_problems_are_distinct_so_no_problem_sits_on_both_sides_of_the_split():
+    import re
+
+    from driver.data.procedural import ProceduralSpec, generate
+
+    rows = generate(3000, 4, seed=0, spec=ProceduralSpec())
+    pattern = re.compile(r"^(?:Compute|What is the value of|Evaluate) (.*?)(?: step by step)?[.?]$")
+    assert len({pattern.match(r["problem"])[1] for r in rows}) == 3000

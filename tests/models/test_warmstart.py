@@ -69,3 +69,26 @@ def test_tiny_budget_teaches_the_format_and_is_cached(tmp_path):
     assert loaded.lm_head.weight.data_ptr() == loaded.model.embed_tokens.weight.data_ptr()
     assert not torch.equal(loaded.model.embed_tokens.weight,
                            AutoModelForCausalLM.from_pretrained(before.model_dir).model.embed_tokens.weight)
+
+
+def test_response_loss_without_soft_rows_is_the_usual_response_cross_entropy():
+    torch.manual_seed(0)
+    logits = torch.randn(2, 5, 11)
+    _, _, labels = warmstart.collate([([1, 2, 3], [4, 5]), ([1], [4, 6, 7])], pad_id=0)
+    expected = torch.nn.functional.cross_entropy(logits[:, :-1].reshape(-1, 11), labels[:, 1:].reshape(-1))
+    assert torch.allclose(warmstart.response_loss(logits, labels, [0, 0], [4, 5, 6]), expected)
+
+
+def test_response_loss_trains_the_index_towards_uniform_over_valid_indices():
+    """Row 0's response is `[9, IDX, EOS=10]`: its index term is -mean(log p over the first N index ids)."""
+    torch.manual_seed(0)
+    logits = torch.randn(1, 5, 12, requires_grad=True)
+    _, _, labels = warmstart.collate([([1, 2], [9, 5, 10])], pad_id=0)
+    index_ids = [4, 5, 6, 7]
+    logp = torch.log_softmax(logits[0], -1)
+    expected = -(logp[1, 9] + logp[2, index_ids[:3]].mean() + logp[3, 10]) / 3
+    loss = warmstart.response_loss(logits, labels, [3], index_ids)
+    assert torch.allclose(loss, expected)
+    loss.backward()  # the index position's gradient pushes the 3 valid indices up equally, index 3 down
+    grad = logits.grad[0, 2, index_ids]
+    assert torch.all(grad[:3] < 0) and grad[3] > 0

@@ -1,0 +1,59 @@
+"""Which mistake a worked solution makes, read back from its text (for the evaluation by slip kind).
+
+The procedural source (`driver.data.worked`) writes one operation per line (`a op b = r`) and ends with
+`Answer: X`, optionally after a hedging sentence. `slip_kind(text)` re-checks the lines in order and names
+the first inconsistency the way `worked.SLIP_KINDS` produces it: the arithmetic kinds by how the written
+result relates to the true one, `miscopy` when a line (or the answer) does not carry the previous line's
+result. Texts in any other shape are `other`; a consistent solution is `none`. Pure Python.
+"""
+from __future__ import annotations
+
+import re
+from fractions import Fraction
+
+from driver.data.worked import OPS
+
+_LINE_RE = re.compile(r"^(-?\d+(?:/\d+)?) ([-+*/]) \(?(-?\d+(?:/\d+)?)\)? = (-?\d+(?:/\d+)?)$")
+_ANSWER_RE = re.compile(r"^Answer: (-?\d+(?:/\d+)?)$")
+HEDGE_PREFIXES = ("I am not sure", "This might be wrong", "Not fully confident")
+
+
+def is_hedged(text: str) -> bool:
+    """True when the solution carries a hedging sentence (the verbal-confidence cue)."""
+    return any(line.startswith(HEDGE_PREFIXES) for line in text.splitlines())
+
+
+def slip_kind(text: str) -> str:
+    """'none', one of off_by_one / dropped_carry / wrong_operation / sign_error / table_slip / miscopy,
+    'arithmetic' (a wrong result of no named kind), or 'other' (not a one-operation-per-line solution)."""
+    lines = [l for l in text.strip().splitlines() if not l.startswith(HEDGE_PREFIXES)]
+    if len(lines) < 2 or not _ANSWER_RE.match(lines[-1]):
+        return "other"
+    previous = None
+    for line in lines[:-1]:
+        m = _LINE_RE.match(line)
+        if not m:
+            return "other"
+        a, op, b, written = Fraction(m[1]), m[2], Fraction(m[3]), Fraction(m[4])
+        if previous is not None and previous not in (a, b):
+            return "miscopy"
+        true = OPS[op](a, b)
+        if true is not None and written != true:
+            return _arithmetic_kind(a, op, b, true, written)
+        previous = written
+    return "none" if Fraction(_ANSWER_RE.match(lines[-1])[1]) == previous else "miscopy"
+
+
+def _arithmetic_kind(a, op, b, true, written) -> str:
+    if abs(written - true) == 1:
+        return "off_by_one"
+    if true < 0 and written == -true:
+        return "sign_error"
+    if op == "*" and abs(written - true) in (abs(a), abs(b)):
+        return "table_slip"
+    if op in "+-" and abs(written - true) in (10, 100, 1000):
+        return "dropped_carry"
+    others = {"+": "*-", "-": "+", "*": "+", "/": "*"}[op]
+    if any(OPS[o](a, b) == written for o in others):
+        return "wrong_operation"
+    return "arithmetic"
