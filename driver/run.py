@@ -39,6 +39,7 @@ class Run:
         from driver.prepare import prepare
 
         self.run_dir.mkdir(parents=True, exist_ok=True)
+        self._log_to_file()
         from driver.data.dataset import load_dataset
 
         self.prepared = prepare(self.cfg.data, self.cfg.model, eval_prompts=self.cfg.eval_prompts or 200)
@@ -70,6 +71,34 @@ class Run:
         heldout = [t for t in load_dataset(built.dataset_dir).heldout if t.problem not in seen]
         return heldout[: self.cfg.eval_prompts] if self.cfg.eval_prompts else heldout
 
+    def _log_to_file(self) -> None:
+        """The console shows the progress bar, evaluations, warnings and the summary; the driver's INFO log
+        goes to `run_dir/train.log`, and the actors' output (vLLM, DeepSpeed, Ray: repeated every step) to
+        `run_dir/logs/` when the run ends (Ray's session folder holds it meanwhile; the path is logged)."""
+        handler = logging.FileHandler(self.run_dir / "train.log")
+        handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
+        handler.setLevel(logging.INFO)
+        root = logging.getLogger()
+        for existing in root.handlers:
+            if isinstance(existing, logging.StreamHandler) and not isinstance(existing, logging.FileHandler):
+                existing.setLevel(max(existing.level, logging.WARNING))
+        root.addHandler(handler)
+        root.setLevel(min(root.level, logging.INFO) if root.level else logging.INFO)
+        self._file_handler = handler
+
+    def _keep_actor_logs(self) -> None:
+        """Copy this Ray session's worker logs into run_dir/logs/ (local instances only)."""
+        import shutil
+
+        session = getattr(self, "_session_dir", None)
+        if not session or self.cfg.cluster.address or os.environ.get("RAY_ADDRESS"):
+            return
+        out = self.run_dir / "logs"
+        out.mkdir(exist_ok=True)
+        for f in Path(session, "logs").glob("worker-*"):
+            if f.stat().st_size:
+                shutil.copy(f, out / f.name)
+
     def __exit__(self, exc_type, exc, tb) -> None:
         import ray
 
@@ -79,8 +108,12 @@ class Run:
             from cluster.placement import shutdown
 
             shutdown(self.handles)
+        self._keep_actor_logs()
         if ray.is_initialized():
             ray.shutdown()
+        if getattr(self, "_file_handler", None):
+            logging.getLogger().removeHandler(self._file_handler)
+            self._file_handler.close()
 
     def _start_ray(self) -> None:
         import ray
@@ -92,11 +125,16 @@ class Run:
         env = {"env_vars": {k: v for k, v in default_env().items() if k not in job_owned}}
         address = cluster.address or os.environ.get("RAY_ADDRESS", "")  # set inside `ray job submit`
         if address:
-            ray.init(address=address, runtime_env=env, log_to_driver=True)
+            ray.init(address=address, runtime_env=env, log_to_driver=False)
         else:
             # "local": always a fresh instance, never one found on this machine (`ray start`, stale files)
             ray.init(address="local", num_cpus=cluster.num_cpus, include_dashboard=False, runtime_env=env,
-                     log_to_driver=True)
+                     log_to_driver=False)
+        from ray._private.worker import global_worker
+
+        self._session_dir = global_worker.node.get_session_dir_path() if global_worker.node else None
+        log.info("Ray session %s; actor logs: %s/logs (copied to %s/logs at the end)", address or "local",
+                 self._session_dir, self.run_dir)
 
     def _launch(self) -> None:
         from actors.weight_sync import WeightSyncBroadcaster

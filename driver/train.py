@@ -69,6 +69,7 @@ def main(argv=None) -> int:
     except ConfigError as err:
         print(f"config error: {err}", file=sys.stderr)
         return 2
+    from driver.data.problem import DataError
     from driver.run import Run, RunFailed
 
     try:
@@ -76,8 +77,11 @@ def main(argv=None) -> int:
             start = run.start()
             train_loop(run, start, cfg.steps)
             summary = run.finish()
+    except DataError as err:
+        print(f"error: {err}", file=sys.stderr)
+        return 2
     except RunFailed as err:
-        print(f"\ntraining stopped: {err}", file=sys.stderr)
+        print(f"\ntraining stopped: {err} (actor logs: {Path(cfg.run_dir) / 'logs'})", file=sys.stderr)
         return 1
     print(f"\nsummary: {Path(cfg.run_dir) / 'summary.json'}")
     for key in ("steps", "wall_seconds", "start_accuracy", "final_accuracy", "majority_accuracy",
