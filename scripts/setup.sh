@@ -21,5 +21,13 @@ echo "[setup] building .venv (first run takes a few minutes)"
 .venv/bin/pip uninstall -q -y torchvision torchaudio torchcodec 2>/dev/null || true
 .venv/bin/pip install -q --disable-pip-version-check --no-deps --no-build-isolation -e .
 if [ -f sandbox/install.sh ]; then bash sandbox/install.sh; fi
+# DeepSpeed JIT-compiles its CPU communication op at the first learner start (80-120 s on 2 cores); build it
+# now, into the folder driver/env.py points TORCH_EXTENSIONS_DIR at, so that `make train` starts quickly.
+if ! .venv/bin/python -c 'import torch, sys; sys.exit(not torch.cuda.is_available())' 2>/dev/null; then
+  echo "[setup] building DeepSpeed's CPU communication op (once per checkout)"
+  DS_ACCELERATOR=cpu TORCH_EXTENSIONS_DIR="${TORCH_EXTENSIONS_DIR:-$PWD/.cache/torch_extensions}" \
+    .venv/bin/python -c "from deepspeed.accelerator import get_accelerator as a; a().create_op_builder('ShareMemCommBuilder').load()" \
+    > .venv/deepspeed-op-build.log 2>&1 || echo "[setup] warning: prebuilding the op failed (see .venv/deepspeed-op-build.log); the learner will build it at its first start"
+fi
 echo "$recipe_hash" > "$stamp"
 echo "[setup] done in $(( $(date +%s) - start )) s; environment $(du -sh .venv | cut -f1)"

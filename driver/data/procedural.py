@@ -52,6 +52,10 @@ class ProceduralSpec:
     hedge_correct_rate: float = 0.0
 
 
+# Bumped whenever the same spec and seed would produce other problems (it is part of the dataset hash):
+# 2 = every problem computes a distinct expression.
+GENERATOR_VERSION = 2
+
 HEDGES = ("I am not sure about this.", "This might be wrong.", "Not fully confident here.")
 
 

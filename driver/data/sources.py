@@ -199,6 +199,10 @@ def source_versions(cfg) -> dict:
             versions[pkg] = importlib.metadata.version(pkg)
         except importlib.metadata.PackageNotFoundError:
             versions[pkg] = "not installed"
+    if cfg.source == "procedural_math":
+        from driver.data.procedural import GENERATOR_VERSION
+
+        versions["procedural_math"] = GENERATOR_VERSION
     if cfg.source == "file" and Path(cfg.path).exists():
         st = Path(cfg.path).stat()
         versions["file"] = f"{Path(cfg.path).resolve()}:{st.st_size}:{int(st.st_mtime)}"

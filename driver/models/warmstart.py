@@ -33,13 +33,15 @@ from driver.algo.genselect import parse_judgment, render_judgment
 from driver.models.chat import prompt_token_ids, response_token_ids
 
 STATS_FILE = "warm_start.json"
+# Part of the cache key: bumped whenever the same config would train a different model (2 = uniform index).
+WARM_START_VERSION = 2
 
 
 def warm_start_dir(base_dir, ws_cfg, dataset_hash: str, dtype: str, seed: int) -> Path:
     """Cache folder of a warm-started model: beside the base model, keyed by everything that shapes it."""
     base_dir = Path(base_dir)
     blob = json.dumps({"ws": dataclasses.asdict(ws_cfg), "data": dataset_hash, "base": base_dir.name,
-                       "dtype": dtype, "seed": seed}, sort_keys=True)
+                       "dtype": dtype, "seed": seed, "version": WARM_START_VERSION}, sort_keys=True)
     return base_dir.with_name(f"{base_dir.name}-ws-{hashlib.sha256(blob.encode()).hexdigest()[:12]}")
 
 
