@@ -24,6 +24,7 @@ from pathlib import Path
 
 from cluster import topology
 from cluster.local import auth_env
+from cluster.placement import free_port
 
 HEAD_TYPE = "ray.head.default"  # the fake provider's fixed name for the head's node type
 
@@ -56,7 +57,8 @@ def command(topo: topology.Topology, config_path: str, port: int, dashboard_port
     head = topo.head.resources
     cmd = [ray, "start", "--head", "--block", f"--port={port}", f"--autoscaling-config={config_path}",
            f"--num-cpus={int(head['CPU'])}", f"--num-gpus={int(head.get('GPU', 0))}", f"--temp-dir={temp_dir}",
-           "--include-dashboard=true", "--dashboard-host=127.0.0.1", f"--dashboard-port={dashboard_port}"]
+           "--include-dashboard=true", "--dashboard-host=127.0.0.1", f"--dashboard-port={dashboard_port}",
+           f"--dashboard-agent-listen-port={free_port()}"]  # not the fixed 52365 another Ray may hold
     if topo.head.custom_resources():
         cmd.append(f"--resources={json.dumps(topo.head.custom_resources())}")
     return cmd

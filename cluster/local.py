@@ -33,6 +33,7 @@ import time
 from pathlib import Path
 
 from cluster import topology
+from cluster.placement import free_port
 
 # node death is noticed within ~6-10 s instead of Ray's default ~30 s (lenient enough for a loaded machine)
 FAST_HEALTH_CHECKS = {"health_check_initial_delay_ms": 2000, "health_check_period_ms": 2000,
@@ -72,7 +73,10 @@ def start(topo: topology.Topology, dashboard_port: int, temp_dir: str):
     from ray.cluster_utils import Cluster
 
     head_args = {**_node_args(topo.head), "include_dashboard": True, "dashboard_host": "127.0.0.1",
-                 "dashboard_port": dashboard_port, "temp_dir": temp_dir, "_system_config": FAST_HEALTH_CHECKS}
+                 "dashboard_port": dashboard_port, "temp_dir": temp_dir, "_system_config": FAST_HEALTH_CHECKS,
+                 # not Ray's fixed 52365: another Ray instance on the machine may hold it, and a head whose
+                 # agent cannot bind answers every job submission with "No available agent"
+                 "dashboard_agent_listen_port": free_port()}
     cluster = Cluster(initialize_head=True, connect=False, head_node_args=head_args)
     nodes = [(topo.head.name, cluster.head_node)]
     for node_type in topo.workers:

@@ -32,7 +32,7 @@ def head_node():
     proc = subprocess.Popen([RAY, "start", "--head", "--block", f"--port={port}", "--num-cpus=2",
                              f"--temp-dir={temp_dir}",
                              "--include-dashboard=true", "--dashboard-host=127.0.0.1",
-                             f"--dashboard-port={dashboard}"],
+                             f"--dashboard-port={dashboard}", f"--dashboard-agent-listen-port={free_port()}"],
                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True, env=ENV)
     address = f"http://127.0.0.1:{dashboard}"
     try:
