@@ -1,9 +1,11 @@
 """Placement: which actors the run needs, whether the cluster can hold them, and launching them.
 
 `plan(...)` is a pure function of the config: one placement-group bundle per learner rank and per rollout
-engine (CPUs and GPUs from the config), verifier actors outside the group when they reserve nothing.
-`check_fits(plan, available)` fails with a clear message *before any actor starts* when the cluster cannot
-hold the plan. `launch(...)` creates the placement group, waits for it with a timeout, and applies
+engine (CPUs and GPUs from the config, plus 0.001 of a custom node resource when the role is pinned with
+`cluster.<role>_node_resource`), verifier actors outside the group when they reserve nothing.
+`check_fits(plan, available)` (cluster totals) and `fit_nodes(plan, nodes)` (node by node: every bundle on
+a node that can hold it, under the group's strategy) fail with a clear message naming the missing
+resources *before any actor starts*. `launch(...)` creates the placement group, waits for it with a timeout, and applies
 `ray.remote(**options)` to the plain actor classes (ARCHITECTURE.md: classes stay plain).
 """
 from __future__ import annotations
@@ -11,6 +13,9 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field
 from typing import Any
+
+
+NODE_RESOURCE_UNIT = 0.001  # what one pinned actor takes of its node resource (a node offering 1 holds 1000)
 
 
 class PlacementError(RuntimeError):
@@ -24,15 +29,18 @@ class ActorSlot:
     index: int
     num_cpus: float
     num_gpus: float
+    node_resource: str = ""  # custom resource that pins the actor to the nodes offering it
 
     @property
     def in_group(self) -> bool:
-        return self.num_cpus > 0 or self.num_gpus > 0
+        return self.num_cpus > 0 or self.num_gpus > 0 or bool(self.node_resource)
 
     def bundle(self) -> dict:
-        bundle = {"CPU": self.num_cpus}
+        bundle = {"CPU": self.num_cpus} if self.num_cpus or not self.node_resource else {}
         if self.num_gpus:
             bundle["GPU"] = self.num_gpus
+        if self.node_resource:
+            bundle[self.node_resource] = NODE_RESOURCE_UNIT
         return bundle
 
 
@@ -49,29 +57,44 @@ class PlacementPlan:
         return [s for s in self.slots if s.in_group]
 
     def totals(self) -> dict:
-        return {"CPU": sum(s.num_cpus for s in self.slots), "GPU": sum(s.num_gpus for s in self.slots)}
+        """CPU and GPU of every actor, and the custom node resources of the grouped ones."""
+        out = {"CPU": sum(s.num_cpus for s in self.slots), "GPU": sum(s.num_gpus for s in self.slots)}
+        for s in self.grouped:
+            if s.node_resource:
+                out[s.node_resource] = out.get(s.node_resource, 0.0) + NODE_RESOURCE_UNIT
+        return out
 
 
 def plan(learner_cfg, rollout_cfg, verifier_cfg, cluster_cfg) -> PlacementPlan:
     """The actors a run needs, from the learner, rollout, verifier and cluster sub-configs."""
-    slots = [ActorSlot("learner", i, learner_cfg.num_cpus, learner_cfg.num_gpus) for i in range(learner_cfg.num_ranks)]
-    slots += [ActorSlot("rollout", i, rollout_cfg.num_cpus, rollout_cfg.num_gpus) for i in range(rollout_cfg.num_workers)]
-    slots += [ActorSlot("verifier", i, verifier_cfg.num_cpus, 0.0) for i in range(verifier_cfg.num_workers)]
+    pin = {role: getattr(cluster_cfg, f"{role}_node_resource", "") for role in ("learner", "rollout", "verifier")}
+    slots = [ActorSlot("learner", i, learner_cfg.num_cpus, learner_cfg.num_gpus, pin["learner"])
+             for i in range(learner_cfg.num_ranks)]
+    slots += [ActorSlot("rollout", i, rollout_cfg.num_cpus, rollout_cfg.num_gpus, pin["rollout"])
+              for i in range(rollout_cfg.num_workers)]
+    slots += [ActorSlot("verifier", i, verifier_cfg.num_cpus, 0.0, pin["verifier"])
+              for i in range(verifier_cfg.num_workers)]
     return PlacementPlan(tuple(slots), cluster_cfg.placement_strategy)
 
 
 def check_fits(placement: PlacementPlan, available: dict) -> None:
     """Raise PlacementError naming what is short; `available` is like `ray.cluster_resources()`."""
     need = placement.totals()
-    short = [f"{need[k]:g} {k} needed, {available.get(k, 0):g} available"
-             for k in ("CPU", "GPU") if need[k] > available.get(k, 0) + 1e-9]
+    short = [f"no node offers {k} (cluster.{_pinned_role(placement, k)}_node_resource)" if k not in ("CPU", "GPU")
+             and not available.get(k) else f"{need[k]:g} {k} needed, {available.get(k, 0):g} available"
+             for k in need if need[k] > available.get(k, 0) + 1e-9]
     if short:
         roles = ", ".join(f"{s.role}[{s.index}]: {s.num_cpus:g} CPU {s.num_gpus:g} GPU" for s in placement.slots)
         raise PlacementError(f"the run cannot be placed ({'; '.join(short)}). Actors: {roles}. Lower "
-                             "learner.num_ranks / rollout.num_workers or their num_cpus / num_gpus.")
+                             "learner.num_ranks / rollout.num_workers or their num_cpus / num_gpus, or add "
+                             "nodes that offer the missing resources.")
     for slot in placement.slots:
         if slot.num_gpus > 1 and not float(slot.num_gpus).is_integer():
             raise PlacementError(f"{slot.role}[{slot.index}]: num_gpus={slot.num_gpus} must be whole above 1")
+
+
+def _pinned_role(placement: PlacementPlan, resource: str) -> str:
+    return next((s.role for s in placement.slots if s.node_resource == resource), "<role>")
 
 
 @dataclass
@@ -153,8 +176,11 @@ def launch(cfg, model_path: str, actor_env: dict, domains: tuple = ("math",)) ->
     from actors.rollout import RolloutWorker
     from actors.verifier import VerifierPool
 
+    from cluster.layout import fit_nodes, live_nodes, target_nodes
+
     placement = plan(cfg.learner, cfg.rollout, cfg.verifier, cfg.cluster)
-    check_fits(placement, ray.cluster_resources())
+    nodes, _ = target_nodes(cfg.cluster, live_nodes())
+    fit_nodes(placement, nodes)  # PlacementError naming the missing resources, before any actor starts
     group = create_group(placement, cfg.cluster.placement_timeout_s)
     index = bundle_indices(placement)
 

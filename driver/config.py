@@ -183,6 +183,16 @@ class ClusterConfig:
     placement_timeout_s: float = _f(60.0, "How long to wait for resources before failing clearly.")
     actor_start_timeout_s: float = _f(1200.0, "How long every actor may take to start (engine load, process "
                                               "groups, first-use compilation) before the run fails clearly.")
+    topology: str = _f("", "Node types the cluster has or can scale to (a name in cluster/topologies/ or a "
+                           "YAML path): placement is checked against them before any actor starts, --plan "
+                           "lays the run out on them, cluster.kuberay.generate builds manifests from them. "
+                           "'': the nodes of the running cluster (or this machine).")
+    learner_node_resource: str = _f("", "Custom resource that pins learner ranks to the nodes offering it "
+                                        "(each rank's bundle asks for 0.001 of it); '': anywhere.")
+    rollout_node_resource: str = _f("", "Custom resource that pins rollout engines (see learner_node_resource).")
+    verifier_node_resource: str = _f("", "Custom resource that pins verifier actors (see learner_node_resource).")
+    dry_run: bool = _f(False, "Print the placement plan (actor -> node type, resources, placement-group "
+                              "bundles) and exit without starting anything (same as --plan).")
 
 
 @dataclass

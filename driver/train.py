@@ -1,6 +1,8 @@
 """The main job: asynchronous on-policy DAPO training of a GenSelect selector on Ray.
 
     python -m driver.train [CONFIG] [key=value ...]        (CONFIG: a name in configs/ or a YAML path)
+    python -m driver.train CONFIG --plan [key=value ...]   print the placement (actor -> node type, resources,
+                                                           placement-group bundles) and exit; starts nothing
 
 One learner step, in order (this file is the only place that knows the order):
     1. keep up to `max_staleness` generation batches in flight (at least one);
@@ -63,12 +65,18 @@ def main(argv=None) -> int:
         for key, default, help_text in describe():
             print(f"  {key} = {default!r}\n      {help_text}")
         return 0
+    plan_only = "--plan" in args
+    args = [a for a in args if a != "--plan"]
     name = args.pop(0) if args and "=" not in args[0] else "default"
     try:
         cfg = load_config(name, args)
     except ConfigError as err:
         print(f"config error: {err}", file=sys.stderr)
         return 2
+    if plan_only or cfg.cluster.dry_run:
+        from cluster.layout import plan_main
+
+        return plan_main(cfg, name)
     from driver.data.problem import DataError
     from driver.run import Run, RunFailed
 

@@ -1,5 +1,7 @@
 """The main job through `ray job submit` on a running Ray cluster (a real head node started by the test,
-joined through the job's RAY_ADDRESS): the same driver that runs on a laptop, as a cluster user runs it."""
+joined through the job's RAY_ADDRESS): the same driver that runs on a laptop, as a cluster user runs it.
+The head runs with token authentication, as a Ray 2.60 `ray start --head` does when it finds a token:
+the head and the client get RAY_AUTH_MODE=token and RAY_AUTH_TOKEN_PATH (cluster.local.auth_env)."""
 import json
 import os
 import shutil
@@ -12,24 +14,25 @@ from pathlib import Path
 
 import pytest
 
+from cluster.local import auth_env
 from cluster.placement import free_port
 
 pytestmark = [pytest.mark.slow, pytest.mark.e2e]
 ROOT = Path(__file__).resolve().parent.parent.parent
 RAY = str(Path(sys.executable).with_name("ray"))
-# a throwaway local cluster: no token authentication (Ray 2.60 enables it by default for `ray start`)
-ENV = dict(os.environ, RAY_AUTH_MODE="disabled")
+ENV = dict(os.environ)
 
 
 @pytest.fixture
 def head_node():
-    """A Ray head node (2 CPUs, dashboard with the job server) in its own process group; killed after."""
+    """A Ray head node (2 CPUs, dashboard with the job server, token auth) in its own process group."""
     port, dashboard = free_port(), free_port()
     temp_dir = tempfile.mkdtemp(prefix="rayjob", dir="/tmp")  # short: Ray's socket paths live under it
+    ENV.update(auth_env(os.path.join(temp_dir, "token")))
     proc = subprocess.Popen([RAY, "start", "--head", "--block", f"--port={port}", "--num-cpus=2",
                              f"--temp-dir={temp_dir}",
                              "--include-dashboard=true", "--dashboard-host=127.0.0.1",
-                             f"--dashboard-port={dashboard}"],
+                             f"--dashboard-port={dashboard}", f"--dashboard-agent-listen-port={free_port()}"],
                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True, env=ENV)
     address = f"http://127.0.0.1:{dashboard}"
     try:
@@ -50,6 +53,10 @@ def head_node():
 
 
 def test_smoke_job_runs_through_ray_job_submit(head_node, tmp_path):
+    wrong = subprocess.run([RAY, "job", "list", "--address", head_node], capture_output=True, text=True,
+                           env={**{k: v for k, v in ENV.items() if k != "RAY_AUTH_TOKEN_PATH"},
+                                "RAY_AUTH_TOKEN": "not-the-token"})
+    assert wrong.returncode != 0 and "token" in (wrong.stdout + wrong.stderr).lower()
     run_dir = tmp_path / "run"
     cache = ROOT / ".cache"
     # the job's own env var (the DeepSpeed op build cache, reused) must not clash with the driver's defaults

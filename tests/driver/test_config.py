@@ -62,6 +62,9 @@ def test_paper_scale_configs_carry_the_papers_settings(name, group_size):
     assert cfg.algorithm.dynamic_sampling and cfg.algorithm.overlong_buffer_len > 0
     assert (cfg.data.min_candidates, cfg.data.max_candidates, cfg.data.prompts_per_problem) == (2, 16, 4)
     placement = plan(cfg.learner, cfg.rollout, cfg.verifier, cfg.cluster)
-    check_fits(placement, {"CPU": 200.0, "GPU": 16.0})
+    pins = {"learner_node": 1.0, "rollout_node": 1.0, "verifier_node": 1.0}
+    check_fits(placement, {"CPU": 200.0, "GPU": 16.0, **pins})
     with pytest.raises(Exception, match="GPU needed"):
-        check_fits(placement, {"CPU": 200.0, "GPU": 8.0})
+        check_fits(placement, {"CPU": 200.0, "GPU": 8.0, **pins})
+    with pytest.raises(Exception, match="no node offers learner_node"):
+        check_fits(placement, {"CPU": 200.0, "GPU": 16.0})
