@@ -67,7 +67,7 @@ class Progress:
             "reward": f"{metrics.get('reward/all_groups_mean', float('nan')):.3f}",
             "heldout": f"{self.accuracy:.3f}",
             "sampled": f"{self.sampled:.3f}",
-            "N<=": metrics.get("curriculum/max_candidates", "-"),
+            "max_N": metrics.get("curriculum/max_candidates", "-"),
             "tok/s": f"{metrics.get('throughput/tokens_per_s', 0.0):.0f}",
             "stale": f"{metrics.get('staleness/mean', 0.0):.2f}",
         }, refresh=False)
