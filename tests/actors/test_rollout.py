@@ -54,6 +54,21 @@ def test_with_output_layer_adds_lm_head_only_when_tied():
     assert with_output_layer({"model.embed_tokens.weight": embed, "lm_head.weight": own}, True)["lm_head.weight"] is own
 
 
+def test_encode_prompt_fails_without_the_chat_module(monkeypatch):
+    """No silent fallback: without driver/models/chat.py the rollout would tokenize `prompt + "\\n"`, a format
+    the learner never sees; encode_prompt must raise instead (issue #10, item 7)."""
+    import sys
+
+    from actors.rollout import encode_prompt
+
+    def tokenizer(text):  # would succeed: any fallback shows up as a return value
+        return {"input_ids": [ord(c) for c in text]}
+
+    monkeypatch.setitem(sys.modules, "driver.models.chat", None)  # `import` raises ModuleNotFoundError
+    with pytest.raises(ImportError):
+        encode_prompt(tokenizer, "which one?")
+
+
 # ---- the engine ---------------------------------------------------------------------------------------
 @pytest.fixture(scope="module")
 def engine(rollout_model_path, loop_thread, rh):
