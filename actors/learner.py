@@ -106,6 +106,9 @@ class Learner(NcclWeightSender):
                  total_train_steps: int = 0, temperature: float = 1.0):
         from transformers import AutoModelForCausalLM
 
+        if algo.ratio_reference not in ("behaviour", "proximal"):  # 'auto' is resolved by driver.config
+            raise ValueError(f"algorithm.ratio_reference={algo.ratio_reference!r}: the learner needs 'behaviour' or "
+                             f"'proximal' (load the config with driver.config.load_config to resolve 'auto')")
         self.cfg, self.algo, self.model_path = cfg, algo, Path(model_path)
         self.rank, self.world_size = rank, world_size
         os.environ.update(RANK=str(rank), WORLD_SIZE=str(world_size), LOCAL_RANK="0",

@@ -17,6 +17,7 @@ from cluster.placement import free_port
 from driver.config import AlgorithmConfig, LearnerConfig
 
 ROOT = Path(__file__).resolve().parents[2]
+ON_POLICY = AlgorithmConfig(ratio_reference="behaviour")  # AlgorithmConfig()'s 'auto' is resolved by load_config
 
 
 @pytest.fixture(scope="module")
@@ -55,7 +56,7 @@ def on_policy(learner, seqs: list) -> list:
 def new_learner(path, cfg=None, algo=None, **kw):
     from actors.learner import Learner
 
-    return Learner(cfg or learner_cfg(), algo or AlgorithmConfig(), str(path), master_port=free_port(), **kw)
+    return Learner(cfg or learner_cfg(), algo or ON_POLICY, str(path), master_port=free_port(), **kw)
 
 
 def max_diff(a: dict, b: dict) -> float:
@@ -64,6 +65,11 @@ def max_diff(a: dict, b: dict) -> float:
 
 
 # ----------------------------------------------------------------------------- pure
+
+
+def test_learner_refuses_an_unresolved_ratio_reference(tiny_model_path):
+    with pytest.raises(ValueError, match="ratio_reference='auto'"):
+        new_learner(tiny_model_path, algo=AlgorithmConfig())  # fails before any process group is formed
 
 
 @pytest.mark.parametrize("schedule,warmup,total,step,expected", [
@@ -247,7 +253,7 @@ def run_two_ranks(ray, path, cfg, shards, n_tok, checkpoint_dir=None):
 
     actor = ray.remote(num_cpus=1)(Learner)
     port = free_port()
-    ranks = [actor.remote(cfg, AlgorithmConfig(), str(path), rank=r, world_size=2, master_port=port)
+    ranks = [actor.remote(cfg, ON_POLICY, str(path), rank=r, world_size=2, master_port=port)
              for r in range(2)]
 
     def export():  # collective under ZeRO-3: every rank takes part
