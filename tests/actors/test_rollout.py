@@ -123,6 +123,37 @@ def test_behaviour_logprobs_match_engine_and_transformers(engine, reference, rh)
 
 
 @pytest.mark.slow
+def test_learner_logprobs_match_engine_at_the_paper_temperature(engine, reference, rh):
+    """At the paper's temperature 1.5 (not only at 1.0) the learner's scoring path (actors.learner
+    `_PolicyLogprobs` on packed, prefix-shared sequences, logits / temperature) reproduces the engine's
+    behaviour log-probs of the sampled tokens: the PPO ratio is 1 on-policy (issue #10, item 4)."""
+    import torch
+
+    from actors.learner import _PolicyLogprobs
+    from actors.packing import TrainSequence, pack_sequences, unpack_per_sequence
+
+    worker, loop, _ = engine
+    temperature = 1.5
+    groups = loop.run(worker.generate([rh.make_task(11), rh.make_task(12, words=3)], temperature=temperature))
+    rollouts = [r for g in groups for r in g.rollouts]
+    seqs = [TrainSequence(r.prompt_token_ids, r.response_token_ids, r.behaviour_logprobs, 0.0, r.policy_version)
+            for r in rollouts]
+
+    def learner_logprobs(temp: float) -> list:
+        module, out = _PolicyLogprobs(reference, temp).eval(), [[] for _ in seqs]
+        with torch.no_grad():
+            for mb in pack_sequences(seqs, 4096):
+                unpack_per_sequence(module(mb.input_ids, mb.position_ids, mb.attention_mask, mb.target_index,
+                                           mb.target_ids)[0], mb, out)
+        return out
+
+    scaled, unscaled = learner_logprobs(temperature), learner_logprobs(1.0)
+    behaviour = np.concatenate([r.behaviour_logprobs for r in rollouts])
+    assert np.max(np.abs(np.concatenate(scaled) - behaviour)) < 1e-4
+    assert np.max(np.abs(np.concatenate(unscaled) - behaviour)) > 1e-2  # the temperature does matter here
+
+
+@pytest.mark.slow
 def test_truncation_sets_finish_reason(engine, rh):
     worker, loop, _ = engine
     eos = worker.tokenizer.eos_token_id
