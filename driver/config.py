@@ -119,7 +119,8 @@ class VerifierConfig:
     """Verifier pool: scores the chosen candidate (math-verify in processes; code in the sandbox)."""
     num_workers: int = _f(1, "Verifier actors.")
     processes_per_worker: int = _f(1, "math-verify worker processes per actor (concurrency limit).")
-    timeout_s: float = _f(10.0, "Deadline for one verification; a timeout scores 0 and is counted.")
+    timeout_s: float = _f(10.0, "Deadline for one verification; a timeout scores 0, is counted, "
+                                    "and its group is dropped from training (not trained as a wrong answer).")
     reward: str = _f("binary", "'binary' (1 if the chosen candidate is correct) or 'partial' "
                                "(the chosen candidate's unit-test pass fraction; code only).")
     sandbox_backend: str = _f("bubblewrap", "Sandbox for code: 'bubblewrap' or 'docker'.")

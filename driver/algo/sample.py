@@ -10,6 +10,10 @@ from dataclasses import dataclass, field
 from typing import Any, Optional
 
 
+#: `Rollout.verifier_status` values of a verification that failed (not a verdict about the answer).
+VERIFIER_FAILURES = ("timeout", "error")
+
+
 @dataclass(frozen=True)
 class SelectionTask:
     """One GenSelect prompt: a problem and N shuffled candidates, with what is known about each.
@@ -87,6 +91,11 @@ class Rollout:
     timings: dict = field(default_factory=dict)
 
     @property
+    def verifier_failed(self) -> bool:
+        """The verification itself failed (timed out or crashed): the reward 0 says nothing about the answer."""
+        return self.verifier_status in VERIFIER_FAILURES
+
+    @property
     def truncated(self) -> bool:
         return self.finish_reason == "length"
 
@@ -107,6 +116,11 @@ class RolloutGroup:
     @property
     def rewards(self) -> list:
         return [r.reward for r in self.rollouts]
+
+    @property
+    def verifier_failures(self) -> int:
+        """Rollouts whose verification timed out or crashed (see `Rollout.verifier_failed`)."""
+        return sum(r.verifier_failed for r in self.rollouts)
 
 
 def asdict_shallow(obj: Any) -> dict:
