@@ -189,6 +189,7 @@ class Run:
 
     def _resume(self, folder: Path) -> int:
         state = ckpt.load_driver_state(folder)
+        ckpt.check_compatible(folder, self.cfg, [t.prompt_id for t in self.train_tasks])
         self._get([l.load_checkpoint.remote(str(folder / "learner")) for l in self.handles.learners],
                   self.cfg.learner.step_timeout_s, "learner checkpoint load")
         self.version = state["version"]
@@ -202,7 +203,7 @@ class Run:
         self.metrics.truncate_after(state["step"])
         _truncate_jsonl(self.run_dir / "consumed.jsonl", state["step"])
         log.info("resumed from %s at step %d (policy version %d, %d prompts re-issued)", folder,
-                 state["step"], self.version, len(state["stream"]["reissue"]))
+                 state["step"], self.version, sum(len(s["reissue"]) for s in state["stream"]["streams"].values()))
         return state["step"]
 
     # -- one step -------------------------------------------------------------------------------------
