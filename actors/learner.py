@@ -333,11 +333,16 @@ class Learner(NcclWeightSender):
             out["lm_head.weight"] = out[next(n for n, p in named if p is self.hf.get_input_embeddings().weight)]
         return out
 
-    def export_weights(self) -> dict[str, np.ndarray]:
+    def export_weights(self, rank0_only: bool = False) -> dict[str, np.ndarray]:
         """Full HF-named state dict as float32 numpy arrays (bf16 widened exactly), incl. `lm_head.weight`.
 
-        Collective under ZeRO-3 (every rank must call; each gets the full dict).
+        Collective under ZeRO-3: every rank must call it (the gather waits for all of them). Each gets the full
+        dict, or with `rank0_only` ranks > 0 take part in the gather and return {} (nothing to ship).
         """
+        if rank0_only and self.rank != 0:
+            if self.cfg.zero_stage == 3:
+                self._full_state()
+            return {}
         return cio.to_numpy(self._full_state())
 
     def weight_version(self) -> int:
@@ -346,7 +351,8 @@ class Learner(NcclWeightSender):
 
     def export_hf(self, path: str) -> None:
         """Write a Hugging Face folder (config, model.safetensors in the training dtype, tokenizer files)
-        that transformers and vLLM load. Collective; rank 0 writes, atomically."""
+        that transformers and vLLM load. Collective: every rank must call it (ZeRO-3 gathers, and all ranks
+        meet at a barrier); rank 0 writes, atomically."""
         state = self._full_state()
         if self.rank == 0:
             cio.remove(cio.tmp_path(path))

@@ -144,7 +144,7 @@ class Run:
 
         self.handles = launch(self.cfg, str(self.prepared.model_dir), default_env(),
                               domains=tuple(sorted({t.domain for t in self.train_tasks})))
-        self.broadcaster = WeightSyncBroadcaster(self.cfg.weight_sync, self.handles.learners[0],
+        self.broadcaster = WeightSyncBroadcaster(self.cfg.weight_sync, self.handles.learners,
                                                  self.handles.rollouts)
         self._wait_until_started()
         self.stream = self._curriculum()
@@ -344,7 +344,7 @@ class Run:
 
     def finish(self) -> dict:
         export = self.run_dir / "export"
-        self._get([self.handles.learners[0].export_hf.remote(str(export))], 600, "export")
+        self._get([learner.export_hf.remote(str(export)) for learner in self.handles.learners], 600, "export")
         plot_curves(self.metrics, self.run_dir / "curves.png")
         summary = summarize(self.metrics, time.time() - self.started_at, self.cfg.steps)
         summary["dataset"] = str(self.prepared.dataset_dir)
