@@ -50,7 +50,7 @@ class FakeLearner:
         self.version += 1
         return self.version
 
-    def export_weights(self) -> dict:
+    def export_weights(self, rank0_only: bool = False) -> dict:
         return {k: v.detach().numpy().copy() for k, v in self.model.state_dict().items()}
 
     def fixed_ids(self) -> tuple:
@@ -74,7 +74,7 @@ class FakeLearner:
 class HungLearner:
     """A learner whose export never finishes in time."""
 
-    def export_weights(self) -> dict:
+    def export_weights(self, rank0_only: bool = False) -> dict:
         time.sleep(60)
         return {}
 
