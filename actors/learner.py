@@ -333,8 +333,10 @@ class Learner(NcclWeightSender):
             out["lm_head.weight"] = out[next(n for n, p in named if p is self.hf.get_input_embeddings().weight)]
         return out
 
-    def export_weights(self, rank0_only: bool = False) -> dict[str, np.ndarray]:
-        """Full HF-named state dict as float32 numpy arrays (bf16 widened exactly), incl. `lm_head.weight`.
+    def export_weights(self, rank0_only: bool = False, widen: bool = True) -> dict[str, np.ndarray]:
+        """Full HF-named state dict as numpy arrays, incl. `lm_head.weight`: float32 (bf16 widened exactly),
+        or with `widen=False` in the training dtype, bf16 as marked uint16 bit patterns (what the weight sync
+        sends: half the bytes of float32; see checkpoint_io.to_numpy).
 
         Collective under ZeRO-3: every rank must call it (the gather waits for all of them). Each gets the full
         dict, or with `rank0_only` ranks > 0 take part in the gather and return {} (nothing to ship).
@@ -343,7 +345,7 @@ class Learner(NcclWeightSender):
             if self.cfg.zero_stage == 3:
                 self._full_state()
             return {}
-        return cio.to_numpy(self._full_state())
+        return cio.to_numpy(self._full_state(), widen=widen)
 
     def weight_version(self) -> int:
         """Optimizer updates applied so far (restored by load_checkpoint)."""

@@ -4,7 +4,8 @@ Every learner rank takes part in each export (under ZeRO-3 the parameter gather 
 rank 0 alone waits forever for the others); only rank 0's copy travels.
 
 object_store backend (the CPU default). The learner exports its full HF-named state dict as numpy
-arrays (`export_weights() -> dict[str, np.ndarray]`, `lm_head.weight` included for tied models) into
+arrays in its training dtype (`export_weights(rank0_only=True, widen=False) -> dict[str, np.ndarray]`; bf16 as
+marked uint16 bit patterns, never widened to float32, `lm_head.weight` included for tied models) into
 Ray's object store once; the broadcaster hands the same ObjectRef to every rollout actor's
 `update_weights_from_object_store(ref, version)`. Ray resolves a top-level ObjectRef argument before
 the call, and numpy arrays are read zero-copy from shared memory on the same node, so the driver never
@@ -65,7 +66,7 @@ class WeightSyncBroadcaster:
         if self.cfg.backend == "nccl":
             workers, export_s = self._sync_nccl(version, deadline), 0.0
         else:
-            refs = [learner.export_weights.remote(rank0_only=True) for learner in self.learners]
+            refs = [learner.export_weights.remote(rank0_only=True, widen=False) for learner in self.learners]
             self._wait(refs, [f"learner[{r}].export_weights" for r in range(len(refs))], deadline,
                        fetch_local=False)
             ref = refs[0]

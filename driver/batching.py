@@ -82,11 +82,19 @@ def build_batch(groups: list, algo, max_response_tokens: int, num_ranks: int) ->
     # groups before they get here; this guards callers that skip it)
     failed = torch.tensor([r.verifier_failed for r in rollouts], dtype=torch.bool)
     weights = weights.masked_fill(failed, 0.0)
+    # one prompt list per group, shared by its G sequences: pickling (Ray) sends a shared object once, so each
+    # prompt travels to the learner once per group, not G times (shards keep a group together)
+    prompts = []
+    for g in groups:
+        shared = list(g.rollouts[0].prompt_token_ids)
+        if any(r.prompt_token_ids != shared for r in g.rollouts[1:]):
+            raise ValueError(f"group {g.task.prompt_id}: its rollouts have different prompt tokens")
+        prompts += [shared] * len(g.rollouts)
     sequences = [
-        TrainSequence(prompt_token_ids=list(r.prompt_token_ids), response_token_ids=list(r.response_token_ids),
+        TrainSequence(prompt_token_ids=p, response_token_ids=list(r.response_token_ids),
                      behaviour_logprobs=list(r.behaviour_logprobs), advantage=float(a), loss_weight=float(w),
                      policy_version=r.policy_version)
-        for r, a, w in zip(rollouts, advantages.reshape(-1).tolist(), weights.tolist())
+        for r, p, a, w in zip(rollouts, prompts, advantages.reshape(-1).tolist(), weights.tolist())
     ]
     global_tokens = count_loss_tokens(sequences)
     stats = {

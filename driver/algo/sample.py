@@ -75,7 +75,8 @@ class Rollout:
     """One sampled selector response to one SelectionTask, and what became of it.
 
     Token-level fields are lists of length `len(response_token_ids)`; `prompt_token_ids` is shared by the
-    G rollouts of one group (it is the same list object when they come from one request).
+    G rollouts of one group: the SAME list object (the rollout worker makes one per request), so pickling a
+    group, as Ray does between actors, sends the prompt once per group, not G times. Keep it shared.
     """
     prompt_id: str
     prompt_token_ids: list

@@ -164,6 +164,10 @@ def test_bf16_and_proximal_ratio(tiny_model_path, vocab):
                           algo=algo, total_train_steps=4)
     try:
         init = learner.export_weights()
+        wire = learner.export_weights(widen=False)  # what the weight sync sends: bf16, not widened
+        assert all(w.itemsize == 2 for w in wire.values()) and wire.keys() == init.keys()
+        assert all(np.array_equal(torch.from_numpy(wire[k].view(np.int16)).view(torch.bfloat16).float().numpy(),
+                                  init[k]) for k in init)
         batch = on_policy(learner, make_batch(6, seed=1, vocab=vocab))
         # behaviour policy lower than the learner's by 0.5 (IS weight e^0.5 < cap) or 1.5 (capped at 2)
         shifts = [0.5, 1.5] * 3

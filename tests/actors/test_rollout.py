@@ -7,6 +7,7 @@ async Ray actor would); the last test shuts it down and checks processes and /de
 from __future__ import annotations
 
 import os
+import pickle
 import time
 
 import numpy as np
@@ -44,6 +45,28 @@ def test_write_safetensors_roundtrip(tmp_path):
         assert back[name].dtype == array.dtype and np.array_equal(back[name], array), name
     with pytest.raises(TypeError, match="complex"):
         write_safetensors(tmp_path / "bad.safetensors", {"c": np.zeros(2, np.complex64)})
+
+
+def test_bf16_weights_travel_as_bf16(tmp_path):
+    """The weight sync ships bf16 weights in 2 bytes per element, not widened to float32 (issue #10 item 10):
+    the learner's wire arrays survive pickling (Ray's object store) and are written as BF16, bit-exact."""
+    import pickle
+
+    import torch
+    from safetensors.torch import load_file
+
+    from actors.checkpoint_io import to_numpy
+
+    state = {"w": torch.randn(64, 32).to(torch.bfloat16), "b": torch.randn(5)}
+    wire = to_numpy(state, widen=False)
+    assert wire["w"].nbytes == 64 * 32 * 2 and wire["b"].dtype == np.float32
+    buffers = []  # out-of-band buffers, as Ray serialises numpy arrays
+    wire = pickle.loads(pickle.dumps(wire, protocol=5, buffer_callback=buffers.append), buffers=buffers)
+    write_safetensors(tmp_path / "w.safetensors", wire)
+    back = load_file(str(tmp_path / "w.safetensors"))
+    assert back["w"].dtype == torch.bfloat16 and torch.equal(back["w"], state["w"])
+    assert torch.equal(back["b"], state["b"])
+    assert to_numpy(state)["w"].dtype == np.float32  # the default (inspection, tests) still widens
 
 
 def test_with_output_layer_adds_lm_head_only_when_tied():
@@ -98,6 +121,8 @@ def test_generate_contract(engine, rh):
     for task, group in zip(tasks, groups):
         assert len(group.rollouts) == G and group.policy_version == worker.policy_version() == 0
         prompt_ids = worker.encode_prompt(task.prompt)
+        shared = pickle.loads(pickle.dumps(group))  # as Ray sends it: the prompt once per group
+        assert all(r.prompt_token_ids is shared.rollouts[0].prompt_token_ids for r in shared.rollouts)
         for r in group.rollouts:
             assert r.prompt_token_ids == prompt_ids and r.prompt_id == task.prompt_id
             assert 1 <= len(r.response_token_ids) <= MAX_TOKENS

@@ -50,7 +50,7 @@ class FakeLearner:
         self.version += 1
         return self.version
 
-    def export_weights(self, rank0_only: bool = False) -> dict:
+    def export_weights(self, rank0_only: bool = False, widen: bool = True) -> dict:
         return {k: v.detach().numpy().copy() for k, v in self.model.state_dict().items()}
 
     def fixed_ids(self) -> tuple:
@@ -74,7 +74,7 @@ class FakeLearner:
 class HungLearner:
     """A learner whose export never finishes in time."""
 
-    def export_weights(self, rank0_only: bool = False) -> dict:
+    def export_weights(self, rank0_only: bool = False, widen: bool = True) -> dict:
         time.sleep(60)
         return {}
 
@@ -210,7 +210,7 @@ def test_hung_learner_raises_timeout_naming_it(ray_cluster):
     hung = ray.remote(num_cpus=0)(HungReceiver).remote()
     try:
         broadcaster = WeightSyncBroadcaster(WeightSyncConfig(timeout_s=2), slow, [hung])
-        with pytest.raises(WeightSyncTimeout, match="learner.export_weights"):
+        with pytest.raises(WeightSyncTimeout, match=r"learner\[0\]\.export_weights"):
             broadcaster.sync(1)
     finally:
         ray.kill(slow)

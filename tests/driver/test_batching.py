@@ -92,3 +92,22 @@ def test_build_batch_masks_verifier_failures_that_reach_it():
     seqs = batch.shards[0]
     assert [s.loss_weight for s in seqs] == [1.0, 0.0, 1.0, 0.0]
     assert batch.global_num_tokens == 8 and batch.stats["batch/verifier_failures_masked"] == 2
+
+
+def test_each_prompt_travels_once_per_group_to_the_learner():
+    """The G sequences of a group share one prompt list, so a pickled shard (what Ray sends to a learner rank)
+    carries each prompt once, not G times (issue #10 item 10)."""
+    import pickle
+
+    prompt = list(range(1000, 3000))  # a long GenSelect prompt: ~2000 tokens
+    groups = []
+    for k in range(2):
+        g = _group([1, 0, 1, 0, 1, 0, 1, 0])
+        for r in g.rollouts:
+            r.prompt_token_ids = list(prompt) + [k]  # separate (equal) lists, as after any copy
+        groups.append(g)
+    batch = build_batch(groups, AlgorithmConfig(overlong_buffer_len=2), 32, num_ranks=1)
+    shard = pickle.loads(pickle.dumps(batch.shards[0]))
+    assert len({id(s.prompt_token_ids) for s in shard}) == 2  # one list per group, after the round trip too
+    one_prompt = len(pickle.dumps(prompt))
+    assert len(pickle.dumps(batch.shards[0])) < 2 * one_prompt + 4000  # 2 prompts + 16 short responses
