@@ -59,9 +59,17 @@ def set_rng_state(state: dict) -> None:
         torch.cuda.set_rng_state_all(state["cuda"])
 
 
-def to_numpy(state: dict) -> dict:
-    """name -> float32 numpy array (bf16 widens exactly to float32; numpy has no bfloat16)."""
-    return {name: t.detach().to("cpu", torch.float32).numpy() for name, t in state.items()}
+def to_numpy(state: dict, widen: bool = True) -> dict:
+    """name -> numpy array. `widen`: float tensors as float32 (bf16 widens exactly; numpy has no bfloat16).
+    Else each tensor keeps its dtype and bf16 ones travel as uint16 bit patterns marked with
+    `actors.vllm_extension.BF16_METADATA` (half the bytes; the rollout writes them as BF16)."""
+    if widen:
+        return {name: t.detach().to("cpu", torch.float32).numpy() for name, t in state.items()}
+    from actors.vllm_extension import BF16_METADATA
+
+    bf16 = np.dtype(np.uint16, metadata=BF16_METADATA)
+    return {name: t.detach().cpu().view(torch.uint16).numpy().view(bf16) if t.dtype == torch.bfloat16
+            else t.detach().cpu().numpy() for name, t in state.items()}
 
 
 def write_hf_folder(out: Path, source: Path, config, generation_config, state: dict, tied: bool) -> None:

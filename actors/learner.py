@@ -106,6 +106,9 @@ class Learner(NcclWeightSender):
                  total_train_steps: int = 0, temperature: float = 1.0):
         from transformers import AutoModelForCausalLM
 
+        if algo.ratio_reference not in ("behaviour", "proximal"):  # 'auto' is resolved by driver.config
+            raise ValueError(f"algorithm.ratio_reference={algo.ratio_reference!r}: the learner needs 'behaviour' or "
+                             f"'proximal' (load the config with driver.config.load_config to resolve 'auto')")
         self.cfg, self.algo, self.model_path = cfg, algo, Path(model_path)
         self.rank, self.world_size = rank, world_size
         os.environ.update(RANK=str(rank), WORLD_SIZE=str(world_size), LOCAL_RANK="0",
@@ -330,12 +333,19 @@ class Learner(NcclWeightSender):
             out["lm_head.weight"] = out[next(n for n, p in named if p is self.hf.get_input_embeddings().weight)]
         return out
 
-    def export_weights(self) -> dict[str, np.ndarray]:
-        """Full HF-named state dict as float32 numpy arrays (bf16 widened exactly), incl. `lm_head.weight`.
+    def export_weights(self, rank0_only: bool = False, widen: bool = True) -> dict[str, np.ndarray]:
+        """Full HF-named state dict as numpy arrays, incl. `lm_head.weight`: float32 (bf16 widened exactly),
+        or with `widen=False` in the training dtype, bf16 as marked uint16 bit patterns (what the weight sync
+        sends: half the bytes of float32; see checkpoint_io.to_numpy).
 
-        Collective under ZeRO-3 (every rank must call; each gets the full dict).
+        Collective under ZeRO-3: every rank must call it (the gather waits for all of them). Each gets the full
+        dict, or with `rank0_only` ranks > 0 take part in the gather and return {} (nothing to ship).
         """
-        return cio.to_numpy(self._full_state())
+        if rank0_only and self.rank != 0:
+            if self.cfg.zero_stage == 3:
+                self._full_state()
+            return {}
+        return cio.to_numpy(self._full_state(), widen=widen)
 
     def weight_version(self) -> int:
         """Optimizer updates applied so far (restored by load_checkpoint)."""
@@ -343,7 +353,8 @@ class Learner(NcclWeightSender):
 
     def export_hf(self, path: str) -> None:
         """Write a Hugging Face folder (config, model.safetensors in the training dtype, tokenizer files)
-        that transformers and vLLM load. Collective; rank 0 writes, atomically."""
+        that transformers and vLLM load. Collective: every rank must call it (ZeRO-3 gathers, and all ranks
+        meet at a barrier); rank 0 writes, atomically."""
         state = self._full_state()
         if self.rank == 0:
             cio.remove(cio.tmp_path(path))

@@ -6,9 +6,8 @@ the engines' workers; per sync the engines wait in `update_weights_nccl(metadata
 broadcasts every tensor of `weight_metadata()`, in that order, from its GPU.
 
 The weights sent are `_full_state()` (HF names, `lm_head.weight` included when tied), which is a
-collective under ZeRO-3: with several ZeRO-3 ranks only rank 0 would call it and hang, so
-`init_weight_update_group` refuses that combination (config: use ZeRO-2, one learner rank, or the
-object_store backend).
+collective under ZeRO-3: the broadcaster calls `weight_metadata()` on every learner rank (each takes part in
+the gather; ranks > 0 drop their copy), then `broadcast_weights()` on rank 0 only.
 """
 from __future__ import annotations
 
@@ -34,9 +33,6 @@ class NcclWeightSender:
             raise RuntimeError("only learner rank 0 sends weights")
         if self.device.type != "cuda":
             raise RuntimeError("weight_sync.backend=nccl needs the learner on a GPU; use object_store on CPU")
-        if self.cfg.zero_stage == 3 and self.world_size > 1:
-            raise RuntimeError("weight_sync.backend=nccl with ZeRO-3 over several ranks is not supported "
-                               "(gathering the weights is collective); use ZeRO-2 or object_store")
         import torch
         from vllm.distributed.device_communicators.pynccl import PyNcclCommunicator
         from vllm.distributed.utils import StatelessProcessGroup
@@ -46,7 +42,12 @@ class NcclWeightSender:
 
     def weight_metadata(self) -> list:
         """[(name, dtype name, shape)] of the tensors the next `broadcast_weights` sends, in sending order.
-        The weights are gathered once here and kept for that broadcast (one copy per sync, not two)."""
+        The weights are gathered once here and kept for that broadcast (one copy per sync, not two).
+        Collective under ZeRO-3: every rank calls it; ranks > 0 take part in the gather and return []."""
+        if self.rank != 0:
+            if self.cfg.zero_stage == 3:
+                self._full_state()
+            return []
         self._state_to_send = self._full_state()
         return [(name, str(t.dtype).removeprefix("torch."), list(t.shape))
                 for name, t in self._state_to_send.items()]

@@ -86,12 +86,11 @@ def configure_cpu_env(cfg) -> None:
 def encode_prompt(tokenizer, prompt: str) -> list:
     """Prompt token ids, formatted exactly as the learner formats them (driver/models/chat.py).
 
-    Falls back to `prompt + "\n"` (no chat template) only if that module is missing.
+    No fallback: without that module the import error propagates (a prompt in another format than the
+    learner's would train on sequences the learner never scored the same way).
     """
-    try:
-        from driver.models.chat import prompt_token_ids
-    except ModuleNotFoundError:
-        return list(tokenizer(prompt + "\n")["input_ids"])
+    from driver.models.chat import prompt_token_ids
+
     return list(prompt_token_ids(tokenizer, prompt))
 
 

@@ -162,6 +162,16 @@ class WeightReceiver:
 
 
 # ---- sender side: the file channel (runs in the rollout actor, not in the worker) ------------------
+#: numpy has no bfloat16: bf16 weights travel as their raw 16-bit patterns in a uint16 array whose dtype
+#: carries this metadata (kept through pickling, hence through Ray's object store), never widened to float32.
+BF16_METADATA = {"torch_dtype": "bfloat16"}
+
+
+def is_bf16_bits(array) -> bool:
+    """True for a uint16 array that holds bfloat16 bit patterns (see BF16_METADATA)."""
+    return array.dtype.name == "uint16" and (array.dtype.metadata or {}).get("torch_dtype") == "bfloat16"
+
+
 _SAFETENSORS_DTYPES = {"float32": "F32", "float16": "F16", "bfloat16": "BF16", "float64": "F64",
                        "int64": "I64", "int32": "I32", "int16": "I16", "int8": "I8", "uint8": "U8",
                        "bool": "BOOL"}
@@ -189,7 +199,8 @@ def write_safetensors(path, arrays: dict) -> int:
     """Write numpy arrays as a safetensors file without an intermediate copy; returns bytes written.
 
     Format: 8-byte little-endian header length, JSON header (dtype, shape, data_offsets per tensor),
-    then the raw C-order data. bfloat16 arrays (ml_dtypes) are written as BF16.
+    then the raw C-order data. bfloat16 arrays (ml_dtypes, or uint16 bit patterns marked by BF16_METADATA) are
+    written as BF16.
     """
     import json
 
@@ -198,7 +209,7 @@ def write_safetensors(path, arrays: dict) -> int:
     header, offset, views = {}, 0, []
     for name, array in arrays.items():
         array = np.ascontiguousarray(array)
-        dtype = _SAFETENSORS_DTYPES.get(array.dtype.name)
+        dtype = "BF16" if is_bf16_bits(array) else _SAFETENSORS_DTYPES.get(array.dtype.name)
         if dtype is None:
             raise TypeError(f"tensor {name!r}: dtype {array.dtype} has no safetensors equivalent")
         header[name] = {"dtype": dtype, "shape": list(array.shape),

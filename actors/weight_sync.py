@@ -1,7 +1,11 @@
 """Weight sync: learner rank 0 -> every rollout engine, one version at a time, under one deadline.
 
+Every learner rank takes part in each export (under ZeRO-3 the parameter gather is collective: a gather on
+rank 0 alone waits forever for the others); only rank 0's copy travels.
+
 object_store backend (the CPU default). The learner exports its full HF-named state dict as numpy
-arrays (`export_weights() -> dict[str, np.ndarray]`, `lm_head.weight` included for tied models) into
+arrays in its training dtype (`export_weights(rank0_only=True, widen=False) -> dict[str, np.ndarray]`; bf16 as
+marked uint16 bit patterns, never widened to float32, `lm_head.weight` included for tied models) into
 Ray's object store once; the broadcaster hands the same ObjectRef to every rollout actor's
 `update_weights_from_object_store(ref, version)`. Ray resolves a top-level ObjectRef argument before
 the call, and numpy arrays are read zero-copy from shared memory on the same node, so the driver never
@@ -37,14 +41,16 @@ class WeightSyncTimeout(TimeoutError):
 class WeightSyncBroadcaster:
     """Driver-side coordinator: `sync(version)` pushes the learner's current weights to every engine."""
 
-    def __init__(self, cfg, learner_rank0_handle, rollout_handles: list):
-        """cfg: WeightSyncConfig; learner_rank0_handle: the learner actor with export_weights();
-        rollout_handles: RolloutWorker actors (update_weights_from_object_store)."""
+    def __init__(self, cfg, learners, rollout_handles: list):
+        """cfg: WeightSyncConfig; learners: every learner rank's actor, in rank order (or a single handle when
+        there is one rank): gathering ZeRO-3 weights is collective, so every rank takes part in an export and
+        rank 0's copy is sent; rollout_handles: RolloutWorker actors (update_weights_from_object_store)."""
         if cfg.backend not in ("object_store", "nccl"):
             raise ValueError(f"weight_sync.backend={cfg.backend!r}: this broadcaster implements "
                              f"'object_store' (CPU) and 'nccl' (GPU, untested here)")
         self.cfg = cfg
-        self.learner = learner_rank0_handle
+        self.learners = list(learners) if isinstance(learners, (list, tuple)) else [learners]
+        self.learner = self.learners[0]
         self.rollouts = list(rollout_handles)
         self.history: list = []
         self._nccl_ready = False
@@ -60,8 +66,10 @@ class WeightSyncBroadcaster:
         if self.cfg.backend == "nccl":
             workers, export_s = self._sync_nccl(version, deadline), 0.0
         else:
-            ref = self.learner.export_weights.remote()
-            self._wait([ref], ["learner.export_weights"], deadline, fetch_local=False)
+            refs = [learner.export_weights.remote(rank0_only=True, widen=False) for learner in self.learners]
+            self._wait(refs, [f"learner[{r}].export_weights" for r in range(len(refs))], deadline,
+                       fetch_local=False)
+            ref = refs[0]
             export_s = time.perf_counter() - start
             calls = [h.update_weights_from_object_store.remote(ref, version) for h in self.rollouts]
             workers = self._wait(calls, self._names("update_weights_from_object_store"), deadline)
@@ -90,8 +98,9 @@ class WeightSyncBroadcaster:
         """GPU path (UNTESTED here): one NCCL broadcast from learner rank 0 to every engine worker."""
         if not self._nccl_ready:
             self._init_nccl(deadline)
-        meta = ray.get(self.learner.weight_metadata.remote(),
-                       timeout=max(0.0, deadline - time.perf_counter()))
+        metas = ray.get([learner.weight_metadata.remote() for learner in self.learners],  # ZeRO-3: collective
+                        timeout=max(0.0, deadline - time.perf_counter()))
+        meta = metas[0]
         receives = [h.update_weights_nccl.remote(meta, version) for h in self.rollouts]
         send = self.learner.broadcast_weights.remote()
         results = self._wait(receives + [send], self._names("update_weights_nccl")

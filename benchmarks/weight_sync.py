@@ -32,7 +32,7 @@ class BenchLearner:
         torch.set_num_threads(1)
         self.model = AutoModelForCausalLM.from_pretrained(model_path, dtype=torch.float32)
 
-    def export_weights(self) -> dict:
+    def export_weights(self, rank0_only: bool = False, widen: bool = True) -> dict:
         import torch
 
         with torch.no_grad():

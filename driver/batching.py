@@ -2,7 +2,8 @@
 the learner (arXiv 2503.14476, section 3):
 
     rewards (raw selection rewards, per group of G)
-      -> dynamic sampling: keep groups whose raw rewards are not all equal (std > 0)
+      -> dynamic sampling: keep groups whose raw rewards are not all equal (std > 0); a group with a failed
+         verification (timeout or crash: reward 0 that is no wrong answer) is always dropped and counted
       -> overlong shaping: soft penalty added to the reward (or truncated responses masked out)
       -> advantages from the configured estimator (GRPO/DAPO, max@k, BoN-RLB)
       -> one TrainSequence per response, sharded over learner ranks (a group's responses stay on one rank, so
@@ -30,15 +31,23 @@ def estimator_from_config(algo):
 
 
 def dynamic_sampling(groups: list, enabled: bool) -> tuple:
-    """Split groups into (kept, filtered) and count the reasons (metric labels such as 'all_wrong')."""
+    """Split groups into (kept, filtered) and count the reasons (metric labels such as 'all_wrong').
+
+    A group with a failed verification (a rollout whose check timed out or crashed, `Rollout.verifier_failed`)
+    is always filtered, reason 'verifier_failure', even with dynamic sampling off: its reward 0 is not a wrong
+    answer, and training on it would push the policy away from a possibly correct choice. Otherwise, with
+    `enabled`, groups whose rewards are all equal are filtered (DAPO dynamic sampling).
+    """
     if not groups:
         return [], [], Counter()
     rewards = torch.tensor([g.rewards for g in groups], dtype=torch.float64)
     keep, reasons = dapo.dynamic_sampling_filter(rewards)
-    if not enabled:
-        return list(groups), [], Counter(reasons)
-    kept = [g for g, k in zip(groups, keep.tolist()) if k]
-    filtered = [g for g, k in zip(groups, keep.tolist()) if not k]
+    keep = keep.tolist() if enabled else [True] * len(groups)
+    for i, g in enumerate(groups):
+        if g.verifier_failures:
+            keep[i], reasons[i] = False, "verifier_failure"
+    kept = [g for g, k in zip(groups, keep) if k]
+    filtered = [g for g, k in zip(groups, keep) if not k]
     return kept, filtered, Counter(reasons)
 
 
@@ -69,11 +78,23 @@ def build_batch(groups: list, algo, max_response_tokens: int, num_ranks: int) ->
         shaped = shaped + penalty.view(len(groups), G)
     advantages = estimator_from_config(algo).advantages(shaped)                       # (num_groups, G)
     weights = (~truncated).double() if algo.overlong_filtering else torch.ones(len(rollouts), dtype=torch.float64)
+    # a failed verification (timeout, crash) is no wrong answer: out of the loss (dynamic_sampling drops such
+    # groups before they get here; this guards callers that skip it)
+    failed = torch.tensor([r.verifier_failed for r in rollouts], dtype=torch.bool)
+    weights = weights.masked_fill(failed, 0.0)
+    # one prompt list per group, shared by its G sequences: pickling (Ray) sends a shared object once, so each
+    # prompt travels to the learner once per group, not G times (shards keep a group together)
+    prompts = []
+    for g in groups:
+        shared = list(g.rollouts[0].prompt_token_ids)
+        if any(r.prompt_token_ids != shared for r in g.rollouts[1:]):
+            raise ValueError(f"group {g.task.prompt_id}: its rollouts have different prompt tokens")
+        prompts += [shared] * len(g.rollouts)
     sequences = [
-        TrainSequence(prompt_token_ids=list(r.prompt_token_ids), response_token_ids=list(r.response_token_ids),
+        TrainSequence(prompt_token_ids=p, response_token_ids=list(r.response_token_ids),
                      behaviour_logprobs=list(r.behaviour_logprobs), advantage=float(a), loss_weight=float(w),
                      policy_version=r.policy_version)
-        for r, a, w in zip(rollouts, advantages.reshape(-1).tolist(), weights.tolist())
+        for r, p, a, w in zip(rollouts, prompts, advantages.reshape(-1).tolist(), weights.tolist())
     ]
     global_tokens = count_loss_tokens(sequences)
     stats = {
@@ -85,6 +106,7 @@ def build_batch(groups: list, algo, max_response_tokens: int, num_ranks: int) ->
         "batch/groups": len(groups),
         "batch/sequences": len(sequences),
         "batch/response_tokens": global_tokens,
+        "batch/verifier_failures_masked": int(failed.sum()),
     }
     return Batch(shard_sequences(sequences, num_ranks), global_tokens, stats)
 

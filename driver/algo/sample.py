@@ -10,6 +10,10 @@ from dataclasses import dataclass, field
 from typing import Any, Optional
 
 
+#: `Rollout.verifier_status` values of a verification that failed (not a verdict about the answer).
+VERIFIER_FAILURES = ("timeout", "error")
+
+
 @dataclass(frozen=True)
 class SelectionTask:
     """One GenSelect prompt: a problem and N shuffled candidates, with what is known about each.
@@ -71,7 +75,8 @@ class Rollout:
     """One sampled selector response to one SelectionTask, and what became of it.
 
     Token-level fields are lists of length `len(response_token_ids)`; `prompt_token_ids` is shared by the
-    G rollouts of one group (it is the same list object when they come from one request).
+    G rollouts of one group: the SAME list object (the rollout worker makes one per request), so pickling a
+    group, as Ray does between actors, sends the prompt once per group, not G times. Keep it shared.
     """
     prompt_id: str
     prompt_token_ids: list
@@ -85,6 +90,11 @@ class Rollout:
     reward: float = 0.0
     verifier_status: str = "unscored"  # "ok", "timeout", "error", "parse_failure"
     timings: dict = field(default_factory=dict)
+
+    @property
+    def verifier_failed(self) -> bool:
+        """The verification itself failed (timed out or crashed): the reward 0 says nothing about the answer."""
+        return self.verifier_status in VERIFIER_FAILURES
 
     @property
     def truncated(self) -> bool:
@@ -107,6 +117,11 @@ class RolloutGroup:
     @property
     def rewards(self) -> list:
         return [r.reward for r in self.rollouts]
+
+    @property
+    def verifier_failures(self) -> int:
+        """Rollouts whose verification timed out or crashed (see `Rollout.verifier_failed`)."""
+        return sum(r.verifier_failed for r in self.rollouts)
 
 
 def asdict_shallow(obj: Any) -> dict:

@@ -17,6 +17,7 @@ from cluster.placement import free_port
 from driver.config import AlgorithmConfig, LearnerConfig
 
 ROOT = Path(__file__).resolve().parents[2]
+ON_POLICY = AlgorithmConfig(ratio_reference="behaviour")  # AlgorithmConfig()'s 'auto' is resolved by load_config
 
 
 @pytest.fixture(scope="module")
@@ -55,7 +56,7 @@ def on_policy(learner, seqs: list) -> list:
 def new_learner(path, cfg=None, algo=None, **kw):
     from actors.learner import Learner
 
-    return Learner(cfg or learner_cfg(), algo or AlgorithmConfig(), str(path), master_port=free_port(), **kw)
+    return Learner(cfg or learner_cfg(), algo or ON_POLICY, str(path), master_port=free_port(), **kw)
 
 
 def max_diff(a: dict, b: dict) -> float:
@@ -64,6 +65,11 @@ def max_diff(a: dict, b: dict) -> float:
 
 
 # ----------------------------------------------------------------------------- pure
+
+
+def test_learner_refuses_an_unresolved_ratio_reference(tiny_model_path):
+    with pytest.raises(ValueError, match="ratio_reference='auto'"):
+        new_learner(tiny_model_path, algo=AlgorithmConfig())  # fails before any process group is formed
 
 
 @pytest.mark.parametrize("schedule,warmup,total,step,expected", [
@@ -158,6 +164,10 @@ def test_bf16_and_proximal_ratio(tiny_model_path, vocab):
                           algo=algo, total_train_steps=4)
     try:
         init = learner.export_weights()
+        wire = learner.export_weights(widen=False)  # what the weight sync sends: bf16, not widened
+        assert all(w.itemsize == 2 for w in wire.values()) and wire.keys() == init.keys()
+        assert all(np.array_equal(torch.from_numpy(wire[k].view(np.int16)).view(torch.bfloat16).float().numpy(),
+                                  init[k]) for k in init)
         batch = on_policy(learner, make_batch(6, seed=1, vocab=vocab))
         # behaviour policy lower than the learner's by 0.5 (IS weight e^0.5 < cap) or 1.5 (capped at 2)
         shifts = [0.5, 1.5] * 3
@@ -247,7 +257,7 @@ def run_two_ranks(ray, path, cfg, shards, n_tok, checkpoint_dir=None):
 
     actor = ray.remote(num_cpus=1)(Learner)
     port = free_port()
-    ranks = [actor.remote(cfg, AlgorithmConfig(), str(path), rank=r, world_size=2, master_port=port)
+    ranks = [actor.remote(cfg, ON_POLICY, str(path), rank=r, world_size=2, master_port=port)
              for r in range(2)]
 
     def export():  # collective under ZeRO-3: every rank takes part
@@ -312,3 +322,88 @@ def test_two_ranks_equal_one_rank_on_the_whole_batch(ray_session, tiny_model_pat
         after, w_after, again, w_again = extra
         assert max_diff(w_again, w_after) <= 1e-7
         assert again["loss"] == pytest.approx(after["loss"], abs=1e-7) and again["lr"] == after["lr"]
+
+
+class RecordingRollout:
+    """Stands in for a rollout actor: keeps the weights a sync delivers."""
+
+    def __init__(self):
+        self.weights, self.version = None, 0
+
+    def update_weights_from_object_store(self, weights: dict, version: int) -> dict:
+        self.weights, self.version = weights, version
+        return {"version": version, "bytes": sum(int(v.nbytes) for v in weights.values())}
+
+    def received(self) -> tuple:
+        return self.weights, self.version
+
+
+def _bounded(fn, seconds: float):
+    """fn() in a thread; fails the test (instead of hanging it) when it is not done in `seconds`."""
+    import concurrent.futures
+
+    pool = concurrent.futures.ThreadPoolExecutor(1)
+    try:
+        return pool.submit(fn).result(timeout=seconds)
+    except concurrent.futures.TimeoutError:
+        pytest.fail(f"did not finish within {seconds:.0f} s: a collective with only some ranks taking part?")
+    finally:
+        pool.shutdown(wait=False)
+
+
+@pytest.mark.slow
+def test_two_rank_zero3_weight_sync_and_final_export(ray_session, tiny_model_path, tmp_path):
+    """ZeRO-3 over 2 ranks: the weight export for a sync and the final HF export gather parameters, a
+    collective; with only rank 0 called (as before issue #10 item 1) both hung. Driven exactly as driver.run
+    does: the broadcaster gets every learner rank, Run.finish exports from every rank."""
+    import sys
+    from types import SimpleNamespace
+
+    from actors.learner import Learner
+    from actors.weight_sync import WeightSyncBroadcaster
+    from driver.config import WeightSyncConfig
+    from driver.run import Run
+
+    ray = ray_session
+    ray.cloudpickle.register_pickle_by_value(sys.modules[__name__])  # RecordingRollout travels by value
+    cfg = learner_cfg(zero_stage=3, step_timeout_s=60.0)  # a gloo collective left waiting fails after 60 s
+    port = free_port()
+    ranks = [ray.remote(num_cpus=1)(Learner).remote(cfg, ON_POLICY, str(tiny_model_path), rank=r, world_size=2,
+                                                    master_port=port) for r in range(2)]
+    receiver = ray.remote(num_cpus=0)(RecordingRollout).remote()
+    try:
+        ray.get([a.weight_version.remote() for a in ranks], timeout=300)  # started, process group formed
+        broadcaster = WeightSyncBroadcaster(WeightSyncConfig(timeout_s=90.0), ranks, [receiver])  # as Run._launch
+        stats = _bounded(lambda: broadcaster.sync(1), 120)
+        weights, version = ray.get(receiver.received.remote(), timeout=60)
+        full = ray.get([a.export_weights.remote() for a in ranks], timeout=120)[0]
+        assert version == 1 and stats["bytes"] > 0 and weights.keys() == full.keys()
+        assert "lm_head.weight" in weights and max_diff(weights, full) == 0.0
+        assert [len(w) for w in ray.get([a.export_weights.remote(rank0_only=True) for a in ranks],
+                                        timeout=120)][1] == 0  # ranks > 0 gather but ship nothing
+
+        run = Run.__new__(Run)  # Run.finish with everything but the learners stubbed
+        run.run_dir, run.started_at = tmp_path / "run", 0.0
+        run.run_dir.mkdir()
+        run.cfg = SimpleNamespace(steps=1)
+        run.handles = SimpleNamespace(learners=ranks)
+        run.metrics = SimpleNamespace(close=lambda: None)
+        run.prepared = SimpleNamespace(dataset_dir="unused")
+        import driver.run as run_module
+        patched = {"plot_curves": lambda *a, **k: None, "summarize": lambda *a, **k: {}}
+        saved = {k: getattr(run_module, k) for k in patched}
+        try:
+            for k, v in patched.items():
+                setattr(run_module, k, v)
+            summary = _bounded(run.finish, 120)
+        finally:
+            for k, v in saved.items():
+                setattr(run_module, k, v)
+        from safetensors.numpy import load_file
+        exported = load_file(str(run.run_dir / "export" / "model.safetensors"))
+        assert summary["export"] == str(run.run_dir / "export")
+        assert max_diff(exported, {k: v for k, v in full.items() if k in exported}) == 0.0
+        ray.get([a.shutdown.remote() for a in ranks], timeout=60)
+    finally:
+        for a in ranks + [receiver]:
+            ray.kill(a)

@@ -7,6 +7,7 @@ async Ray actor would); the last test shuts it down and checks processes and /de
 from __future__ import annotations
 
 import os
+import pickle
 import time
 
 import numpy as np
@@ -46,12 +47,49 @@ def test_write_safetensors_roundtrip(tmp_path):
         write_safetensors(tmp_path / "bad.safetensors", {"c": np.zeros(2, np.complex64)})
 
 
+def test_bf16_weights_travel_as_bf16(tmp_path):
+    """The weight sync ships bf16 weights in 2 bytes per element, not widened to float32 (issue #10 item 10):
+    the learner's wire arrays survive pickling (Ray's object store) and are written as BF16, bit-exact."""
+    import pickle
+
+    import torch
+    from safetensors.torch import load_file
+
+    from actors.checkpoint_io import to_numpy
+
+    state = {"w": torch.randn(64, 32).to(torch.bfloat16), "b": torch.randn(5)}
+    wire = to_numpy(state, widen=False)
+    assert wire["w"].nbytes == 64 * 32 * 2 and wire["b"].dtype == np.float32
+    buffers = []  # out-of-band buffers, as Ray serialises numpy arrays
+    wire = pickle.loads(pickle.dumps(wire, protocol=5, buffer_callback=buffers.append), buffers=buffers)
+    write_safetensors(tmp_path / "w.safetensors", wire)
+    back = load_file(str(tmp_path / "w.safetensors"))
+    assert back["w"].dtype == torch.bfloat16 and torch.equal(back["w"], state["w"])
+    assert torch.equal(back["b"], state["b"])
+    assert to_numpy(state)["w"].dtype == np.float32  # the default (inspection, tests) still widens
+
+
 def test_with_output_layer_adds_lm_head_only_when_tied():
     embed = np.ones((4, 2), np.float32)
     assert with_output_layer({"model.embed_tokens.weight": embed}, tied=True)["lm_head.weight"] is embed
     assert "lm_head.weight" not in with_output_layer({"model.embed_tokens.weight": embed}, tied=False)
     own = np.zeros((4, 2), np.float32)
     assert with_output_layer({"model.embed_tokens.weight": embed, "lm_head.weight": own}, True)["lm_head.weight"] is own
+
+
+def test_encode_prompt_fails_without_the_chat_module(monkeypatch):
+    """No silent fallback: without driver/models/chat.py the rollout would tokenize `prompt + "\\n"`, a format
+    the learner never sees; encode_prompt must raise instead (issue #10, item 7)."""
+    import sys
+
+    from actors.rollout import encode_prompt
+
+    def tokenizer(text):  # would succeed: any fallback shows up as a return value
+        return {"input_ids": [ord(c) for c in text]}
+
+    monkeypatch.setitem(sys.modules, "driver.models.chat", None)  # `import` raises ModuleNotFoundError
+    with pytest.raises(ImportError):
+        encode_prompt(tokenizer, "which one?")
 
 
 # ---- the engine ---------------------------------------------------------------------------------------
@@ -83,6 +121,8 @@ def test_generate_contract(engine, rh):
     for task, group in zip(tasks, groups):
         assert len(group.rollouts) == G and group.policy_version == worker.policy_version() == 0
         prompt_ids = worker.encode_prompt(task.prompt)
+        shared = pickle.loads(pickle.dumps(group))  # as Ray sends it: the prompt once per group
+        assert all(r.prompt_token_ids is shared.rollouts[0].prompt_token_ids for r in shared.rollouts)
         for r in group.rollouts:
             assert r.prompt_token_ids == prompt_ids and r.prompt_id == task.prompt_id
             assert 1 <= len(r.response_token_ids) <= MAX_TOKENS
@@ -105,6 +145,37 @@ def test_behaviour_logprobs_match_engine_and_transformers(engine, reference, rh)
         ref = rh.hf_logprobs(reference, r.prompt_token_ids, r.response_token_ids)
         assert abs(sum(fixed) - sum(r.behaviour_logprobs)) < 1e-4
         assert np.max(np.abs(np.array(fixed) - np.array(ref))) < 1e-4
+
+
+@pytest.mark.slow
+def test_learner_logprobs_match_engine_at_the_paper_temperature(engine, reference, rh):
+    """At the paper's temperature 1.5 (not only at 1.0) the learner's scoring path (actors.learner
+    `_PolicyLogprobs` on packed, prefix-shared sequences, logits / temperature) reproduces the engine's
+    behaviour log-probs of the sampled tokens: the PPO ratio is 1 on-policy (issue #10, item 4)."""
+    import torch
+
+    from actors.learner import _PolicyLogprobs
+    from actors.packing import TrainSequence, pack_sequences, unpack_per_sequence
+
+    worker, loop, _ = engine
+    temperature = 1.5
+    groups = loop.run(worker.generate([rh.make_task(11), rh.make_task(12, words=3)], temperature=temperature))
+    rollouts = [r for g in groups for r in g.rollouts]
+    seqs = [TrainSequence(r.prompt_token_ids, r.response_token_ids, r.behaviour_logprobs, 0.0, r.policy_version)
+            for r in rollouts]
+
+    def learner_logprobs(temp: float) -> list:
+        module, out = _PolicyLogprobs(reference, temp).eval(), [[] for _ in seqs]
+        with torch.no_grad():
+            for mb in pack_sequences(seqs, 4096):
+                unpack_per_sequence(module(mb.input_ids, mb.position_ids, mb.attention_mask, mb.target_index,
+                                           mb.target_ids)[0], mb, out)
+        return out
+
+    scaled, unscaled = learner_logprobs(temperature), learner_logprobs(1.0)
+    behaviour = np.concatenate([r.behaviour_logprobs for r in rollouts])
+    assert np.max(np.abs(np.concatenate(scaled) - behaviour)) < 1e-4
+    assert np.max(np.abs(np.concatenate(unscaled) - behaviour)) > 1e-2  # the temperature does matter here
 
 
 @pytest.mark.slow

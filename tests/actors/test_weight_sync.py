@@ -50,7 +50,7 @@ class FakeLearner:
         self.version += 1
         return self.version
 
-    def export_weights(self) -> dict:
+    def export_weights(self, rank0_only: bool = False, widen: bool = True) -> dict:
         return {k: v.detach().numpy().copy() for k, v in self.model.state_dict().items()}
 
     def fixed_ids(self) -> tuple:
@@ -74,7 +74,7 @@ class FakeLearner:
 class HungLearner:
     """A learner whose export never finishes in time."""
 
-    def export_weights(self) -> dict:
+    def export_weights(self, rank0_only: bool = False, widen: bool = True) -> dict:
         time.sleep(60)
         return {}
 
@@ -210,7 +210,7 @@ def test_hung_learner_raises_timeout_naming_it(ray_cluster):
     hung = ray.remote(num_cpus=0)(HungReceiver).remote()
     try:
         broadcaster = WeightSyncBroadcaster(WeightSyncConfig(timeout_s=2), slow, [hung])
-        with pytest.raises(WeightSyncTimeout, match="learner.export_weights"):
+        with pytest.raises(WeightSyncTimeout, match=r"learner\[0\]\.export_weights"):
             broadcaster.sync(1)
     finally:
         ray.kill(slow)
@@ -267,7 +267,8 @@ def test_nccl_weight_update_on_gpu(rollout_model_path, loop_thread):
 
 def test_learner_nccl_sender_refuses_what_it_cannot_do():
     """The learner side of the NCCL path (actors/learner_nccl.py) fails clearly, before touching NCCL,
-    on a CPU learner, on a rank other than 0, and with ZeRO-3 over several ranks."""
+    on a CPU learner and on a rank other than 0; under ZeRO-3 every rank takes part in the weight gather of
+    `weight_metadata` (collective) and only rank 0 keeps the weights."""
     import types
 
     import torch
@@ -284,7 +285,11 @@ def test_learner_nccl_sender_refuses_what_it_cannot_do():
         sender().init_weight_update_group("127.0.0.1", 1, 2)
     with pytest.raises(RuntimeError, match="only learner rank 0"):
         sender(rank=1).init_weight_update_group("127.0.0.1", 1, 2)
-    with pytest.raises(RuntimeError, match="ZeRO-3"):
-        sender(device="cuda", zero_stage=3, world_size=2).init_weight_update_group("127.0.0.1", 1, 2)
+    gathers = []
+    for rank, zero_stage in ((1, 3), (1, 2), (0, 3)):
+        s = sender(rank=rank, device="cuda", zero_stage=zero_stage, world_size=2)
+        s._full_state = lambda: gathers.append(1) or {"w": torch.zeros(2)}
+        s.weight_metadata()
+    assert len(gathers) == 2  # rank 1 under ZeRO-3 and rank 0; rank 1 under ZeRO-2 needs no gather
     with pytest.raises(RuntimeError, match="init_weight_update_group was not called"):
         sender().broadcast_weights()

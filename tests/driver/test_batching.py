@@ -65,3 +65,49 @@ def test_a_groups_responses_stay_on_one_rank():
 def test_groups_of_unequal_size_are_refused():
     with pytest.raises(ValueError, match="different sizes"):
         build_batch([_group([1, 0]), _group([1, 0, 1])], AlgorithmConfig(), 32, 1)
+
+
+def _with_status(group, statuses):
+    for r, s in zip(group.rollouts, statuses):
+        r.verifier_status = s
+    return group
+
+
+def test_verifier_failures_are_not_trained_as_wrong_answers():
+    """A hung or crashed check scores reward 0 but is no wrong answer: its group is dropped (whether or not
+    dynamic sampling is on) and counted, never given a negative advantage (issue #10, item 2)."""
+    ok = _with_status(_group([1, 0, 1, 0]), ["ok"] * 4)
+    hung = _with_status(_group([1, 0, 1, 0]), ["ok", "timeout", "ok", "ok"])
+    crashed = _with_status(_group([1, 1, 1, 0]), ["ok", "ok", "ok", "error"])
+    parse = _with_status(_group([1, 0, 1, 0]), ["ok", "parse_failure", "ok", "ok"])  # a real wrong answer
+    for enabled in (True, False):
+        kept, filtered, reasons = dynamic_sampling([ok, hung, crashed, parse], enabled=enabled)
+        assert kept == [ok, parse] and filtered == [hung, crashed]
+        assert reasons["verifier_failure"] == 2 and sum(reasons.values()) == 4
+
+
+def test_build_batch_masks_verifier_failures_that_reach_it():
+    group = _with_status(_group([1, 0, 1, 0]), ["ok", "timeout", "ok", "error"])
+    batch = build_batch([group], AlgorithmConfig(overlong_buffer_len=2), 32, num_ranks=1)
+    seqs = batch.shards[0]
+    assert [s.loss_weight for s in seqs] == [1.0, 0.0, 1.0, 0.0]
+    assert batch.global_num_tokens == 8 and batch.stats["batch/verifier_failures_masked"] == 2
+
+
+def test_each_prompt_travels_once_per_group_to_the_learner():
+    """The G sequences of a group share one prompt list, so a pickled shard (what Ray sends to a learner rank)
+    carries each prompt once, not G times (issue #10 item 10)."""
+    import pickle
+
+    prompt = list(range(1000, 3000))  # a long GenSelect prompt: ~2000 tokens
+    groups = []
+    for k in range(2):
+        g = _group([1, 0, 1, 0, 1, 0, 1, 0])
+        for r in g.rollouts:
+            r.prompt_token_ids = list(prompt) + [k]  # separate (equal) lists, as after any copy
+        groups.append(g)
+    batch = build_batch(groups, AlgorithmConfig(overlong_buffer_len=2), 32, num_ranks=1)
+    shard = pickle.loads(pickle.dumps(batch.shards[0]))
+    assert len({id(s.prompt_token_ids) for s in shard}) == 2  # one list per group, after the round trip too
+    one_prompt = len(pickle.dumps(prompt))
+    assert len(pickle.dumps(batch.shards[0])) < 2 * one_prompt + 4000  # 2 prompts + 16 short responses

@@ -38,3 +38,74 @@ def test_rng_state_round_trips_through_json():
     expected = (random.random(), np.random.rand())
     ckpt.set_rng_state(state)
     assert (random.random(), np.random.rand()) == expected
+
+
+# ---- issue #10 item 8: resume from another dataset or an incompatible config stops with a message ----------
+def _checkpoint_with(tmp_path, overrides: list, reissue: list):
+    from driver.config import load_config, to_yaml
+
+    run_dir = tmp_path / "old_run"
+    run_dir.mkdir()
+    (run_dir / "config.yaml").write_text(to_yaml(load_config("default", overrides)))
+    state = {"step": 3, "version": 3, "rng": ckpt.rng_state(),
+             "stream": {"stage": 0, "gains": [], "streams": {"0": {"seed": 0, "position": 8, "reissue": reissue}}}}
+    return ckpt.commit(run_dir, ckpt.begin(run_dir, 3), state, keep=2)
+
+
+def _stub_run(cfg, prompt_ids: list, run_dir):
+    """A driver.run.Run with its Ray-facing parts stubbed out: enough to drive `_resume`."""
+    from types import SimpleNamespace
+
+    from driver.run import Run
+
+    run = Run.__new__(Run)
+    run.cfg, run.run_dir, run.version = cfg, run_dir, 0
+    run.train_tasks = [SimpleNamespace(prompt_id=i, num_candidates=4) for i in prompt_ids]
+    run.handles = SimpleNamespace(learners=[])
+    run._get = lambda refs, timeout, what: []
+    run.sync_weights = lambda version: {}
+    run.metrics = SimpleNamespace(truncate_after=lambda step: None)
+    run.collector = SimpleNamespace(stream=None)
+    return run
+
+
+def test_resume_refuses_another_dataset_naming_it(tmp_path):
+    from driver.config import load_config
+
+    folder = _checkpoint_with(tmp_path, [], reissue=["q1/p0", "q7/p2"])
+    run = _stub_run(load_config("default"), ["q1/p0", "q2/p0"], tmp_path)  # q7/p2: not a prompt of this dataset
+    with pytest.raises(ckpt.IncompatibleCheckpoint, match=r"another dataset.*'q7/p2'"):
+        run._resume(folder)  # used to go on and fail later with KeyError: 'q7/p2'
+
+
+def test_compatible_resume_restores_the_stream(tmp_path):
+    from driver.config import load_config
+
+    folder = _checkpoint_with(tmp_path, [], reissue=["q2/p0"])
+    run = _stub_run(load_config("default"), ["q1/p0", "q2/p0", "q3/p0"], tmp_path)
+    assert run._resume(folder) == 3  # used to fail with KeyError: 'reissue' (the curriculum's nested state)
+    assert run.stream.take(1) == ["q2/p0"] and run.collector.stream is run.stream
+
+
+@pytest.mark.parametrize("overrides, key", [
+    (["data.num_problems=300"], "data.num_problems"),
+    (["data.seed=5"], "data.seed"),
+    (["learner.zero_stage=3"], "learner.zero_stage"),
+    (["model.dtype=bfloat16", "learner.dtype=bfloat16"], "learner.dtype"),
+    (["curriculum.enabled=true"], "curriculum.enabled"),
+])
+def test_resume_refuses_an_incompatible_config_naming_the_key(tmp_path, overrides, key):
+    from driver.config import load_config
+
+    folder = _checkpoint_with(tmp_path, [], reissue=["q1/p0"])
+    with pytest.raises(ckpt.IncompatibleCheckpoint, match=key.replace(".", r"\.")):
+        ckpt.check_compatible(folder, load_config("default", overrides), ["q1/p0"])
+
+
+def test_resume_accepts_settings_that_may_change(tmp_path):
+    from driver.config import load_config
+
+    folder = _checkpoint_with(tmp_path, [], reissue=["q1/p0"])
+    changed = load_config("default", ["steps=500", "learner.lr=1e-5", "eval_every=3", "rollout.num_workers=2",
+                                      "data.out_dir=/elsewhere"])
+    ckpt.check_compatible(folder, changed, ["q1/p0", "q2/p0"])

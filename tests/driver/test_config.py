@@ -68,3 +68,37 @@ def test_paper_scale_configs_carry_the_papers_settings(name, group_size):
         check_fits(placement, {"CPU": 200.0, "GPU": 8.0, **pins})
     with pytest.raises(Exception, match="no node offers learner_node"):
         check_fits(placement, {"CPU": 200.0, "GPU": 16.0})
+
+
+# ---- issue #10: off-policy correction by default (item 3), sampling and dtype consistency (item 4) ---------
+@pytest.mark.parametrize("overrides, expected", [
+    (["max_staleness=1"], "proximal"),                                              # one-step-off-policy
+    (["max_staleness=0"], "behaviour"),                                             # on-policy, same dtype
+    (["max_staleness=0", "model.dtype=bfloat16"], "proximal"),                      # engine != learner numerics
+    (["max_staleness=0", "model.dtype=bfloat16", "learner.dtype=bfloat16"], "behaviour"),
+    (["max_staleness=1", "algorithm.ratio_reference=behaviour"], "behaviour"),      # explicit choice kept
+    (["max_staleness=0", "algorithm.ratio_reference=proximal"], "proximal"),
+])
+def test_ratio_reference_defaults_to_proximal_when_off_policy(overrides, expected):
+    cfg = load_config("default", overrides)
+    assert cfg.algorithm.ratio_reference == expected
+    assert from_yaml(to_yaml(cfg)) == cfg  # the run folder records the resolved objective
+
+
+@pytest.mark.parametrize("name", ["paper_math", "paper_code"])
+def test_paper_configs_train_with_the_decoupled_objective(name):
+    cfg = load_config(name)
+    assert cfg.max_staleness >= 1 and cfg.algorithm.ratio_reference == "proximal"
+    assert cfg.rollout.temperature == 1.5 and cfg.rollout.top_p == 1.0 and cfg.model.dtype == cfg.learner.dtype
+
+
+@pytest.mark.parametrize("override, key", [
+    (["rollout.top_p=0.9"], "rollout.top_p"),          # nucleus sampling vs a full-support learner ratio
+    (["rollout.top_k=20"], "rollout.top_k"),           # no such knob: sampling is full-support
+    (["rollout.temperature=0"], "rollout.temperature"),
+    (["algorithm.ratio_reference=behaviour", "model.dtype=bfloat16"], "algorithm.ratio_reference"),
+    (["algorithm.ratio_reference=bogus"], "algorithm.ratio_reference"),
+])
+def test_sampling_and_dtype_mismatches_are_refused(override, key):
+    with pytest.raises(ConfigError, match=key.replace(".", r"\.")):
+        load_config("default", override)
