@@ -83,7 +83,7 @@ class Run:
             if isinstance(existing, logging.StreamHandler) and not isinstance(existing, logging.FileHandler):
                 existing.setLevel(max(existing.level, logging.WARNING))
         root.addHandler(handler)
-        root.setLevel(min(root.level, logging.INFO) if root.level else logging.INFO)
+        root.setLevel(min(root.level or logging.INFO, logging.INFO))
         self._file_handler = handler
 
     def _keep_actor_logs(self) -> None:
