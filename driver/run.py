@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import logging
 import os
+import sys
 import time
 from pathlib import Path
 
@@ -202,8 +203,10 @@ class Run:
         self.sync_weights(self.version)
         self.metrics.truncate_after(state["step"])
         _truncate_jsonl(self.run_dir / "consumed.jsonl", state["step"])
-        log.info("resumed from %s at step %d (policy version %d, %d prompts re-issued)", folder,
-                 state["step"], self.version, sum(len(s["reissue"]) for s in state["stream"]["streams"].values()))
+        message = (f"resumed from {folder} at step {state['step']} (policy version {self.version}, "
+                   f"{sum(len(s['reissue']) for s in state['stream']['streams'].values())} prompts re-issued)")
+        log.info(message)
+        print(f"[resume] {message}", file=sys.stderr, flush=True)  # the user must see it, not only train.log
         return state["step"]
 
     # -- one step -------------------------------------------------------------------------------------
