@@ -22,7 +22,7 @@ Schema (every key but `name` and `head` optional)::
         max_replicas: 8
         memory: 64Gi                   # container memory (KubeRay only)
 
-Pure: imports only the standard library and yaml.
+Pure: imports only the standard library, yaml and driver.named_yaml.
 """
 from __future__ import annotations
 
@@ -78,14 +78,12 @@ class Topology:
 
 
 def resolve(name_or_path: str) -> Path:
-    path = Path(name_or_path)
-    if path.suffix in (".yaml", ".yml") and path.exists():
-        return path
-    candidate = TOPOLOGY_DIR / f"{name_or_path}.yaml"
-    if candidate.exists():
-        return candidate
-    known = sorted(p.stem for p in TOPOLOGY_DIR.glob("*.yaml"))
-    raise TopologyError(f"topology {name_or_path!r} not found: neither a YAML file nor one of {known}")
+    from driver.named_yaml import find_named_yaml
+
+    try:
+        return find_named_yaml(name_or_path, TOPOLOGY_DIR, "topology")
+    except LookupError as err:
+        raise TopologyError(str(err)) from None
 
 
 def load(name_or_path: str) -> Topology:

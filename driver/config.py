@@ -351,14 +351,12 @@ def _get(cfg: Any, dotted: str) -> Any:
 
 def resolve_config_path(name_or_path: str) -> Path:
     """`default` -> configs/default.yaml; a path is taken as it is."""
-    path = Path(name_or_path)
-    if path.suffix in (".yaml", ".yml") and path.exists():
-        return path
-    candidate = CONFIG_DIR / f"{name_or_path}.yaml"
-    if candidate.exists():
-        return candidate
-    known = sorted(p.stem for p in CONFIG_DIR.glob("*.yaml"))
-    raise ConfigError(f"config {name_or_path!r} not found: neither a YAML file nor one of {known}")
+    from driver.named_yaml import find_named_yaml
+
+    try:
+        return find_named_yaml(name_or_path, CONFIG_DIR, "config")
+    except LookupError as err:
+        raise ConfigError(str(err)) from None
 
 
 def load_config(name_or_path: str = "default", overrides: Optional[list] = None) -> TrainConfig:
