@@ -240,6 +240,7 @@ class Run:
             except Exception as err:
                 if attempt == attempts:
                     raise RunFailed(f"weight sync to version {version} failed: {err}") from err
+                self.collector.counters["rollout/sync_retries"] += 1
                 log.warning("weight sync to version %d failed (%s); waiting for the rollout actors, then "
                             "retrying", version, str(err).splitlines()[0][:200])
                 self._wait_for_rollouts()

@@ -105,7 +105,10 @@ def test_multinode_smoke_job_with_token_auth_survives_the_rollout_node_dying(loc
 
     train = h["train_records"](run_dir)
     assert [r["step"] for r in train] == list(range(1, STEPS + 1))
-    assert sum(r.get("rollout/reissued_calls", 0) for r in train) >= 1
+    # the dead engine was noticed either by a generation call in flight (re-issued) or, when it died between
+    # calls, by the next weight sync (retried once the restarted engine answers)
+    last = train[-1]
+    assert last.get("rollout/reissued_calls", 0) + last.get("rollout/sync_retries", 0) >= 1, last
     rows = [json.loads(l) for l in (run_dir / "consumed.jsonl").read_text().splitlines() if l.strip()]
     used = [i for row in rows for key in ("trained", "filtered", "stale") for i in row[key]]
     assert len(used) == len(set(used)), "a prompt was used twice"
