@@ -196,8 +196,10 @@ class Learner(NcclWeightSender):
         timing = {"forward_s": 0.0, "backward_s": 0.0, "optimizer_s": 0.0, "proximal_s": 0.0}
         proximal = None
         if self.algo.ratio_reference == "proximal":
+            # the proximal policy is this step's starting weights; the first mini-batch's own forward pass
+            # runs on exactly those, so only later mini-batches need a separate no-grad pass (None: reuse)
             t0 = time.perf_counter()
-            proximal = [[self._logprobs_no_grad(mb)[0] for mb in p] for p in packed]
+            proximal = [[None] * len(packed[0])] + [[self._logprobs_no_grad(mb)[0] for mb in p] for p in packed[1:]]
             timing["proximal_s"] = time.perf_counter() - t0
         acc = dict.fromkeys(("loss", "tokens", "entropy", "tis_mean", "tis_capped") + _STAT_KEYS, 0.0)
         grad_norms, lrs, skipped = [], [], 0
@@ -206,7 +208,7 @@ class Learner(NcclWeightSender):
                 skipped += 1
                 continue
             for i, mb in enumerate(micro_batches):
-                prox = proximal[k][i] if proximal is not None else None
+                prox = proximal[k][i] if proximal is not None else False
                 self._micro_step(mb, prox, tokens[k], last=i == len(micro_batches) - 1, acc=acc, timing=timing)
             lrs.append(self.engine.get_lr()[0])
             t0 = time.perf_counter()
@@ -220,13 +222,18 @@ class Learner(NcclWeightSender):
                              time.perf_counter() - t_start, sum(tokens))
 
     def _micro_step(self, mb, prox, num_tokens: int, last: bool, acc: dict, timing: dict) -> None:
+        """Forward and backward of one packed micro-batch. `prox`: False for the behaviour ratio, the proximal
+        log-probs (tokens,) for the decoupled ratio, or None for "the proximal policy is the current weights"
+        (first mini-batch of a step), in which case they are this forward pass's own values, detached."""
         self.engine.set_gradient_accumulation_boundary(last)
         t0 = time.perf_counter()
         logprobs, entropy = self.engine(**self._inputs(mb))
         d = self.device
         behaviour, weights = mb.behaviour_logprobs.to(d), mb.loss_weights.to(d)
         old, is_w = behaviour, None
-        if prox is not None:  # decoupled PPO: ratio vs proximal, truncated IS behaviour -> proximal
+        if prox is None:
+            prox = logprobs.detach()
+        if prox is not False:  # decoupled PPO: ratio vs proximal, truncated IS behaviour -> proximal
             is_w = truncated_is_weights(behaviour, prox, self.algo.tis_cap)
             old = prox
         loss_sum, stats = clipped_policy_loss(

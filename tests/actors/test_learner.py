@@ -191,6 +191,35 @@ def test_bf16_and_proximal_ratio(tiny_model_path, vocab):
 
 
 @pytest.mark.slow
+def test_proximal_ratio_reuses_the_first_forward_and_keeps_the_step_start_for_later_mini_batches(tiny_model_path,
+                                                                                               vocab):
+    """On-policy data: the decoupled ratio (proximal = this step's starting weights, taken from the first
+    mini-batch's own forward pass) updates exactly as the behaviour ratio does; with two mini-batches the
+    second one's ratio is against the step-start weights, so it moves off 1 after the first update."""
+    batch = make_batch(6, seed=4, vocab=vocab)
+    weights = {}
+    for ref in ("behaviour", "proximal"):
+        learner = new_learner(tiny_model_path, algo=dataclasses.replace(ON_POLICY, ratio_reference=ref),
+                              total_train_steps=2)
+        try:
+            data = on_policy(learner, batch)
+            m = learner.train_step(data, count_loss_tokens(data), step=0)
+            assert m["ratio_mean"] == pytest.approx(1.0, abs=1e-5)
+            weights[ref] = learner.export_weights()
+        finally:
+            learner.shutdown()
+    assert max_diff(weights["behaviour"], weights["proximal"]) < 1e-6
+    two = new_learner(tiny_model_path, cfg=learner_cfg(mini_batches_per_step=2),
+                      algo=dataclasses.replace(ON_POLICY, ratio_reference="proximal"), total_train_steps=2)
+    try:
+        data = on_policy(two, batch)
+        m = two.train_step(data, count_loss_tokens(data), step=0)
+        assert m["ratio_mean"] != pytest.approx(1.0, abs=1e-7) and math.isfinite(m["loss"])
+    finally:
+        two.shutdown()
+
+
+@pytest.mark.slow
 def test_checkpoint_round_trip_gives_identical_next_step(tiny_model_path, vocab, tmp_path):
     cfg = learner_cfg(lr_schedule="cosine", warmup_steps=2, mini_batches_per_step=2)
     ckpt = tmp_path / "ckpt"
