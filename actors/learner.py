@@ -70,8 +70,10 @@ class _PolicyLogprobs(torch.nn.Module):
 
     The LM head runs only at the N target positions (GenSelect prompts are ~90% of the tokens).
     Inputs: input_ids, position_ids (rows, width); attention_mask (rows, 1, width, width) bool;
-    target_index, target_ids (N,) (see actors.packing.MicroBatch). Returns two (N,) fp32 tensors:
-    log pi(target) (with grad) and the entropy of the predictive distribution (no grad).
+    target_index, target_ids (N,); optional allowed_ids (N, K), -1 padded (see actors.packing.MicroBatch):
+    then each distribution is the softmax over those ids only, as the constrained sampler drew from it.
+    Returns two (N,) fp32 tensors: log pi(target) (with grad) and the entropy of the predictive
+    distribution (no grad).
     """
 
     def __init__(self, model: torch.nn.Module, temperature: float = 1.0):
@@ -79,17 +81,21 @@ class _PolicyLogprobs(torch.nn.Module):
         self.model = model
         self.temperature = temperature
 
-    def forward(self, input_ids, position_ids, attention_mask, target_index, target_ids):
+    def forward(self, input_ids, position_ids, attention_mask, target_index, target_ids, allowed_ids=None):
         hidden = self.model.base_model(input_ids=input_ids, position_ids=position_ids, attention_mask=attention_mask,
                                        use_cache=False)[0]
         h = hidden.reshape(-1, hidden.shape[-1]).index_select(0, target_index)
         logits = self.model.get_output_embeddings()(h).float()
         if self.temperature != 1.0:
             logits = logits / self.temperature
+        target_logits = logits.gather(1, target_ids.unsqueeze(1)).squeeze(1)
+        if allowed_ids is not None:  # constrained decoding: the distribution over the allowed ids only
+            logits = logits.gather(1, allowed_ids.clamp(min=0)).masked_fill(allowed_ids < 0, float("-inf"))
         log_z = torch.logsumexp(logits, dim=-1)
-        logprobs = logits.gather(1, target_ids.unsqueeze(1)).squeeze(1) - log_z
+        logprobs = target_logits - log_z
         with torch.no_grad():
-            entropy = log_z - (torch.softmax(logits, dim=-1) * logits).sum(-1)
+            probs = torch.softmax(logits, dim=-1)
+            entropy = log_z - (probs * logits.masked_fill(probs == 0, 0.0)).sum(-1)
         return logprobs, entropy
 
 
@@ -172,7 +178,8 @@ class Learner(NcclWeightSender):
         d = self.device
         return {"input_ids": mb.input_ids.to(d), "position_ids": mb.position_ids.to(d),
                 "attention_mask": mb.attention_mask.to(d), "target_index": mb.target_index.to(d),
-                "target_ids": mb.target_ids.to(d)}
+                "target_ids": mb.target_ids.to(d),
+                "allowed_ids": None if mb.allowed_ids is None else mb.allowed_ids.to(d)}
 
     # ----------------------------------------------------------------- training
     def train_step(self, shard: list[TrainSequence], global_num_tokens: int, step: int) -> dict:

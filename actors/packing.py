@@ -27,6 +27,7 @@ positions whose next-token prediction is a response token; loss tensors are flat
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Optional
 
 import torch
 
@@ -46,6 +47,9 @@ class TrainSequence:
         policy_version: the learner weight version that generated the response.
         loss_weight: multiplies every token loss of the sequence; 0 masks it out (overlong filtering) and
             its tokens then do not count in `global_num_tokens`.
+        allowed_token_ids: the tokens the sampler could choose from at every response position (constrained
+            decoding, `rollout.constrain_index`); the learner normalises its log-probs over the same set, so
+            they are the behaviour policy's. None: the whole vocabulary.
     """
     prompt_token_ids: list
     response_token_ids: list
@@ -53,10 +57,14 @@ class TrainSequence:
     advantage: float
     policy_version: int
     loss_weight: float = 1.0
+    allowed_token_ids: Optional[list] = None
 
     def __post_init__(self) -> None:
         if len(self.prompt_token_ids) < 1:
             raise ValueError("TrainSequence needs at least one prompt token")
+        if self.allowed_token_ids is not None and not set(self.response_token_ids) <= set(self.allowed_token_ids):
+            raise ValueError(f"response tokens {self.response_token_ids} outside the allowed set "
+                             f"{self.allowed_token_ids}")
         if len(self.behaviour_logprobs) != len(self.response_token_ids):
             raise ValueError(f"{len(self.behaviour_logprobs)} behaviour log-probs for "
                              f"{len(self.response_token_ids)} response tokens")
@@ -134,6 +142,8 @@ class MicroBatch:
     target_ids: (N,) long response tokens. behaviour_logprobs, advantages, loss_weights: (N,) float32.
     spans: per packed sequence, (index into the packed list, start, end) of its slice of the N targets.
     num_real_tokens: input tokens that are not padding.
+    allowed_ids: (N, K) long, the token ids each target was sampled among, -1 padded (constrained
+        decoding); None when every target was sampled from the whole vocabulary.
     """
     input_ids: torch.Tensor
     position_ids: torch.Tensor
@@ -145,6 +155,7 @@ class MicroBatch:
     loss_weights: torch.Tensor
     spans: list = field(default_factory=list)
     num_real_tokens: int = 0
+    allowed_ids: Optional[torch.Tensor] = None
 
     @property
     def padded_tokens(self) -> int:
@@ -231,7 +242,7 @@ def _stack(built: list, key: str) -> torch.Tensor:
 def _build(sequences: list, rows: list) -> MicroBatch:
     """rows: list of rows, each a list of units (lists of sequence indices)."""
     width = max(sum(_unit_length(sequences, u) for u in row) for row in rows)
-    t_index, t_ids, behav, adv, weight, spans = [], [], [], [], [], []
+    t_index, t_ids, behav, adv, weight, spans, allowed = [], [], [], [], [], [], []
     built = []
     for r, row in enumerate(rows):
         acc = _Row()
@@ -249,6 +260,7 @@ def _build(sequences: list, rows: list) -> MicroBatch:
                 behav.extend(s.behaviour_logprobs)
                 adv.extend([float(s.advantage)] * len(s.response_token_ids))
                 weight.extend([float(s.loss_weight)] * len(s.response_token_ids))
+                allowed.extend([s.allowed_token_ids] * len(s.response_token_ids))
                 spans.append((i, start, len(t_ids)))
         real = len(acc.ids)
         acc.add([PAD_ID] * (width - real), 0, len(row), 0)  # padding tail: its own block
@@ -262,7 +274,19 @@ def _build(sequences: list, rows: list) -> MicroBatch:
     return MicroBatch(_stack(built, "ids"), _stack(built, "pos"), mask.unsqueeze(1),
                       torch.tensor(t_index, dtype=torch.long), torch.tensor(t_ids, dtype=torch.long),
                       torch.tensor(behav, dtype=f32), torch.tensor(adv, dtype=f32), torch.tensor(weight, dtype=f32),
-                      spans, sum(real for _, real in built))
+                      spans, sum(real for _, real in built), _allowed_tensor(allowed))
+
+
+def _allowed_tensor(allowed: list) -> Optional[torch.Tensor]:
+    """(N, K) -1-padded allowed ids per target, None when no target is constrained; a mix is refused (one
+    micro-batch is normalised one way)."""
+    constrained = [a is not None for a in allowed]
+    if not any(constrained):
+        return None
+    if not all(constrained):
+        raise ValueError("a micro-batch mixes constrained (allowed_token_ids) and unconstrained sequences")
+    width = max(len(a) for a in allowed)
+    return torch.tensor([list(a) + [-1] * (width - len(a)) for a in allowed], dtype=torch.long)
 
 
 def dummy_micro_batch() -> MicroBatch:

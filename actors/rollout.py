@@ -42,6 +42,7 @@ from typing import Optional
 from actors.faults import maybe_crash
 from actors.vllm_plugin import OWNER_ENV
 from driver.algo.sample import Rollout, RolloutGroup, SelectionTask
+from driver.models.chat import answer_prefix, full_response
 
 EXTENSION = "actors.vllm_extension.WeightReceiver"
 # KV block size on CPU. vLLM's CPU default is 128 and only full blocks are prefix-cached, so up to 127
@@ -226,8 +227,23 @@ class RolloutWorker:
             raise RolloutTimeout(f"rollout worker {self.worker_index}: generate of {len(tasks)} prompts "
                                  f"exceeded request_timeout_s={self.cfg.request_timeout_s}") from None
 
+    def allowed_token_ids(self, num_candidates: int) -> Optional[list]:
+        """Constrained decoding (`rollout.constrain_index`): for a model whose prompt ends in the answer prefix,
+        the token ids of the indices 0..N-1 and EOS; None otherwise (the whole vocabulary)."""
+        if not self.cfg.constrain_index or not answer_prefix(self.tokenizer):
+            return None
+        ids = [self.tokenizer(str(i), add_special_tokens=False)["input_ids"] for i in range(num_candidates)]
+        if any(len(t) != 1 for t in ids):
+            raise ValueError(f"rollout.constrain_index needs one token per index, but this tokenizer splits "
+                             f"some of 0..{num_candidates - 1}; set rollout.constrain_index=false")
+        return [t[0] for t in ids] + [self.tokenizer.eos_token_id]
+
     async def _generate_one(self, task: SelectionTask, params) -> RolloutGroup:
         prompt_ids = self.encode_prompt(task.prompt)
+        allowed = self.allowed_token_ids(task.num_candidates)
+        if allowed is not None:
+            params = params.clone()
+            params.allowed_token_ids = allowed
         queued = time.perf_counter()
         version = await self._admit()
         start = time.perf_counter()
@@ -244,8 +260,8 @@ class RolloutWorker:
         rollouts = [Rollout(
             prompt_id=task.prompt_id, prompt_token_ids=prompt_ids, response_token_ids=list(c.token_ids),
             behaviour_logprobs=[c.logprobs[i][t].logprob for i, t in enumerate(c.token_ids)],
-            response_text=c.text, policy_version=version, finish_reason=str(c.finish_reason),
-            timings=dict(timings),
+            response_text=full_response(self.tokenizer, c.text), policy_version=version, finish_reason=str(c.finish_reason),
+            timings=dict(timings), allowed_token_ids=allowed,
         ) for c in sorted(final.outputs, key=lambda c: c.index)]
         return RolloutGroup(task=task, rollouts=rollouts, policy_version=version, generate_seconds=seconds,
                             extras={"worker_index": self.worker_index, "prompt_tokens": len(prompt_ids),

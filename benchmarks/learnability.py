@@ -54,7 +54,7 @@ def last_logits(model, tokenizer, tasks, suffix_ids, temperature: float = 1.0):
     return model(input_ids=ids, attention_mask=mask).logits[:, -1, :] / temperature
 
 
-def greedy_accuracy(model, tokenizer, tasks, suffix_ids, index_ids) -> float:
+def greedy_accuracy(model, tokenizer, tasks, suffix_ids, index_ids, constrain: bool = False) -> float:
     import torch
 
     lookup = {tok: i for i, tok in enumerate(index_ids)}
@@ -64,14 +64,20 @@ def greedy_accuracy(model, tokenizer, tasks, suffix_ids, index_ids) -> float:
         for start in range(0, len(tasks), 32):
             chunk = tasks[start:start + 32]
             for task, row in zip(chunk, last_logits(model, tokenizer, chunk, suffix_ids)):
-                k = lookup.get(int(row.argmax()), -1)
+                if constrain:
+                    row = row[index_ids[:task.num_candidates]]
+                    k = int(row.argmax())
+                else:
+                    k = lookup.get(int(row.argmax()), -1)
                 correct += 0 <= k < task.num_candidates and task.correct[k]
     model.train()
     return correct / max(1, len(tasks))
 
 
-def policy_loss(log_probs, tasks, index_ids, mode: str, group_size: int):
-    """Loss of one step and the mean sampled reward. log_probs: (batch, vocab) log pi at the index token."""
+def policy_loss(log_probs, tasks, index_ids, mode: str, group_size: int, entropy_coef: float = 0.0,
+                constrain: bool = False):
+    """Loss of one step and the mean sampled reward. log_probs: (batch, vocab) log pi at the index token.
+    `entropy_coef` > 0 subtracts that multiple of the mean entropy of the index distribution (a bonus)."""
     import torch
 
     lookup = {tok: i for i, tok in enumerate(index_ids)}
@@ -81,6 +87,10 @@ def policy_loss(log_probs, tasks, index_ids, mode: str, group_size: int):
         if mode == "sft":
             terms.append(-torch.logsumexp(row[correct], 0).view(1))
             continue
+        if constrain:  # the policy restricted to the valid indices 0..N-1 (renormalised), as constrained decoding
+            valid = torch.full_like(row, float("-inf"))
+            valid[index_ids[:task.num_candidates]] = 0.0
+            row = torch.log_softmax(row + valid, -1)
         sampled = torch.multinomial(row.exp(), group_size, replacement=True)
         r = torch.tensor([float(lookup.get(int(s), -1) in range(task.num_candidates)
                                 and task.correct[lookup[int(s)]]) for s in sampled])
@@ -88,6 +98,8 @@ def policy_loss(log_probs, tasks, index_ids, mode: str, group_size: int):
         if r.std() > 0:
             terms.append(-((r - r.mean()) / (r.std() + 1e-6)) * row[sampled])
     loss = torch.cat(terms).mean() if terms else None
+    if loss is not None and entropy_coef:
+        loss = loss - entropy_coef * -(log_probs.exp() * log_probs).sum(-1).mean()
     return loss, (sum(rewards) / len(rewards) if rewards else float("nan"))
 
 
@@ -101,6 +113,8 @@ def main(argv=None) -> int:
     ap.add_argument("--eval-every", type=int, default=25)
     ap.add_argument("--max-candidates", type=int, default=16, help="keep prompts with at most this many")
     ap.add_argument("--threads", type=int, default=2)
+    ap.add_argument("--constrain", action="store_true", help="sample only valid indices (rl)")
+    ap.add_argument("--entropy-coef", type=float, default=0.0, help="entropy bonus on the index distribution (rl)")
     args = ap.parse_args(argv)
 
     import torch
@@ -120,7 +134,9 @@ def main(argv=None) -> int:
     torch.set_num_threads(args.threads)
     tokenizer = AutoTokenizer.from_pretrained(prepared.model_dir)
     model = AutoModelForCausalLM.from_pretrained(prepared.model_dir, dtype=torch.float32)
-    suffix = tokenizer("Judgment: ", add_special_tokens=False)["input_ids"]
+    # the prompt ends where the index is written: after "Judgment: " (the tiny model's prompt holds it already)
+    from driver.models.chat import ANSWER_PREFIX, answer_prefix
+    suffix = [] if answer_prefix(tokenizer) else tokenizer(ANSWER_PREFIX, add_special_tokens=False)["input_ids"]
     index_ids = index_token_ids(tokenizer, max(t.num_candidates for t in train + heldout))
     stats = summarize(heldout)
     first_index = sum(t.correct[0] for t in heldout) / max(1, len(heldout))
@@ -131,13 +147,14 @@ def main(argv=None) -> int:
     rng = random.Random(cfg.seed)
     order = list(range(len(train)))
     rng.shuffle(order)
-    curve = [{"step": 0, "accuracy": greedy_accuracy(model, tokenizer, heldout, suffix, index_ids)}]
+    curve = [{"step": 0, "accuracy": greedy_accuracy(model, tokenizer, heldout, suffix, index_ids, args.constrain)}]
     print(f"step 0 held-out accuracy {curve[0]['accuracy']:.3f}", flush=True)
     started, rewards = time.time(), []
     for step in range(1, args.steps + 1):
         batch = [train[order[(step * cfg.prompts_per_step + i) % len(train)]] for i in range(cfg.prompts_per_step)]
         log_probs = torch.log_softmax(last_logits(model, tokenizer, batch, suffix, cfg.rollout.temperature), -1)
-        loss, reward = policy_loss(log_probs, batch, index_ids, args.mode, cfg.rollout.samples_per_prompt)
+        loss, reward = policy_loss(log_probs, batch, index_ids, args.mode, cfg.rollout.samples_per_prompt,
+                                   args.entropy_coef, args.constrain)
         rewards.append(reward)
         if loss is not None:
             optimizer.zero_grad()
@@ -146,13 +163,13 @@ def main(argv=None) -> int:
             optimizer.step()
         if step % args.eval_every == 0 or step == args.steps:
             recent = [r for r in rewards[-args.eval_every:] if r == r]
-            curve.append({"step": step, "accuracy": greedy_accuracy(model, tokenizer, heldout, suffix, index_ids),
+            curve.append({"step": step, "accuracy": greedy_accuracy(model, tokenizer, heldout, suffix, index_ids, args.constrain),
                           "sampled_reward": sum(recent) / len(recent) if recent else None})
             reward = "" if args.mode == "sft" else f" sampled reward {curve[-1]['sampled_reward']:.3f}"
             print(f"step {step} held-out accuracy {curve[-1]['accuracy']:.3f}{reward} "
                   f"({time.time() - started:.0f} s)", flush=True)
     result = {"config": args.config, "overrides": args.overrides, "mode": args.mode, "lr": args.lr,
-              "steps": args.steps, "max_candidates": args.max_candidates, "train_prompts": len(train),
+              "steps": args.steps, "entropy_coef": args.entropy_coef, "constrain": args.constrain, "max_candidates": args.max_candidates, "train_prompts": len(train),
               "heldout_prompts": len(heldout), "majority_at_n": stats.majority_at_n,
               "random_at_n": stats.random_at_n, "always_first": first_index, "curve": curve,
               "seconds": round(time.time() - started, 1), "machine": f"{platform.machine()} {platform.processor()}"}

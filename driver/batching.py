@@ -93,7 +93,7 @@ def build_batch(groups: list, algo, max_response_tokens: int, num_ranks: int) ->
     sequences = [
         TrainSequence(prompt_token_ids=p, response_token_ids=list(r.response_token_ids),
                      behaviour_logprobs=list(r.behaviour_logprobs), advantage=float(a), loss_weight=float(w),
-                     policy_version=r.policy_version)
+                     policy_version=r.policy_version, allowed_token_ids=r.allowed_token_ids)
         for r, p, a, w in zip(rollouts, prompts, advantages.reshape(-1).tolist(), weights.tolist())
     ]
     global_tokens = count_loss_tokens(sequences)

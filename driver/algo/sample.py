@@ -90,6 +90,7 @@ class Rollout:
     reward: float = 0.0
     verifier_status: str = "unscored"  # "ok", "timeout", "error", "parse_failure"
     timings: dict = field(default_factory=dict)
+    allowed_token_ids: Optional[list] = None  # constrained decoding: what every position was sampled among
 
     @property
     def verifier_failed(self) -> bool:

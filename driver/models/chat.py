@@ -1,13 +1,18 @@
 """One way to turn a GenSelect prompt into the text a model reads, shared by rollout, learner and warm-start.
 
 A tokenizer with a chat template (SmolLM2's ChatML) gets the user message wrapped by its template with the
-generation prompt appended. A tokenizer without one (the tiny model) gets the plain prompt followed by
-`SEPARATOR`; the response (`Judgment: IDX` + EOS) follows directly. Both sides of RL must format
-identically, or the learner's log-probs are of a different sequence than the rollout engine's.
+generation prompt appended; such a model writes its reasoning and then `Judgment: IDX` itself. A tokenizer
+without one (the tiny model, which cannot reason) gets the plain prompt followed by `SEPARATOR` and the
+*answer prefix* `Judgment: `: its response is only the index and EOS, so RL's action is exactly the
+decision (format tokens in the response were where the tiny model's full-system runs lost their format,
+BENCHMARKS.md, issue 7). `full_response` puts the prefix back in front of the generated text, so parsing is
+the same for both kinds. Both sides of RL must format identically, or the learner's log-probs are of a
+different sequence than the rollout engine's.
 """
 from __future__ import annotations
 
 SEPARATOR = "\n\nResponse:\n"
+ANSWER_PREFIX = "Judgment: "
 
 
 def has_chat_template(tokenizer) -> bool:
@@ -19,7 +24,17 @@ def format_prompt(tokenizer, user_text: str) -> str:
     if has_chat_template(tokenizer):
         return tokenizer.apply_chat_template([{"role": "user", "content": user_text}], tokenize=False,
                                              add_generation_prompt=True)
-    return user_text + SEPARATOR
+    return user_text + SEPARATOR + ANSWER_PREFIX
+
+
+def answer_prefix(tokenizer) -> str:
+    """The start of the response that the prompt already holds: `ANSWER_PREFIX` without a chat template."""
+    return "" if has_chat_template(tokenizer) else ANSWER_PREFIX
+
+
+def full_response(tokenizer, generated_text: str) -> str:
+    """The response as the parser reads it: the answer prefix, then what the model generated."""
+    return answer_prefix(tokenizer) + generated_text
 
 
 def prompt_token_ids(tokenizer, user_text: str) -> list:
@@ -28,6 +43,11 @@ def prompt_token_ids(tokenizer, user_text: str) -> list:
 
 
 def response_token_ids(tokenizer, response_text: str) -> list:
-    """Token ids of a response followed by the end-of-sequence token (the warm-start target)."""
+    """Token ids the model generates for a full response (the answer prefix, which the prompt holds, left
+    out), followed by the end-of-sequence token (the warm-start target)."""
+    prefix = answer_prefix(tokenizer)
+    if not response_text.startswith(prefix):
+        raise ValueError(f"response {response_text[:40]!r} does not start with the answer prefix {prefix!r}")
     eos = tokenizer.eos_token_id
-    return tokenizer(response_text, add_special_tokens=False)["input_ids"] + ([eos] if eos is not None else [])
+    generated = response_text[len(prefix):]
+    return tokenizer(generated, add_special_tokens=False)["input_ids"] + ([eos] if eos is not None else [])

@@ -30,11 +30,11 @@ import time
 from pathlib import Path
 
 from driver.algo.genselect import parse_judgment, render_judgment
-from driver.models.chat import prompt_token_ids, response_token_ids
+from driver.models.chat import full_response, prompt_token_ids, response_token_ids
 
 STATS_FILE = "warm_start.json"
-# Part of the cache key: bumped whenever the same config would train a different model (2 = uniform index).
-WARM_START_VERSION = 2
+# Part of the cache key: bumped whenever the same config would train a different model (2 = uniform index, 3 = answer prefix).
+WARM_START_VERSION = 3
 
 
 def warm_start_dir(base_dir, ws_cfg, dataset_hash: str, dtype: str, seed: int) -> Path:
@@ -179,7 +179,8 @@ def evaluate_selector(model, tokenizer, tasks: list, batch_size: int = 16, max_n
             out = model.generate(input_ids=ids, attention_mask=mask, max_new_tokens=max_new_tokens,
                                  do_sample=False, pad_token_id=pad, eos_token_id=tokenizer.eos_token_id)
         for j, t in enumerate(chunk):
-            judgment = parse_judgment(tokenizer.decode(out[j, width:], skip_special_tokens=True), t.num_candidates)
+            judgment = parse_judgment(full_response(tokenizer, tokenizer.decode(out[j, width:], skip_special_tokens=True)),
+                                      t.num_candidates)
             parsed += judgment.ok
             correct += judgment.ok and t.correct[judgment.index]
     s = summarize(tasks)

@@ -97,8 +97,9 @@ def test_encode_prompt_fails_without_the_chat_module(monkeypatch):
 def engine(rollout_model_path, loop_thread, rh):
     """(worker, loop, snapshot before start). Shut down by test_shutdown_leaves_nothing (or here)."""
     before = rh.child_pids()
+    # unconstrained sampling (the whole vocabulary), as for a chat model; the constrained path has its own test
     cfg = RolloutConfig(samples_per_prompt=G, max_response_tokens=MAX_TOKENS, max_num_seqs=64,
-                        request_timeout_s=120.0)
+                        request_timeout_s=120.0, constrain_index=False)
     worker = RolloutWorker(cfg, rollout_model_path, dtype="float32", seed=0)
     yield worker, loop_thread, before
     loop_thread.run(worker.shutdown())
@@ -130,7 +131,9 @@ def test_generate_contract(engine, rh):
             assert all(isinstance(x, float) and x <= 0.0 for x in r.behaviour_logprobs)
             assert r.policy_version == 0 and r.timings["generate_s"] > 0
             decoded = worker.tokenizer.decode(r.response_token_ids, skip_special_tokens=True)
-            assert r.response_text.rstrip("\ufffd") == decoded.rstrip("\ufffd")  # vLLM holds back a partial char
+            # the prompt holds the answer prefix (no chat template); the response text has it back in front
+            assert r.response_text.rstrip("\ufffd") == ("Judgment: " + decoded).rstrip("\ufffd")  # vLLM holds back a partial char
+            assert r.allowed_token_ids is None
         assert len({tuple(r.response_token_ids) for r in group.rollouts}) > 1, "G samples are not distinct"
 
 
@@ -176,6 +179,45 @@ def test_learner_logprobs_match_engine_at_the_paper_temperature(engine, referenc
     behaviour = np.concatenate([r.behaviour_logprobs for r in rollouts])
     assert np.max(np.abs(np.concatenate(scaled) - behaviour)) < 1e-4
     assert np.max(np.abs(np.concatenate(unscaled) - behaviour)) > 1e-2  # the temperature does matter here
+
+
+@pytest.mark.slow
+def test_constrained_index_sampling_and_learner_normalisation(engine, reference, rh):
+    """rollout.constrain_index: only the valid indices and EOS are sampled, and the engine's behaviour
+    log-probs are normalised over exactly that set: the learner's `_PolicyLogprobs` with the same
+    `allowed_ids` reproduces them (PPO ratio 1 on-policy), while the whole-vocabulary log-probs do not."""
+    import dataclasses
+
+    import torch
+
+    from actors.learner import _PolicyLogprobs
+    from actors.packing import TrainSequence, pack_sequences, unpack_per_sequence
+
+    worker, loop, _ = engine
+    worker.cfg = dataclasses.replace(worker.cfg, constrain_index=True)
+    try:
+        groups = loop.run(worker.generate([rh.make_task(21), rh.make_task(22)], temperature=1.0))
+    finally:
+        worker.cfg = dataclasses.replace(worker.cfg, constrain_index=False)
+    tok = worker.tokenizer
+    allowed = [tok(str(i), add_special_tokens=False)["input_ids"][0] for i in range(2)] + [tok.eos_token_id]
+    rollouts = [r for g in groups for r in g.rollouts]
+    assert all(r.allowed_token_ids == allowed and set(r.response_token_ids) <= set(allowed) for r in rollouts)
+    assert {r.response_token_ids[0] for r in rollouts} <= set(allowed[:2]) | {tok.eos_token_id}
+    seqs = [TrainSequence(r.prompt_token_ids, r.response_token_ids, r.behaviour_logprobs, 0.0, r.policy_version,
+                          allowed_token_ids=r.allowed_token_ids) for r in rollouts]
+
+    def learner_logprobs(constrained: bool) -> np.ndarray:
+        module, out = _PolicyLogprobs(reference).eval(), [[] for _ in seqs]
+        with torch.no_grad():
+            for mb in pack_sequences(seqs, 4096):
+                unpack_per_sequence(module(mb.input_ids, mb.position_ids, mb.attention_mask, mb.target_index,
+                                           mb.target_ids, mb.allowed_ids if constrained else None)[0], mb, out)
+        return np.concatenate(out)
+
+    behaviour = np.concatenate([r.behaviour_logprobs for r in rollouts])
+    assert np.max(np.abs(learner_logprobs(True) - behaviour)) < 1e-4
+    assert np.max(np.abs(learner_logprobs(False) - behaviour)) > 1e-2
 
 
 @pytest.mark.slow
