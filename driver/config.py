@@ -71,7 +71,7 @@ class DataConfig:
     """Problem source and the GenSelect selection-task builder (arXiv 2602.02143, section 3)."""
     source: str = _f("procedural_math", "'procedural_math' (built-in generator), 'reasoning_gym', "
                                         "'humaneval', or 'file' (JSONL/Parquet at `path`).")
-    path: str = _f("", "Input file for source=file (.jsonl or .parquet); columns documented in the README.")
+    path: str = _f("", "Input file for source=file (.jsonl or .parquet); columns documented in docs/data.md.")
     reasoning_gym_tasks: list = _f(["basic_arithmetic"], "reasoning-gym generator names (source=reasoning_gym).")
     num_problems: int = _f(600, "Problems to generate (procedural_math, reasoning_gym) or take from HumanEval "
                                 "(before filtering); a user file (source=file) is read whole: see max_rows.")

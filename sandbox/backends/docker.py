@@ -74,7 +74,7 @@ class DockerBackend(Backend):
         except Exception as exc:
             raise SandboxUnavailable(f"docker backend: no Docker engine answers "
                                      f"({cfg.docker_base_url or os.environ.get('DOCKER_HOST', 'local socket')}): "
-                                     f"{exc}. Start dockerd (see docs/readme/sandbox.md).") from None
+                                     f"{exc}. Start dockerd (see docs/sandbox.md).") from None
         try:
             self.client.images.get(cfg.docker_image)
         except docker.errors.ImageNotFound:

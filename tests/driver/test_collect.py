@@ -101,7 +101,7 @@ def _simulate(steps: int, resume_at=None, need: int = 2) -> tuple:
 
 
 def test_resume_guarantee_prompts_once_batches_may_differ():
-    """What resume guarantees (docs/readme/30-training.md, "Resume"): every prompt drawn before the checkpoint
+    """What resume guarantees (docs/training.md, "Resume"): every prompt drawn before the checkpoint
     is finished exactly once, before it or after it (none lost, none twice), and new prompts come in the
     uninterrupted run's order; the batches are NOT guaranteed equal: the in-flight and surplus groups are
     regenerated, and with dynamic sampling a regenerated group can be kept or filtered differently

@@ -169,7 +169,7 @@ def test_answer_table(answer, reference, expected):
 
 
 def test_agreement_on_the_whole_table_is_reported():
-    """The agreement figure quoted in the README: every case, counted at once."""
+    """The agreement figure quoted in docs/data.md: every case, counted at once."""
     agree = sum((v.status == "ok" and (v.score == 1.0) is e) for a, r, e in CASES for v in [check_answer(a, r)])
     print(f"\nmath answer table: {agree}/{len(CASES)} cases agree")
     assert len(CASES) >= 60 and agree == len(CASES)
