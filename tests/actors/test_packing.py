@@ -116,6 +116,39 @@ def test_train_sequence_validates():
     assert dummy_micro_batch().num_loss_tokens == 0
 
 
+def test_allowed_ids_travel_per_target_and_a_mix_is_refused():
+    """Constrained sequences (allowed_token_ids) give the micro-batch an (N, K) -1-padded allowed_ids row per
+    target; a response token outside its set, or constrained and unconstrained sequences in one micro-batch,
+    are refused."""
+    a = TrainSequence([5, 6, 7], [3, 9], [-0.5, -0.1], 1.0, 0, allowed_token_ids=[3, 4, 9])
+    b = TrainSequence([5, 6, 8], [4], [-0.7], -1.0, 0, allowed_token_ids=[3, 4])
+    (mb,) = pack_sequences([a, b], 64)
+    rows = {tuple(r) for r in mb.allowed_ids.tolist()}
+    assert mb.allowed_ids.shape == (3, 3) and rows == {(3, 4, 9), (3, 4, -1)}
+    for _, start, end in mb.spans:
+        assert all(mb.target_ids[t] in mb.allowed_ids[t] for t in range(start, end))
+    assert pack_sequences([dataclasses.replace(a, allowed_token_ids=None)], 64)[0].allowed_ids is None
+    with pytest.raises(ValueError, match="outside the allowed set"):
+        TrainSequence([5], [8], [-0.1], 1.0, 0, allowed_token_ids=[3, 4])
+    with pytest.raises(ValueError, match="mixes constrained"):
+        pack_sequences([a, dataclasses.replace(b, allowed_token_ids=None)], 64)
+
+
+@pytest.mark.slow
+def test_constrained_logprobs_are_the_softmax_over_the_allowed_ids(hf_model):
+    from actors.learner import _PolicyLogprobs
+
+    seq = TrainSequence([5, 6, 7, 8], [3, 9, 4], [0.0] * 3, 1.0, 0, allowed_token_ids=[3, 4, 9, 11])
+    (mb,) = pack_sequences([seq], 64)
+    with torch.no_grad():
+        got, entropy = _PolicyLogprobs(hf_model)(mb.input_ids, mb.position_ids, mb.attention_mask, mb.target_index,
+                                                  mb.target_ids, mb.allowed_ids)
+        logits = hf_model(input_ids=torch.tensor([[5, 6, 7, 8, 3, 9]])).logits[0, 3:][:, [3, 4, 9, 11]]
+    want = torch.log_softmax(logits, -1)
+    assert torch.allclose(got, want[torch.arange(3), torch.tensor([0, 2, 1])], atol=1e-5)
+    assert torch.allclose(entropy, -(want.exp() * want).sum(-1), atol=1e-5)
+
+
 @pytest.fixture(scope="module")
 def hf_model(tiny_model_path):
     from transformers import AutoModelForCausalLM
