@@ -1,7 +1,7 @@
 """Can this model learn this selection dataset at all? A minutes-long proxy of RL, without Ray or vLLM.
 
     .venv/bin/python benchmarks/learnability.py [CONFIG] [--mode rl|sft] [--lr 1e-3] [--steps 150]
-        [--max-candidates N] [key=value ...]
+        [--max-candidates N] [--constrain] [--entropy-coef C] [key=value ...]
 
 The selector's only decision is the index token after `Judgment: `. This probe prepares the config's
 dataset and (warm-started) model exactly as `driver.train` does, then trains that one decision in plain
@@ -13,6 +13,9 @@ torch on CPU:
   policy gradient of a one-token response (arXiv 2503.14476), on-policy, no clipping needed;
 * `sft`: cross-entropy towards the set of correct indices (-log sum_{correct k} pi(k)): an upper bound
   on what RL could reach with the same number of prompts.
+
+`--constrain` restricts the policy to the valid indices 0..N-1 (renormalised), as `rollout.constrain_index`
+does in the full system; `--entropy-coef` adds an entropy bonus on the index distribution.
 
 Every `--eval-every` steps it reports held-out greedy accuracy (the same metric as GenSelect@N in
 `driver.evaluate`) next to majority@N, random@N and the accuracy of always answering 0. If the `sft` mode
