@@ -41,12 +41,16 @@ def test_rng_state_round_trips_through_json():
 
 
 # ---- issue #10 item 8: resume from another dataset or an incompatible config stops with a message ----------
+# the stub tasks all have 4 candidates: the default's curriculum (first stage: 2) is turned off here
+FLAT = ["curriculum.enabled=false"]
+
+
 def _checkpoint_with(tmp_path, overrides: list, reissue: list):
     from driver.config import load_config, to_yaml
 
     run_dir = tmp_path / "old_run"
     run_dir.mkdir()
-    (run_dir / "config.yaml").write_text(to_yaml(load_config("default", overrides)))
+    (run_dir / "config.yaml").write_text(to_yaml(load_config("default", FLAT + overrides)))
     state = {"step": 3, "version": 3, "rng": ckpt.rng_state(),
              "stream": {"stage": 0, "gains": [], "streams": {"0": {"seed": 0, "position": 8, "reissue": reissue}}}}
     return ckpt.commit(run_dir, ckpt.begin(run_dir, 3), state, keep=2)
@@ -73,7 +77,7 @@ def test_resume_refuses_another_dataset_naming_it(tmp_path):
     from driver.config import load_config
 
     folder = _checkpoint_with(tmp_path, [], reissue=["q1/p0", "q7/p2"])
-    run = _stub_run(load_config("default"), ["q1/p0", "q2/p0"], tmp_path)  # q7/p2: not a prompt of this dataset
+    run = _stub_run(load_config("default", FLAT), ["q1/p0", "q2/p0"], tmp_path)  # q7/p2: not a prompt of this dataset
     with pytest.raises(ckpt.IncompatibleCheckpoint, match=r"another dataset.*'q7/p2'"):
         run._resume(folder)  # used to go on and fail later with KeyError: 'q7/p2'
 
@@ -82,7 +86,7 @@ def test_compatible_resume_restores_the_stream(tmp_path):
     from driver.config import load_config
 
     folder = _checkpoint_with(tmp_path, [], reissue=["q2/p0"])
-    run = _stub_run(load_config("default"), ["q1/p0", "q2/p0", "q3/p0"], tmp_path)
+    run = _stub_run(load_config("default", FLAT), ["q1/p0", "q2/p0", "q3/p0"], tmp_path)
     assert run._resume(folder) == 3  # used to fail with KeyError: 'reissue' (the curriculum's nested state)
     assert run.stream.take(1) == ["q2/p0"] and run.collector.stream is run.stream
 
@@ -92,20 +96,20 @@ def test_compatible_resume_restores_the_stream(tmp_path):
     (["data.seed=5"], "data.seed"),
     (["learner.zero_stage=3"], "learner.zero_stage"),
     (["model.dtype=bfloat16", "learner.dtype=bfloat16"], "learner.dtype"),
-    (["curriculum.enabled=true"], "curriculum.enabled"),
+    (["curriculum.enabled=true"], "curriculum.enabled"),  # on top of FLAT
 ])
 def test_resume_refuses_an_incompatible_config_naming_the_key(tmp_path, overrides, key):
     from driver.config import load_config
 
     folder = _checkpoint_with(tmp_path, [], reissue=["q1/p0"])
     with pytest.raises(ckpt.IncompatibleCheckpoint, match=key.replace(".", r"\.")):
-        ckpt.check_compatible(folder, load_config("default", overrides), ["q1/p0"])
+        ckpt.check_compatible(folder, load_config("default", FLAT + overrides), ["q1/p0"])
 
 
 def test_resume_accepts_settings_that_may_change(tmp_path):
     from driver.config import load_config
 
     folder = _checkpoint_with(tmp_path, [], reissue=["q1/p0"])
-    changed = load_config("default", ["steps=500", "learner.lr=1e-5", "eval_every=3", "rollout.num_workers=2",
+    changed = load_config("default", FLAT + ["steps=500", "learner.lr=1e-5", "eval_every=3", "rollout.num_workers=2",
                                       "data.out_dir=/elsewhere"])
     ckpt.check_compatible(folder, changed, ["q1/p0", "q2/p0"])
