@@ -229,21 +229,23 @@ class RolloutWorker:
 
     def allowed_token_ids(self, num_candidates: int) -> Optional[list]:
         """Constrained decoding (`rollout.constrain_index`): for a model whose prompt ends in the answer prefix,
-        the token ids of the indices 0..N-1 and EOS; None otherwise (the whole vocabulary)."""
+        the token ids of the indices 0..N-1 (the response is exactly one of them); None otherwise (the whole
+        vocabulary). EOS is not among them: allowed first, it became an absorbing empty answer (run of
+        session 4, docs/status.md)."""
         if not self.cfg.constrain_index or not answer_prefix(self.tokenizer):
             return None
         ids = [self.tokenizer(str(i), add_special_tokens=False)["input_ids"] for i in range(num_candidates)]
         if any(len(t) != 1 for t in ids):
             raise ValueError(f"rollout.constrain_index needs one token per index, but this tokenizer splits "
                              f"some of 0..{num_candidates - 1}; set rollout.constrain_index=false")
-        return [t[0] for t in ids] + [self.tokenizer.eos_token_id]
+        return [t[0] for t in ids]
 
     async def _generate_one(self, task: SelectionTask, params) -> RolloutGroup:
         prompt_ids = self.encode_prompt(task.prompt)
         allowed = self.allowed_token_ids(task.num_candidates)
-        if allowed is not None:
+        if allowed is not None:  # one index token: the whole response, complete by construction
             params = params.clone()
-            params.allowed_token_ids = allowed
+            params.allowed_token_ids, params.max_tokens = allowed, 1
         queued = time.perf_counter()
         version = await self._admit()
         start = time.perf_counter()
@@ -260,7 +262,7 @@ class RolloutWorker:
         rollouts = [Rollout(
             prompt_id=task.prompt_id, prompt_token_ids=prompt_ids, response_token_ids=list(c.token_ids),
             behaviour_logprobs=[c.logprobs[i][t].logprob for i, t in enumerate(c.token_ids)],
-            response_text=full_response(self.tokenizer, c.text), policy_version=version, finish_reason=str(c.finish_reason),
+            response_text=full_response(self.tokenizer, c.text), policy_version=version, finish_reason="stop" if allowed is not None else str(c.finish_reason),
             timings=dict(timings), allowed_token_ids=allowed,
         ) for c in sorted(final.outputs, key=lambda c: c.index)]
         return RolloutGroup(task=task, rollouts=rollouts, policy_version=version, generate_seconds=seconds,

@@ -106,9 +106,9 @@ class RolloutConfig:
                            "There is no top_k for the same reason.")
     max_response_tokens: int = _f(48, "L_max: longest response; longer ones are truncated.")
     constrain_index: bool = _f(True, "For a model that answers directly (no chat template: its prompt ends in "
-                                     "'Judgment: ', driver/models/chat.py), sample only the valid indices 0..N-1 "
-                                     "and EOS; the learner normalises over the same tokens. No effect on chat "
-                                     "models, which reason before their judgment.")
+                                     "'Judgment: ', driver/models/chat.py), the response is one token sampled "
+                                     "among the valid indices 0..N-1; the learner normalises over the same "
+                                     "tokens. No effect on chat models, which reason before their judgment.")
     max_num_seqs: int = _f(128, "Most sequences the engine batches at once.")
     kv_cache_gib: float = _f(1.0, "KV cache size per engine on CPU (VLLM_CPU_KVCACHE_SPACE).")
     gpu_memory_utilization: float = _f(0.85, "Fraction of GPU memory for vLLM (GPU only).")

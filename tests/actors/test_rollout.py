@@ -183,9 +183,10 @@ def test_learner_logprobs_match_engine_at_the_paper_temperature(engine, referenc
 
 @pytest.mark.slow
 def test_constrained_index_sampling_and_learner_normalisation(engine, reference, rh):
-    """rollout.constrain_index: only the valid indices and EOS are sampled, and the engine's behaviour
-    log-probs are normalised over exactly that set: the learner's `_PolicyLogprobs` with the same
-    `allowed_ids` reproduces them (PPO ratio 1 on-policy), while the whole-vocabulary log-probs do not."""
+    """rollout.constrain_index: the response is exactly one valid index token (a complete answer, not a
+    truncated one), and the engine's behaviour log-probs are normalised over the valid indices: the
+    learner's `_PolicyLogprobs` with the same `allowed_ids` reproduces them (PPO ratio 1 on-policy), while
+    the whole-vocabulary log-probs do not."""
     import dataclasses
 
     import torch
@@ -200,10 +201,11 @@ def test_constrained_index_sampling_and_learner_normalisation(engine, reference,
     finally:
         worker.cfg = dataclasses.replace(worker.cfg, constrain_index=False)
     tok = worker.tokenizer
-    allowed = [tok(str(i), add_special_tokens=False)["input_ids"][0] for i in range(2)] + [tok.eos_token_id]
+    allowed = [tok(str(i), add_special_tokens=False)["input_ids"][0] for i in range(2)]
     rollouts = [r for g in groups for r in g.rollouts]
-    assert all(r.allowed_token_ids == allowed and set(r.response_token_ids) <= set(allowed) for r in rollouts)
-    assert {r.response_token_ids[0] for r in rollouts} <= set(allowed[:2]) | {tok.eos_token_id}
+    assert all(r.allowed_token_ids == allowed and len(r.response_token_ids) == 1 for r in rollouts)
+    assert all(r.response_token_ids[0] in allowed and not r.truncated for r in rollouts)
+    assert {r.response_text for r in rollouts} <= {"Judgment: 0", "Judgment: 1"}
     seqs = [TrainSequence(r.prompt_token_ids, r.response_token_ids, r.behaviour_logprobs, 0.0, r.policy_version,
                           allowed_token_ids=r.allowed_token_ids) for r in rollouts]
 
