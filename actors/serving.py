@@ -155,6 +155,26 @@ def parse_json(body: bytes, max_bytes: int) -> dict:
     return data
 
 
+def _field_of(loc: tuple) -> str:
+    """A pydantic error location as a JSON path (`prompt[0]`), without pydantic's union-branch labels."""
+    if not loc:
+        return "body"
+    path = str(loc[0])
+    for part in loc[1:]:
+        if isinstance(part, int):
+            path += f"[{part}]"
+    return path
+
+
+def _client_errors() -> tuple:
+    try:
+        from vllm.exceptions import VLLMClientError
+
+        return (VLLMClientError,)
+    except ImportError:
+        return ()
+
+
 # ---- the weight board ----------------------------------------------------------------------------------
 class WeightBoard:
     """The weights the service should serve: the latest (version, source). A named Ray actor.
@@ -250,11 +270,13 @@ class SelectorServer:
     A plain class: driver/serve.py applies `serve.ingress(app)` and `serve.deployment(...)` at launch.
     """
 
-    def __init__(self, settings: SelectorSettings):
+    def __init__(self, settings: SelectorSettings, worker=None):
+        """worker: an already-built RolloutWorker (tests); default: a new one on `settings.model`."""
         from actors.rollout import RolloutWorker
 
         self.s = settings
-        self.worker = RolloutWorker(settings.rollout, settings.model, dtype=settings.dtype, seed=settings.seed)
+        self.worker = worker or RolloutWorker(settings.rollout, settings.model, dtype=settings.dtype,
+                                              seed=settings.seed)
         self.worker.version = settings.policy_version
         self.model_path = settings.model
         self.started = time.time()
@@ -264,13 +286,25 @@ class SelectorServer:
         self._follower: Optional[asyncio.Task] = None
         self._swap_lock: Optional[asyncio.Lock] = None
 
-    def _ensure_follower(self) -> None:
-        """Start following the weight board on the replica's event loop (the first call that runs on it:
-        Serve's periodic health check, or a request)."""
+    async def _ready(self) -> None:
+        """Awaited by every call. The first one, on the replica's event loop, catches up with the weight board
+        (a replica started after a swap, by autoscaling or to replace a dead one, never answers with older
+        weights than the board's) and then starts following it; concurrent first calls wait for that."""
         if self._swap_lock is None:
-            self._swap_lock = asyncio.Lock()
-        if self.s.board and self._follower is None:
-            self._follower = asyncio.get_running_loop().create_task(self._follow_board())
+            self._swap_lock, self._caught_up = asyncio.Lock(), asyncio.Event()
+            try:
+                if self.s.board:
+                    try:
+                        version, source = await self._board().latest.remote()
+                        if version is not None and version > self.worker.version:
+                            await self._apply(version, source)
+                    except Exception as e:  # counted and logged; the follower retries
+                        self.counters["board_errors"] += 1
+                        log.warning("weight board %s at start-up: %r", self.s.board, e)
+                    self._follower = asyncio.get_running_loop().create_task(self._follow_board())
+            finally:
+                self._caught_up.set()
+        await self._caught_up.wait()
 
     # ---- weights ---------------------------------------------------------------------------------------
     def _board(self):
@@ -294,7 +328,6 @@ class SelectorServer:
 
     async def _apply(self, version: int, source: dict) -> dict:
         """Load `source` into the engine as `version` (requests in flight finish on the old weights)."""
-        self._ensure_follower()
         async with self._swap_lock:
             if version <= self.worker.version:
                 return self.last_swap
@@ -319,7 +352,7 @@ class SelectorServer:
 
     async def wait_for_version(self, version: int, timeout_s: float = 60.0) -> int:
         """Block until this replica serves `version` or newer (handle method, tests and the admin call)."""
-        self._ensure_follower()
+        await self._ready()
         deadline = time.monotonic() + timeout_s
         while self.worker.version < version and time.monotonic() < deadline:
             await asyncio.sleep(0.05)
@@ -332,7 +365,7 @@ class SelectorServer:
 
     async def check_health(self) -> None:
         """Serve's health probe: raise (Serve replaces the replica) when the engine died."""
-        self._ensure_follower()
+        await self._ready()
         health = await self.worker.health()
         if not health["ok"]:
             raise RuntimeError(f"rollout engine unhealthy: {health['error']}")
@@ -340,14 +373,14 @@ class SelectorServer:
     def __del__(self):
         if getattr(self, "_follower", None) is not None:
             self._follower.cancel()
-        worker = getattr(self, "worker", None)
-        if worker is not None:
-            worker._shutdown_now()
+        shutdown = getattr(getattr(self, "worker", None), "_shutdown_now", None)
+        if shutdown is not None:
+            shutdown()  # the engine's processes and /dev/shm go with the replica
 
     # ---- HTTP ------------------------------------------------------------------------------------------
     @app.get("/healthz")
     async def healthz(self) -> JSONResponse:
-        self._ensure_follower()
+        await self._ready()
         health = await self.worker.health()
         from ray import serve
 
@@ -380,12 +413,15 @@ class SelectorServer:
         """Run a handler: RequestError -> its 4xx; timeout -> 504; anything else -> 503 (logged, counted)."""
         from actors.rollout import RolloutTimeout
 
-        self._ensure_follower()
+        await self._ready()
         try:
             return JSONResponse(await handler(body))
         except RequestError as e:
             self.counters["client_errors"] += 1
             return error_response(e.status, e.field, e.message)
+        except _client_errors() as e:  # vLLM refused the request's parameters
+            self.counters["client_errors"] += 1
+            return error_response(422, getattr(e, "parameter", None) or "body", str(e))
         except (RolloutTimeout, asyncio.TimeoutError) as e:
             self.counters["server_errors"] += 1
             return error_response(504, "", f"timed out: {e}", "timeout")
@@ -477,7 +513,9 @@ class SelectorServer:
             req = CompletionRequest.model_validate(data)
         except ValidationError as e:
             err = e.errors()[0]
-            raise RequestError(422, ".".join(str(p) for p in err["loc"]) or "body", err["msg"]) from None
+            raise RequestError(422, _field_of(err["loc"]), err["msg"]) from None
+        except Exception as e:  # vLLM's own request checks (VLLMValidationError names its parameter)
+            raise RequestError(422, getattr(e, "parameter", None) or "body", str(e)) from None
         if req.stream:
             raise RequestError(422, "stream", "streaming is not supported; send stream=false")
         if req.echo or req.use_beam_search or req.suffix:

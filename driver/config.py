@@ -234,6 +234,7 @@ class ServeConfig:
                                               "batches them: keep it well above 1).")
     upscale_delay_s: float = _f(10.0, "autoscaling_config.upscale_delay_s.")
     downscale_delay_s: float = _f(300.0, "autoscaling_config.downscale_delay_s.")
+    look_back_period_s: float = _f(30.0, "autoscaling_config.look_back_period_s (window the load is averaged over).")
     max_ongoing_requests: int = _f(64, "Requests one replica accepts at once (Serve's default 5 serialises the "
                                        "engine's continuous batching).")
     num_cpus: float = _f(1.0, "CPUs reserved per replica.")
