@@ -358,6 +358,12 @@ class SelectorServer:
             await asyncio.sleep(0.05)
         return self.worker.version
 
+    async def select(self, body: dict) -> dict:
+        """/v1/select through a DeploymentHandle (no HTTP): the same validation and answer; a client error
+        raises RequestError."""
+        await self._ready()
+        return await self._select(json.dumps(body).encode())
+
     async def compute_logprobs(self, prompt_token_ids: list, response_token_ids: list) -> dict:
         """{"version", "logprobs"} of a fixed completion under the served weights (handle method)."""
         lps = await self.worker.compute_logprobs(prompt_token_ids, response_token_ids)

@@ -18,6 +18,7 @@ import random
 import socket
 import statistics
 import sys
+import tempfile
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
@@ -117,7 +118,13 @@ def main(argv=None) -> int:
     parser.add_argument("--requests", type=int, default=2000)
     parser.add_argument("--problems", type=int, default=40)
     parser.add_argument("--out", default=str(REPO / "benchmarks/results/serve.json"))
+    parser.add_argument("--stages", default="throughput,knockout,mixed,swap,death,direct",
+                        help="comma list of: throughput, knockout, mixed, swap, death, direct")
+    parser.add_argument("--access-log", action="store_true", help="keep Serve's per-request access log")
+    parser.add_argument("--throughput-optimized", action="store_true",
+                        help="RAY_SERVE_THROUGHPUT_OPTIMIZED=1 (user code on the replica's main loop, buffered logs)")
     args = parser.parse_args(argv)
+    stages = set(args.stages.split(","))
 
     from driver.env import apply_defaults, default_env
 
@@ -143,12 +150,18 @@ def main(argv=None) -> int:
                           "python": platform.python_version()},
               "model": model, "problems": len(problems), "started": time.strftime("%Y-%m-%d %H:%M:%S")}
 
+    if args.throughput_optimized:
+        import os
+
+        os.environ["RAY_SERVE_THROUGHPUT_OPTIMIZED"] = "1"
+    report["throughput_optimized"] = args.throughput_optimized
     ray.init(address="local", include_dashboard=False, log_to_driver=False, runtime_env={"env_vars": default_env()})
     serve_cfg = dataclasses.replace(cfg.serve, port=free_port(), num_cpus=1.0, min_replicas=1, max_replicas=1,
-                                    max_ongoing_requests=64)
+                                    max_ongoing_requests=64, access_log=args.access_log)
+    report["access_log"] = args.access_log
     url = f"http://127.0.0.1:{serve_cfg.port}"
     t0 = time.perf_counter()
-    _, settings = start(model, serve_cfg, cfg, policy_version=0)
+    handle, settings = start(model, serve_cfg, cfg, policy_version=0)
     report["serve_start_s"] = time.perf_counter() - t0
     post = http_post(url + "/v1/select")
     print(f"serve app up in {report['serve_start_s']:.0f} s at {url}", flush=True)
@@ -156,19 +169,52 @@ def main(argv=None) -> int:
     # 1. throughput / latency through Serve, N = 8, greedy (samples 1)
     run_load(post, bodies8[:8], 4)  # warm-up
     report["serve"] = {}
-    for c in (1, 8, 32):
+    for c in ((1, 8, 32) if "throughput" in stages else ()):
         reqs = (bodies8 * 8)[: 40 if c == 1 else 160]
         r = run_load(post, reqs, c)
         report["serve"][c] = {k: v for k, v in r.items() if k != "results"}
         print(f"serve c={c}: {r['rps']:.1f} req/s p50 {r['p50_s']*1e3:.0f} ms p99 {r['p99_s']*1e3:.0f} ms "
               f"ok {r['ok']}/{r['requests']}", flush=True)
 
-    # 2. mixed load: 5% malformed
+    report["serve_handle"] = {}
+    for c in ((1, 8, 32) if "throughput" in stages else ()):  # the same through a DeploymentHandle (no HTTP)
+        reqs = (bodies8 * 8)[: 40 if c == 1 else 160]
+        r = run_load(lambda body: (200, handle.select.remote(body).result(timeout_s=120)), reqs, c)
+        report["serve_handle"][c] = {k: v for k, v in r.items() if k != "results"}
+        print(f"serve handle c={c}: {r['rps']:.1f} req/s p50 {r['p50_s']*1e3:.0f} ms p99 {r['p99_s']*1e3:.0f} ms",
+              flush=True)
+
+    if "knockout" in stages:  # on the model as loaded (before the swap below changes the weights)
+        report["knockout"] = knockout(post, problems)
     rng = random.Random(0)
+    if "mixed" in stages:
+        report["mixed"] = mixed_load(post, bodies8, args.requests, rng)
+    if "swap" in stages:
+        report["swap"] = swap_under_load(post, bodies8, url, model, Path(tempfile.mkdtemp()) / "swap_model", rng)
+    if "death" in stages:  # 4. a replica killed under load: Serve replaces it; count the failures meanwhile
+        report["replica_death"] = kill_replica_under_load(post, bodies8, url, serve_cfg)
+        print(f"replica death: {report['replica_death']}", flush=True)
+    stop(serve_cfg)
+    serve.shutdown()
+    if "direct" in stages:  # the same N = 8 requests straight to one RolloutWorker actor (no Serve, no HTTP)
+        report["direct"] = direct_baseline(model, cfg, settings, bodies8)
+        for c in report["serve"]:
+            report.setdefault("serve_vs_direct", {})[c] = report["serve"][c]["rps"] / report["direct"][c]["rps"]
+            report.setdefault("handle_vs_direct", {})[c] = (report["serve_handle"][c]["rps"]
+                                                            / report["direct"][c]["rps"])
+    ray.shutdown()
+    Path(args.out).write_text(json.dumps(report, indent=1, default=str))
+    print(json.dumps({k: report.get(k) for k in ("serve_vs_direct", "handle_vs_direct")}, indent=1))
+    return 0
+
+
+def mixed_load(post, bodies8, total, rng) -> dict:
+    """`total` requests through 16 clients, every 20th malformed (5%): 0 5xx expected, every malformed one a
+    4xx naming the field."""
     mixed, expected = [], []
-    for i in range(args.requests):
+    for i in range(total):
         good = bodies8[i % len(bodies8)]
-        if rng.random() < 0.05:
+        if i % 20 == 7:
             body, field = malformed(rng, good)
             mixed.append(body)
             expected.append(field)
@@ -179,18 +225,21 @@ def main(argv=None) -> int:
     codes = [res[0] for res in r["results"]]
     bad_ok = sum(1 for (status, payload, _, _), field in zip(r["results"], expected)
                  if field is not None and 400 <= status < 500 and payload.get("error", {}).get("field") == field)
-    report["mixed"] = {"requests": len(mixed), "malformed": sum(f is not None for f in expected),
-                       "malformed_4xx_naming_the_field": bad_ok,
-                       "good_200": sum(1 for c, f in zip(codes, expected) if f is None and c == 200),
-                       "5xx": sum(1 for c in codes if c >= 500), "connection_errors": codes.count(-1),
-                       "rps": r["rps"], "p50_s": r["p50_s"], "p99_s": r["p99_s"], "seconds": r["seconds"]}
-    print(f"mixed: {report['mixed']}", flush=True)
+    out = {"requests": len(mixed), "malformed": sum(f is not None for f in expected),
+           "malformed_4xx_naming_the_field": bad_ok,
+           "good_200": sum(1 for c, f in zip(codes, expected) if f is None and c == 200),
+           "5xx": sum(1 for c in codes if c >= 500), "connection_errors": codes.count(-1),
+           "rps": r["rps"], "p50_s": r["p50_s"], "p99_s": r["p99_s"], "seconds": r["seconds"]}
+    print(f"mixed: {out}", flush=True)
+    return out
 
-    # 3. weight swap under load (a perturbed copy of the model)
-    new_dir = Path(args.out).parent / "serve_swap_model"
+
+def swap_under_load(post, bodies8, url, model, new_dir, rng) -> dict:
+    """8 clients load the app; POST /admin/reload to a perturbed copy of the model in the middle."""
+    import requests
+
     write_perturbed(model, new_dir)
-    swap_info, stop_load = {}, threading.Event()
-    load_results = []
+    stop_load, load_results = threading.Event(), []
 
     def loader():
         while not stop_load.is_set():
@@ -201,64 +250,53 @@ def main(argv=None) -> int:
     threads = [threading.Thread(target=loader) for _ in range(8)]
     for t in threads:
         t.start()
-    time.sleep(3)
-    import requests
-
-    s0 = time.perf_counter()
-    resp = requests.post(url + "/admin/reload", json={"model": str(new_dir)}, timeout=120)
-    s1 = time.perf_counter()
-    time.sleep(3)
-    stop_load.set()
-    for t in threads:
-        t.join()
-    swap_info = resp.json()
+    try:
+        time.sleep(3)
+        s0 = time.perf_counter()
+        resp = requests.post(url + "/admin/reload", json={"model": str(new_dir)}, timeout=120)
+        s1 = time.perf_counter()
+        time.sleep(3)
+    finally:
+        stop_load.set()
+        for t in threads:
+            t.join()
     overlapping = [x for x in load_results if x[2] < s1 and x[3] > s0]
-    report["swap"] = {"status": resp.status_code, "admin_call_s": s1 - s0, "replica": swap_info.get("swap"),
-                      "requests_during_load": len(load_results), "in_flight_during_swap": len(overlapping),
-                      "failed": sum(1 for x in load_results if x[0] != 200),
-                      "versions_seen": sorted({x[1] for x in load_results if x[1] is not None})}
-    print(f"swap: {report['swap']}", flush=True)
+    out = {"status": resp.status_code, "admin_call_s": s1 - s0, "replica": resp.json().get("swap"),
+           "requests_during_load": len(load_results), "in_flight_during_swap": len(overlapping),
+           "failed": sum(1 for x in load_results if x[0] != 200),
+           "versions_seen": sorted({x[1] for x in load_results if x[1] is not None})}
+    print(f"swap: {out}", flush=True)
+    return out
 
-    # 4. a replica killed under load: Serve replaces it; count the failures meanwhile
-    report["replica_death"] = kill_replica_under_load(post, bodies8, url, serve_cfg)
-    print(f"replica death: {report['replica_death']}", flush=True)
 
-    # 5. knockout accuracy / latency, N = 8..64, next to majority@N and random@N
-    report["knockout"] = {}
+def knockout(post, problems) -> dict:
+    """Accuracy / latency of /v1/select (greedy, one sample) for N = 8..64 next to majority@N and random@N on
+    the same candidates (majority ties split evenly)."""
+    out = {}
     for n in (8, 16, 32, 64):
         acc, lat, maj, rnd, rounds, unparsed = [], [], [], [], [], 0
         for p in problems:
             cands, correct, answers = p["candidates"][:n], p["correct"][:n], p["answers"][:n]
             s0 = time.perf_counter()
-            status, out = post({"problem": p["problem"], "candidates": cands})
+            status, res = post({"problem": p["problem"], "candidates": cands})
             lat.append(time.perf_counter() - s0)
-            idx = out.get("index") if status == 200 else None
-            unparsed += out.get("unparsed", 0) if status == 200 else 1
+            idx = res.get("index") if status == 200 else None
+            unparsed += res.get("unparsed", 0) if status == 200 else 1
             acc.append(bool(idx is not None and correct[idx]))
-            rounds.append(out.get("rounds", 0))
+            rounds.append(res.get("rounds", 0))
             counts = {}
             for a in answers:
                 counts[a] = counts.get(a, 0) + 1
             best = max(counts.values())
             top = [a for a in counts if counts[a] == best]
-            maj.append(sum(a == answers[correct.index(True)] for a in top) / len(top))  # ties split evenly
+            right = answers[correct.index(True)]
+            maj.append(sum(a == right for a in top) / len(top))
             rnd.append(sum(correct) / n)
-        report["knockout"][n] = {"accuracy": statistics.mean(acc), "majority": statistics.mean(maj),
-                                 "random": statistics.mean(rnd), "p50_s": pct(lat, 50), "p99_s": pct(lat, 99),
-                                 "rounds": statistics.mean(rounds), "unparsed_final": unparsed,
-                                 "problems": len(problems)}
-        print(f"knockout N={n}: {report['knockout'][n]}", flush=True)
-    stop(serve_cfg)
-    serve.shutdown()
-
-    # 6. the same N = 8 requests straight to one RolloutWorker actor (no Serve, no HTTP)
-    report["direct"] = direct_baseline(model, cfg, settings, bodies8)
-    ray.shutdown()
-    for c in (1, 8, 32):
-        report.setdefault("serve_vs_direct", {})[c] = report["serve"][c]["rps"] / report["direct"][c]["rps"]
-    Path(args.out).write_text(json.dumps(report, indent=1, default=str))
-    print(json.dumps({k: report[k] for k in ("serve_vs_direct",)}, indent=1))
-    return 0
+        out[n] = {"accuracy": statistics.mean(acc), "majority": statistics.mean(maj),
+                  "random": statistics.mean(rnd), "p50_s": pct(lat, 50), "p99_s": pct(lat, 99),
+                  "rounds": statistics.mean(rounds), "unparsed_final": unparsed, "problems": len(problems)}
+        print(f"knockout N={n}: {out[n]}", flush=True)
+    return out
 
 
 def write_perturbed(model: str, out: Path) -> None:
@@ -281,10 +319,7 @@ def write_perturbed(model: str, out: Path) -> None:
 
 
 def kill_replica_under_load(post, bodies, url, serve_cfg) -> dict:
-    import ray
-    import requests
-    from ray.util.state import list_actors
-
+    """4 clients load the app; its replica is killed; Serve starts another. Count what failed meanwhile."""
     results, stop_load = [], threading.Event()
 
     def loader():
@@ -296,11 +331,24 @@ def kill_replica_under_load(post, bodies, url, serve_cfg) -> dict:
     threads = [threading.Thread(target=loader) for _ in range(4)]
     for t in threads:
         t.start()
+    try:
+        return _kill_and_wait(results, url)
+    finally:
+        stop_load.set()
+        for t in threads:
+            t.join()
+
+
+def _kill_and_wait(results: list, url: str) -> dict:
+    """Kill the (only) replica's actor while `results` fills; wait until /healthz answers again."""
+    import ray
+    import requests
+
     time.sleep(3)
-    replica = [a for a in list_actors(filters=[("state", "=", "ALIVE")])
-               if a.class_name.startswith("ServeReplica:") and "SelectorServer" in a.class_name][0]
+    replica = [a for a in ray.util.list_named_actors(all_namespaces=True)
+               if a["namespace"] == "serve" and "SelectorServer" in a["name"]][0]
     killed = time.perf_counter()
-    ray.kill(ray.get_actor(replica.name, namespace="serve"), no_restart=True)
+    ray.kill(ray.get_actor(replica["name"], namespace="serve"), no_restart=True)
     back = None
     while time.perf_counter() - killed < 300:
         try:
@@ -311,9 +359,6 @@ def kill_replica_under_load(post, bodies, url, serve_cfg) -> dict:
             pass
         time.sleep(0.5)
     time.sleep(3)
-    stop_load.set()
-    for t in threads:
-        t.join()
     after = [r for r in results if r[1] >= killed]
     return {"requests": len(results), "after_kill": len(after),
             "failed": sum(1 for r in results if r[0] != 200),

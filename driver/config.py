@@ -252,6 +252,8 @@ class ServeConfig:
     max_completion_tokens: int = _f(512, "Largest max_tokens of a /v1/completions request.")
     request_timeout_s: float = _f(120.0, "Deadline of one engine call inside a request (504 past it).")
     admin_token: str = _f("", "When set, /admin/* requires 'Authorization: Bearer <token>'.")
+    access_log: bool = _f(False, "Serve's per-request access log line (costs throughput on small CPU machines; "
+                                 "/healthz counts requests either way).")
 
 
 @dataclass

@@ -94,6 +94,7 @@ def deployment_options(serve_cfg) -> dict:
         "ray_actor_options": {"num_cpus": serve_cfg.num_cpus, "num_gpus": serve_cfg.num_gpus},
         "health_check_period_s": 5.0, "health_check_timeout_s": 60.0,
         "graceful_shutdown_timeout_s": 30.0,
+        "logging_config": {"enable_access_log": serve_cfg.access_log},
     }
 
 
