@@ -5,7 +5,7 @@ settings, chat formatting (driver/models/chat.py, through `RolloutWorker.encode_
 weight-update path the trainer uses, with the GenSelect prompt builder and `Judgment:` parser of
 driver/algo/genselect.py and the knockout rules of driver/algo/knockout.py. Nothing here re-implements them.
 
-Endpoints (docs/readme/serving.md has a curl example for each):
+Endpoints (docs/serving.md has a curl example for each):
     POST /v1/select          problem + N candidates -> chosen index, votes, judgments, policy_version, rounds
     POST /v1/completions     OpenAI completions (vLLM's own request/response types), raw generation
     GET  /healthz            replica health, policy version and model served

@@ -25,6 +25,7 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
+REPS = 3
 sys.path.insert(0, str(REPO))
 
 
@@ -118,8 +119,8 @@ def main(argv=None) -> int:
     parser.add_argument("--requests", type=int, default=2000)
     parser.add_argument("--problems", type=int, default=40)
     parser.add_argument("--out", default=str(REPO / "benchmarks/results/serve.json"))
-    parser.add_argument("--stages", default="throughput,knockout,mixed,swap,death,direct",
-                        help="comma list of: throughput, knockout, mixed, swap, death, direct")
+    parser.add_argument("--stages", default="throughput,knockout,mixed,swap,death",
+                        help="comma list of: throughput (with the direct baseline), knockout, mixed, swap, death")
     parser.add_argument("--access-log", action="store_true", help="keep Serve's per-request access log")
     parser.add_argument("--throughput-optimized", action="store_true",
                         help="RAY_SERVE_THROUGHPUT_OPTIMIZED=1 (user code on the replica's main loop, buffered logs)")
@@ -166,23 +167,35 @@ def main(argv=None) -> int:
     post = http_post(url + "/v1/select")
     print(f"serve app up in {report['serve_start_s']:.0f} s at {url}", flush=True)
 
-    # 1. throughput / latency through Serve, N = 8, greedy (samples 1)
-    run_load(post, bodies8[:8], 4)  # warm-up
-    report["serve"] = {}
-    for c in ((1, 8, 32) if "throughput" in stages else ()):
-        reqs = (bodies8 * 8)[: 40 if c == 1 else 160]
-        r = run_load(post, reqs, c)
-        report["serve"][c] = {k: v for k, v in r.items() if k != "results"}
-        print(f"serve c={c}: {r['rps']:.1f} req/s p50 {r['p50_s']*1e3:.0f} ms p99 {r['p99_s']*1e3:.0f} ms "
-              f"ok {r['ok']}/{r['requests']}", flush=True)
-
-    report["serve_handle"] = {}
-    for c in ((1, 8, 32) if "throughput" in stages else ()):  # the same through a DeploymentHandle (no HTTP)
-        reqs = (bodies8 * 8)[: 40 if c == 1 else 160]
-        r = run_load(lambda body: (200, handle.select.remote(body).result(timeout_s=120)), reqs, c)
-        report["serve_handle"][c] = {k: v for k, v in r.items() if k != "results"}
-        print(f"serve handle c={c}: {r['rps']:.1f} req/s p50 {r['p50_s']*1e3:.0f} ms p99 {r['p99_s']*1e3:.0f} ms",
-              flush=True)
+    # 1. throughput / latency at concurrency 1, 8, 32, N = 8, greedy (samples 1): over HTTP, through a
+    # DeploymentHandle, and straight to one RolloutWorker actor (no Serve). Interleaved, REPS times each, so
+    # that the load of a shared machine falls on all three alike; the medians are reported.
+    paths = {"serve": post, "serve_handle": lambda body: (200, handle.select.remote(body).result(timeout_s=120))}
+    direct = None
+    if "throughput" in stages:
+        direct = DirectSelector(model, settings)
+        paths["direct"] = direct.select
+        for fn in paths.values():
+            run_load(fn, bodies8[:8], 4)  # warm-up
+    runs = {name: {c: [] for c in (1, 8, 32)} for name in paths}
+    for rep in range(REPS if "throughput" in stages else 0):
+        for c in (1, 8, 32):
+            reqs = (bodies8 * 8)[: 40 if c == 1 else 160]
+            for name, fn in paths.items():
+                r = run_load(fn, reqs, c)
+                runs[name][c].append({k: v for k, v in r.items() if k != "results"})
+                print(f"{name} c={c} rep {rep}: {r['rps']:.1f} req/s p50 {r['p50_s']*1e3:.0f} ms "
+                      f"p99 {r['p99_s']*1e3:.0f} ms ok {r['ok']}/{r['requests']}", flush=True)
+    for name in runs:
+        report[name] = {c: {"rps": statistics.median(x["rps"] for x in v), "rps_all": [x["rps"] for x in v],
+                            "p50_s": statistics.median(x["p50_s"] for x in v),
+                            "p99_s": statistics.median(x["p99_s"] for x in v)} for c, v in runs[name].items() if v}
+    if direct is not None:
+        direct.close()
+        for c in report["serve"]:
+            report.setdefault("serve_vs_direct", {})[c] = report["serve"][c]["rps"] / report["direct"][c]["rps"]
+            report.setdefault("handle_vs_direct", {})[c] = (report["serve_handle"][c]["rps"]
+                                                            / report["direct"][c]["rps"])
 
     if "knockout" in stages:  # on the model as loaded (before the swap below changes the weights)
         report["knockout"] = knockout(post, problems)
@@ -196,12 +209,6 @@ def main(argv=None) -> int:
         print(f"replica death: {report['replica_death']}", flush=True)
     stop(serve_cfg)
     serve.shutdown()
-    if "direct" in stages:  # the same N = 8 requests straight to one RolloutWorker actor (no Serve, no HTTP)
-        report["direct"] = direct_baseline(model, cfg, settings, bodies8)
-        for c in report["serve"]:
-            report.setdefault("serve_vs_direct", {})[c] = report["serve"][c]["rps"] / report["direct"][c]["rps"]
-            report.setdefault("handle_vs_direct", {})[c] = (report["serve_handle"][c]["rps"]
-                                                            / report["direct"][c]["rps"])
     ray.shutdown()
     Path(args.out).write_text(json.dumps(report, indent=1, default=str))
     print(json.dumps({k: report.get(k) for k in ("serve_vs_direct", "handle_vs_direct")}, indent=1))
@@ -366,39 +373,39 @@ def _kill_and_wait(results: list, url: str) -> dict:
             "down_s": (back - killed) if back else None}
 
 
-def direct_baseline(model, cfg, settings, bodies) -> dict:
-    """The same N = 8 selections through one RolloutWorker Ray actor: prompt built and judgment parsed by the
-    client, one `generate` call per request (what a replica does, minus HTTP and Serve's routing)."""
-    import ray
+class DirectSelector:
+    """The same N = 8 selections through one RolloutWorker Ray actor, no Serve and no HTTP: the prompt built and
+    the judgment parsed by the client, one `generate` call per request (what a replica does per request)."""
 
-    from actors.rollout import RolloutWorker
-    from driver.algo.genselect import build_prompt, parse_judgment
-    from driver.algo.sample import SelectionTask
+    def __init__(self, model, settings):
+        import ray
 
-    actor = ray.remote(num_cpus=1, max_concurrency=256)(RolloutWorker).remote(
-        settings.rollout, model, dtype=settings.dtype, seed=settings.seed)
-    ray.get(actor.health.remote(), timeout=600)
+        from actors.rollout import RolloutWorker
 
-    def select(body):
+        self.settings = settings
+        self.actor = ray.remote(num_cpus=0, max_concurrency=256)(RolloutWorker).remote(
+            settings.rollout, model, dtype=settings.dtype, seed=settings.seed)
+        ray.get(self.actor.health.remote(), timeout=600)
+
+    def select(self, body):
+        import ray
+
+        from driver.algo.genselect import build_prompt, parse_judgment
+        from driver.algo.sample import SelectionTask
+
         cands = body["candidates"]
         task = SelectionTask(prompt_id="d", problem_id="d", domain="math", problem=body["problem"],
                              candidates=tuple(cands), candidate_answers=tuple(cands), labels=(0.0,) * len(cands),
                              reference="", prompt=build_prompt(body["problem"], cands))
-        group = ray.get(actor.generate.remote([task], n=1, temperature=0.0, max_tokens=settings.max_response_tokens))[0]
-        judgment = parse_judgment(group.rollouts[0].response_text, len(cands))
-        return 200, {"index": judgment.index}
+        group = ray.get(self.actor.generate.remote([task], n=1, temperature=0.0,
+                                                   max_tokens=self.settings.max_response_tokens))[0]
+        return 200, {"index": parse_judgment(group.rollouts[0].response_text, len(cands)).index}
 
-    run_load(select, bodies[:8], 4)
-    out = {}
-    for c in (1, 8, 32):
-        reqs = (bodies * 8)[: 40 if c == 1 else 160]
-        r = run_load(select, reqs, c)
-        out[c] = {k: v for k, v in r.items() if k != "results"}
-        print(f"direct c={c}: {r['rps']:.1f} req/s p50 {r['p50_s']*1e3:.0f} ms p99 {r['p99_s']*1e3:.0f} ms",
-              flush=True)
-    ray.get(actor.shutdown.remote(), timeout=120)
-    ray.kill(actor)
-    return out
+    def close(self):
+        import ray
+
+        ray.get(self.actor.shutdown.remote(), timeout=120)
+        ray.kill(self.actor)
 
 
 if __name__ == "__main__":

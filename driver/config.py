@@ -222,7 +222,7 @@ class CurriculumConfig:
 
 @dataclass
 class ServeConfig:
-    """The Ray Serve selection service (driver/serve.py, actors/serving.py; docs/readme/serving.md)."""
+    """The Ray Serve selection service (driver/serve.py, actors/serving.py; docs/serving.md)."""
     live: bool = _f(False, "Training only: start the selection service beside the trainer; every new policy "
                            "version is pushed into its replicas (answers carry policy_version).")
     host: str = _f("127.0.0.1", "HTTP address of Serve's proxy ('0.0.0.0' to listen on every interface).")

@@ -5,7 +5,7 @@
     python -m driver.train ... serve.live=true     (beside a training run; every policy version is pushed)
 
 The replica class is actors/serving.py:SelectorServer (API, errors, live weights: see its docstring and
-docs/readme/serving.md). This module resolves the settings (the model's own training run gives the
+docs/serving.md). This module resolves the settings (the model's own training run gives the
 candidate window, prompt budget, response length and engine settings, when the model folder sits in a run
 folder), builds the Serve application with its autoscaling config, and runs it.
 """

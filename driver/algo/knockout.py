@@ -6,7 +6,7 @@ for large N): split the candidates into the fewest groups that each fit, select 
 repeat over the winners until one remains. Groups are balanced (sizes differ by at most one) and keep the
 caller's order, so a round is a pure function of the candidates still in play.
 
-Rules kept here (documented in docs/readme/serving.md):
+Rules kept here (documented in docs/serving.md):
 * majority: the index with the most parsed votes wins; ties go to the lowest candidate index (the
   order the caller gave), so the answer is deterministic; unparseable judgments are counted, not dropped;
 * a group in which no judgment parsed advances its first candidate and is counted as a fallback
