@@ -2,7 +2,7 @@
 same requests sent straight to one RolloutWorker actor, a mixed load with malformed requests, a weight swap
 under load, a replica killed under load, and knockout accuracy for N = 8..64.
 
-    python benchmarks/serve.py [--model PATH] [--requests 2000] [--problems 40]
+    python benchmarks/serve.py [--model PATH] [--requests 2000] [--problems 40] [--stages ...]
     # -> benchmarks/results/serve.json (and a markdown summary on stdout)
 
 Model: the embedded default's warm-started selector (driver.prepare on configs/default.yaml, cached), or
