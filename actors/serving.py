@@ -11,254 +11,38 @@ Endpoints (docs/serving.md has a curl example for each):
     GET  /healthz            replica health, policy version and model served
     POST /admin/reload       swap the weights of every replica to a model folder, without a restart
 
-Live weights. Every replica follows a `WeightBoard` (a small named Ray actor): the board holds the latest
-(version, source) the service should serve, where a source is a model folder or an ObjectRef of exported
-arrays (the trainer's weight sync publishes each new policy version there). Each replica long-polls the
-board and loads a newer version through `RolloutWorker.update_weights_from_object_store`, which waits for
-the requests in flight to finish on the old weights, loads, and resumes: no request fails during a swap, and
-every answer names the version it ran on. A replica started later (autoscaling, or Serve replacing a dead
-one) catches up from the board at start-up.
+Live weights. Every replica follows a `WeightBoard` (actors/weight_board.py, a small named Ray actor): the board
+holds the latest (version, source) the service should serve, where a source is a model folder or an ObjectRef of
+exported arrays (the trainer's weight sync publishes each new policy version there). Each replica long-polls the
+board and loads a newer version through `RolloutWorker.update_weights_from_object_store`, which waits for the
+requests in flight to finish on the old weights, loads, and resumes: no request fails during a swap, and every
+answer names the version it ran on. A replica started later (autoscaling, or Serve replacing a dead one) catches
+up from the board at start-up.
 
-Errors. Bad requests get a 4xx whose JSON body names the field: {"error": {"message", "field", "type"}}
-(400 malformed JSON, 413 over a size limit, 422 invalid field, 401 admin without the token); a request that
-outlives `request_timeout_s` gets 504; an engine failure 503.
+Errors (validation: actors/select_request.py). Bad requests get a 4xx whose JSON body names the field: {"error":
+{"message", "field", "type"}} (400 malformed JSON, 413 over a size limit, 422 invalid field, 401 admin without
+the token); a request that outlives `request_timeout_s` gets 504; an engine failure 503.
 """
 from __future__ import annotations
 
 import asyncio
-import dataclasses
 import json
 import logging
 import time
-from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Optional
+from typing import Optional
 
 from fastapi import FastAPI, Request
 from fastapi.responses import JSONResponse
 
-from driver.algo.genselect import build_prompt, parse_judgment, strip_thinking
+from actors.select_request import (RequestError, SelectorSettings, _client_errors, _field_of, _is_int,
+                                   error_response, parse_json, parse_select)
+from actors.weight_board import BOARD_NAMESPACE, check_same_shape, read_model_weights
+from driver.algo.genselect import build_prompt, parse_judgment
 from driver.algo.knockout import DoesNotFit, majority, plan_round
 from driver.algo.sample import SelectionTask
 
 log = logging.getLogger("genselect.serving")
-BOARD_NAMESPACE = "genselect"
-
-
-@dataclass
-class SelectorSettings:
-    """Everything a replica needs, resolved by driver/serve.py (plain values: travels as Serve init args)."""
-    model: str
-    rollout: Any                      # driver.config.RolloutConfig of the engine
-    dtype: str = "float32"
-    seed: int = 0
-    policy_version: int = 0           # version of the weights in `model`
-    board: str = ""                   # WeightBoard actor name ('' = no live weights)
-    window: int = 8                   # most candidates per selection prompt (the trained N)
-    max_prompt_tokens: int = 2048
-    max_response_tokens: int = 48
-    temperature: float = 1.0          # sampling temperature when samples > 1 (samples == 1: greedy)
-    max_candidates: int = 256
-    max_candidate_chars: int = 4000
-    max_problem_chars: int = 16000
-    max_samples: int = 16
-    max_body_bytes: int = 4 << 20
-    max_completion_tokens: int = 512
-    request_timeout_s: float = 120.0
-    admin_token: str = ""
-    extra: dict = field(default_factory=dict)
-
-
-class RequestError(Exception):
-    """A client error: HTTP `status`, the offending `field`, a message."""
-
-    def __init__(self, status: int, field: str, message: str):
-        super().__init__(message)
-        self.status, self.field, self.message = status, field, message
-
-
-def error_response(status: int, field: str, message: str, kind: str = "invalid_request_error") -> JSONResponse:
-    return JSONResponse({"error": {"message": message, "field": field, "type": kind}}, status_code=status)
-
-
-# ---- request validation (pure, no engine) ---------------------------------------------------------------
-_SELECT_FIELDS = {"problem", "candidates", "domain", "samples", "temperature"}
-
-
-def _is_int(value) -> bool:
-    return isinstance(value, int) and not isinstance(value, bool)
-
-
-def parse_select(body: bytes, s: SelectorSettings) -> dict:
-    """Validate a /v1/select body; return {problem, candidates, domain, samples, temperature}.
-    Raises RequestError naming the field (JSON paths such as `candidates[3]`)."""
-    data = parse_json(body, s.max_body_bytes)
-    unknown = sorted(set(data) - _SELECT_FIELDS)
-    if unknown:
-        raise RequestError(422, unknown[0], f"unknown field {unknown[0]!r}; allowed: {sorted(_SELECT_FIELDS)}")
-    problem = data.get("problem")
-    if not isinstance(problem, str):
-        raise RequestError(422, "problem", "required, a string" if problem is None else "must be a string")
-    if not problem.strip():
-        raise RequestError(422, "problem", "must not be empty")
-    if len(problem) > s.max_problem_chars:
-        raise RequestError(413, "problem", f"{len(problem)} characters; the limit is {s.max_problem_chars}")
-    candidates = data.get("candidates")
-    if not isinstance(candidates, list):
-        raise RequestError(422, "candidates", "required, a list of strings" if candidates is None
-                           else "must be a list of strings")
-    if len(candidates) < 2:
-        raise RequestError(422, "candidates", f"needs at least 2 candidates, got {len(candidates)}")
-    if len(candidates) > s.max_candidates:
-        raise RequestError(413, "candidates", f"{len(candidates)} candidates; the limit is {s.max_candidates}")
-    for i, c in enumerate(candidates):
-        if not isinstance(c, str):
-            raise RequestError(422, f"candidates[{i}]", f"must be a string, got {type(c).__name__}")
-        body_text = strip_thinking(c)
-        if not body_text.strip():
-            raise RequestError(422, f"candidates[{i}]", "is empty (after removing any <think> trace)")
-        if len(body_text) > s.max_candidate_chars:
-            raise RequestError(413, f"candidates[{i}]", f"{len(body_text)} characters; the limit is "
-                                                        f"{s.max_candidate_chars}")
-    domain = data.get("domain", "math")
-    if domain not in ("math", "code"):
-        raise RequestError(422, "domain", f"must be 'math' or 'code', got {domain!r}")
-    samples = data.get("samples", 1)
-    if not _is_int(samples):
-        raise RequestError(422, "samples", "must be an integer")
-    if not 1 <= samples <= s.max_samples:
-        raise RequestError(422, "samples", f"must be in 1..{s.max_samples}, got {samples}")
-    temperature = data.get("temperature")
-    if temperature is not None:
-        if not isinstance(temperature, (int, float)) or isinstance(temperature, bool):
-            raise RequestError(422, "temperature", "must be a number")
-        if not 0.0 <= float(temperature) <= 2.0:
-            raise RequestError(422, "temperature", f"must be in [0, 2], got {temperature}")
-        if temperature == 0 and samples > 1:
-            raise RequestError(422, "temperature", "0 (greedy) makes every sample identical; use samples=1")
-    else:
-        temperature = 0.0 if samples == 1 else s.temperature
-    return {"problem": problem, "candidates": candidates, "domain": domain, "samples": samples,
-            "temperature": float(temperature)}
-
-
-def parse_json(body: bytes, max_bytes: int) -> dict:
-    """The body as a JSON object, or RequestError (413 too large, 400 not JSON / not an object)."""
-    if len(body) > max_bytes:
-        raise RequestError(413, "body", f"{len(body)} bytes; the limit is {max_bytes}")
-    try:
-        data = json.loads(body)
-    except (ValueError, UnicodeDecodeError) as e:
-        raise RequestError(400, "body", f"malformed JSON: {e}") from None
-    if not isinstance(data, dict):
-        raise RequestError(400, "body", f"must be a JSON object, got {type(data).__name__}")
-    return data
-
-
-def _field_of(loc: tuple) -> str:
-    """A pydantic error location as a JSON path (`prompt[0]`), without pydantic's union-branch labels."""
-    if not loc:
-        return "body"
-    path = str(loc[0])
-    for part in loc[1:]:
-        if isinstance(part, int):
-            path += f"[{part}]"
-    return path
-
-
-def _client_errors() -> tuple:
-    try:
-        from vllm.exceptions import VLLMClientError
-
-        return (VLLMClientError,)
-    except ImportError:
-        return ()
-
-
-# ---- the weight board ----------------------------------------------------------------------------------
-class WeightBoard:
-    """The weights the service should serve: the latest (version, source). A named Ray actor.
-
-    source: {"kind": "path", "path": model folder} or {"kind": "object_ref", "ref": [ObjectRef of the
-    exported name -> numpy dict]} (the ref inside a list, so Ray does not resolve it on the way). Only the
-    latest entry is kept (one copy of the weights pinned in the object store).
-    """
-
-    def __init__(self):
-        self.version: Optional[int] = None
-        self.source: Optional[dict] = None
-        self.published_at = 0.0
-        self._cond: Optional[asyncio.Condition] = None
-
-    def _condition(self) -> asyncio.Condition:
-        if self._cond is None:
-            self._cond = asyncio.Condition()
-        return self._cond
-
-    async def publish(self, version: int, source: dict) -> int:
-        """Set the latest weights (a version not above the current one is refused: ValueError)."""
-        cond = self._condition()
-        async with cond:
-            if self.version is not None and version < self.version:
-                raise ValueError(f"version {version} is older than the served version {self.version}")
-            if version == self.version:  # a repeated sync (a restarted rollout actor): nothing new
-                return self.version
-            self.version, self.source, self.published_at = int(version), source, time.time()
-            cond.notify_all()
-        return self.version
-
-    async def latest(self) -> tuple:
-        return self.version, self.source
-
-    async def wait_newer(self, version: Optional[int], timeout_s: float) -> tuple:
-        """(version, source) as soon as the board holds a version newer than `version`, else after
-        `timeout_s` (None, None)."""
-        cond = self._condition()
-        newer = lambda: self.version is not None and (version is None or self.version > version)  # noqa: E731
-        async with cond:
-            try:
-                await asyncio.wait_for(cond.wait_for(newer), timeout_s)
-            except asyncio.TimeoutError:
-                return None, None
-            return self.version, self.source
-
-
-def read_model_weights(path: str) -> dict:
-    """A model folder's safetensors weights as name -> numpy array (bf16 as marked uint16, unwidened)."""
-    from safetensors.torch import load_file
-
-    from actors.checkpoint_io import to_numpy
-
-    files = sorted(Path(path).glob("*.safetensors"))
-    if not files:
-        raise FileNotFoundError(f"no *.safetensors in {path}")
-    state = {}
-    for f in files:
-        state.update(load_file(str(f)))
-    return to_numpy(state, widen=False)
-
-
-_SHAPE_KEYS = ("architectures", "hidden_size", "num_hidden_layers", "num_attention_heads", "num_key_value_heads",
-               "intermediate_size", "vocab_size", "tie_word_embeddings")
-
-
-def check_same_shape(current: str, new: str) -> None:
-    """ValueError unless the model folder `new` has the architecture of `current` (a different model needs a
-    new deployment, not a weight swap)."""
-    def shape(p):
-        try:
-            cfg = json.loads((Path(p) / "config.json").read_text())
-        except (OSError, ValueError) as e:
-            raise ValueError(f"cannot read {p}/config.json: {e}") from None
-        return {k: cfg.get(k) for k in _SHAPE_KEYS}
-
-    a, b = shape(current), shape(new)
-    diff = [k for k in _SHAPE_KEYS if a[k] != b[k]]
-    if diff:
-        raise ValueError(f"{new} is another architecture ({', '.join(f'{k}: {a[k]} -> {b[k]}' for k in diff)})")
-    if not list(Path(new).glob("*.safetensors")):
-        raise ValueError(f"no *.safetensors in {new}")
-
 
 # ---- the replica ---------------------------------------------------------------------------------------
 app = FastAPI(title="GenSelect selector", docs_url=None, redoc_url=None)

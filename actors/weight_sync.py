@@ -44,9 +44,9 @@ class WeightSyncBroadcaster:
     def __init__(self, cfg, learners, rollout_handles: list, board=None):
         """cfg: WeightSyncConfig; learners: every learner rank's actor, in rank order (or a single handle when
         there is one rank): gathering ZeRO-3 weights is collective, so every rank takes part in an export and
-        rank 0's copy is sent; rollout_handles: RolloutWorker actors (update_weights_from_object_store); board: an optional
-        WeightBoard actor (actors/serving.py): every synced version is published there too, and the serving
-        replicas that follow it load the same weights (`serve.live`)."""
+        rank 0's copy is sent; rollout_handles: RolloutWorker actors (update_weights_from_object_store);
+        board: an optional WeightBoard actor (actors/weight_board.py): every synced version is published there
+        too, and the serving replicas that follow it load the same weights (`serve.live`)."""
         if cfg.backend not in ("object_store", "nccl"):
             raise ValueError(f"weight_sync.backend={cfg.backend!r}: this broadcaster implements "
                              f"'object_store' (CPU) and 'nccl' (GPU, untested here)")

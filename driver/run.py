@@ -162,7 +162,7 @@ class Run:
         returns its weight board, to which every weight sync publishes the new version."""
         import ray
 
-        from actors.serving import BOARD_NAMESPACE
+        from actors.weight_board import BOARD_NAMESPACE
         from driver.serve import start
 
         s = self.cfg.serve

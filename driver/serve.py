@@ -50,7 +50,7 @@ def exported_version(model: str) -> int:
 
 def resolve_settings(model: str, serve_cfg, train_cfg=None, policy_version: Optional[int] = None):
     """SelectorSettings for `model`: ServeConfig values where set (non-zero), else the training run's."""
-    from actors.serving import SelectorSettings
+    from actors.select_request import SelectorSettings
     from driver.config import TrainConfig
 
     train_cfg = train_cfg or run_config_of(model) or TrainConfig()
@@ -107,7 +107,7 @@ def reset_board(name: str):
     belong to another model). Detached: it outlives the task that builds the application (`serve deploy`)."""
     import ray
 
-    from actors.serving import BOARD_NAMESPACE, WeightBoard
+    from actors.weight_board import BOARD_NAMESPACE, WeightBoard
 
     try:
         ray.kill(ray.get_actor(name, namespace=BOARD_NAMESPACE))
@@ -171,7 +171,7 @@ def stop(serve_cfg) -> None:
     import ray
     from ray import serve
 
-    from actors.serving import BOARD_NAMESPACE
+    from actors.weight_board import BOARD_NAMESPACE
 
     try:
         serve.delete(serve_cfg.app_name)

@@ -18,7 +18,8 @@ from types import SimpleNamespace
 
 import pytest
 
-from actors.serving import RequestError, SelectorServer, SelectorSettings, parse_select
+from actors.select_request import RequestError, SelectorSettings, parse_select
+from actors.serving import SelectorServer
 from driver.algo.sample import Rollout, RolloutGroup
 
 WINDOW = 4
@@ -164,7 +165,8 @@ def served(rollout_model_path):
     import os
 
     # Serve's load metrics every second instead of every 10 (the autoscaling test reacts sooner)
-    for name in ("RAY_SERVE_REPLICA_AUTOSCALING_METRIC_PUSH_INTERVAL_S", "RAY_SERVE_HANDLE_AUTOSCALING_METRIC_PUSH_INTERVAL_S"):
+    for name in ("RAY_SERVE_REPLICA_AUTOSCALING_METRIC_PUSH_INTERVAL_S",
+                 "RAY_SERVE_HANDLE_AUTOSCALING_METRIC_PUSH_INTERVAL_S"):
         os.environ.setdefault(name, "1")
     ray.init(address="local", num_cpus=4, include_dashboard=False, log_to_driver=False,
              runtime_env={"env_vars": default_env()})
