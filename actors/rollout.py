@@ -240,29 +240,37 @@ class RolloutWorker:
                              f"some of 0..{num_candidates - 1}; set rollout.constrain_index=false")
         return [t[0] for t in ids]
 
+    async def run_request(self, prompt_token_ids: list, params, tag: str = "w") -> tuple:
+        """One engine request through the admission gate: (final RequestOutput, policy version it ran under,
+        queue seconds, generate seconds). Every other generation path (sampling G responses, fixed-completion
+        log-probs, the serving deployment's raw completions) goes through here, so a weight update never
+        overlaps a request."""
+        queued = time.perf_counter()
+        version = await self._admit()
+        start = time.perf_counter()
+        try:
+            final = None
+            async for out in self.engine.generate({"prompt_token_ids": list(prompt_token_ids)}, params,
+                                                  f"{tag}{self.worker_index}-{uuid.uuid4().hex}"):
+                final = out
+        finally:
+            await self._release()
+        return final, version, start - queued, time.perf_counter() - start
+
     async def _generate_one(self, task: SelectionTask, params) -> RolloutGroup:
         prompt_ids = self.encode_prompt(task.prompt)
         allowed = self.allowed_token_ids(task.num_candidates)
         if allowed is not None:  # one index token: the whole response, complete by construction
             params = params.clone()
             params.allowed_token_ids, params.max_tokens = allowed, 1
-        queued = time.perf_counter()
-        version = await self._admit()
-        start = time.perf_counter()
-        try:
-            final = None
-            async for out in self.engine.generate({"prompt_token_ids": prompt_ids}, params,
-                                                  f"w{self.worker_index}-{uuid.uuid4().hex}"):
-                final = out
-        finally:
-            await self._release()
-        seconds = time.perf_counter() - start
+        final, version, queue_s, seconds = await self.run_request(prompt_ids, params)
         self._counters["requests"] += 1
-        timings = {"queue_s": start - queued, "generate_s": seconds}
+        timings = {"queue_s": queue_s, "generate_s": seconds}
         rollouts = [Rollout(
             prompt_id=task.prompt_id, prompt_token_ids=prompt_ids, response_token_ids=list(c.token_ids),
             behaviour_logprobs=[c.logprobs[i][t].logprob for i, t in enumerate(c.token_ids)],
-            response_text=full_response(self.tokenizer, c.text), policy_version=version, finish_reason="stop" if allowed is not None else str(c.finish_reason),
+            response_text=full_response(self.tokenizer, c.text), policy_version=version,
+            finish_reason="stop" if allowed is not None else str(c.finish_reason),  # one index: complete
             timings=dict(timings), allowed_token_ids=allowed,
         ) for c in sorted(final.outputs, key=lambda c: c.index)]
         return RolloutGroup(task=task, rollouts=rollouts, policy_version=version, generate_seconds=seconds,
@@ -277,14 +285,7 @@ class RolloutWorker:
 
         ids = list(prompt_token_ids) + list(response_token_ids)
         params = SamplingParams(max_tokens=1, temperature=1.0, prompt_logprobs=0, detokenize=False)
-        await self._admit()
-        try:
-            final = None
-            async for out in self.engine.generate({"prompt_token_ids": ids}, params,
-                                                  f"lp{self.worker_index}-{uuid.uuid4().hex}"):
-                final = out
-        finally:
-            await self._release()
+        final = (await self.run_request(ids, params, tag="lp"))[0]
         start = len(prompt_token_ids)
         return [final.prompt_logprobs[p][ids[p]].logprob for p in range(start, len(ids))]
 

@@ -41,10 +41,12 @@ class WeightSyncTimeout(TimeoutError):
 class WeightSyncBroadcaster:
     """Driver-side coordinator: `sync(version)` pushes the learner's current weights to every engine."""
 
-    def __init__(self, cfg, learners, rollout_handles: list):
+    def __init__(self, cfg, learners, rollout_handles: list, board=None):
         """cfg: WeightSyncConfig; learners: every learner rank's actor, in rank order (or a single handle when
         there is one rank): gathering ZeRO-3 weights is collective, so every rank takes part in an export and
-        rank 0's copy is sent; rollout_handles: RolloutWorker actors (update_weights_from_object_store)."""
+        rank 0's copy is sent; rollout_handles: RolloutWorker actors (update_weights_from_object_store);
+        board: an optional WeightBoard actor (actors/weight_board.py): every synced version is published there
+        too, and the serving replicas that follow it load the same weights (`serve.live`)."""
         if cfg.backend not in ("object_store", "nccl"):
             raise ValueError(f"weight_sync.backend={cfg.backend!r}: this broadcaster implements "
                              f"'object_store' (CPU) and 'nccl' (GPU, untested here)")
@@ -52,6 +54,7 @@ class WeightSyncBroadcaster:
         self.learners = list(learners) if isinstance(learners, (list, tuple)) else [learners]
         self.learner = self.learners[0]
         self.rollouts = list(rollout_handles)
+        self.board = board
         self.history: list = []
         self._nccl_ready = False
 
@@ -73,6 +76,9 @@ class WeightSyncBroadcaster:
             export_s = time.perf_counter() - start
             calls = [h.update_weights_from_object_store.remote(ref, version) for h in self.rollouts]
             workers = self._wait(calls, self._names("update_weights_from_object_store"), deadline)
+            if self.board is not None:  # the ref travels inside a list, so Ray passes it on unresolved
+                self._wait([self.board.publish.remote(version, {"kind": "object_ref", "ref": [ref]})],
+                           ["weight board publish"], deadline)
         seconds = time.perf_counter() - start
         nbytes = max((w.get("bytes", 0) for w in workers), default=0)
         stats = {"version": version, "seconds": seconds, "bytes": nbytes,

@@ -221,6 +221,42 @@ class CurriculumConfig:
 
 
 @dataclass
+class ServeConfig:
+    """The Ray Serve selection service (driver/serve.py, actors/serving.py; docs/serving.md)."""
+    live: bool = _f(False, "Training only: start the selection service beside the trainer; every new policy "
+                           "version is pushed into its replicas (answers carry policy_version).")
+    host: str = _f("127.0.0.1", "HTTP address of Serve's proxy ('0.0.0.0' to listen on every interface).")
+    port: int = _f(8000, "HTTP port of Serve's proxy.")
+    app_name: str = _f("genselect-selector", "Serve application name (also names the weight board actor).")
+    min_replicas: int = _f(1, "autoscaling_config.min_replicas.")
+    max_replicas: int = _f(1, "autoscaling_config.max_replicas (each replica is one vLLM engine).")
+    target_ongoing_requests: float = _f(16.0, "autoscaling_config.target_ongoing_requests per replica (the engine "
+                                              "batches them: keep it well above 1).")
+    upscale_delay_s: float = _f(10.0, "autoscaling_config.upscale_delay_s.")
+    downscale_delay_s: float = _f(300.0, "autoscaling_config.downscale_delay_s.")
+    look_back_period_s: float = _f(30.0, "autoscaling_config.look_back_period_s (window the load is averaged over).")
+    max_ongoing_requests: int = _f(64, "Requests one replica accepts at once (Serve's default 5 serialises the "
+                                       "engine's continuous batching).")
+    num_cpus: float = _f(1.0, "CPUs reserved per replica.")
+    num_gpus: float = _f(0.0, "GPUs reserved per replica.")
+    window: int = _f(0, "Most candidates in one selection prompt; more are selected by knockout. "
+                        "0: the model's training data.max_candidates.")
+    max_prompt_tokens: int = _f(0, "Prompt token budget of one selection prompt (0: the training "
+                                   "data.max_prompt_tokens).")
+    max_response_tokens: int = _f(0, "Longest judgment (0: the training rollout.max_response_tokens).")
+    max_candidates: int = _f(256, "Most candidates one /v1/select request may send (413 above).")
+    max_candidate_chars: int = _f(0, "Longest candidate in characters (0: the training data.max_candidate_chars).")
+    max_problem_chars: int = _f(16000, "Longest problem statement in characters.")
+    max_samples: int = _f(16, "Largest `samples` (judgments per group) a request may ask for.")
+    max_body_bytes: int = _f(4 << 20, "Largest request body in bytes (413 above).")
+    max_completion_tokens: int = _f(512, "Largest max_tokens of a /v1/completions request.")
+    request_timeout_s: float = _f(120.0, "Deadline of one engine call inside a request (504 past it).")
+    admin_token: str = _f("", "When set, /admin/* requires 'Authorization: Bearer <token>'.")
+    access_log: bool = _f(False, "Serve's per-request access log line (costs throughput on small CPU machines; "
+                                 "/healthz counts requests either way).")
+
+
+@dataclass
 class TrainConfig:
     """The main job: asynchronous DAPO training of a GenSelect selector."""
     run_dir: str = _f("runs/default", "Output folder: checkpoints, metrics, curves, summary, export.")
@@ -247,6 +283,7 @@ class TrainConfig:
     weight_sync: WeightSyncConfig = _f(WeightSyncConfig(), "Weight sync.")
     cluster: ClusterConfig = _f(ClusterConfig(), "Ray cluster and placement.")
     curriculum: CurriculumConfig = _f(CurriculumConfig(), "Candidate-count curriculum.")
+    serve: ServeConfig = _f(ServeConfig(), "Selection service (serve.live: beside the training run).")
 
 
 class ConfigError(ValueError):
@@ -323,6 +360,10 @@ def _check(cfg: TrainConfig) -> None:
          "must be between data.min_candidates and data.max_candidates"),
         ("curriculum.window", cfg.curriculum.window >= 1, "must be >= 1"),
         ("steps", cfg.steps >= 1, "must be >= 1"),
+        ("serve.live", not cfg.serve.live or cfg.weight_sync.backend == "object_store",
+         "needs weight_sync.backend=object_store (the serving replicas read the weights from Ray's object store)"),
+        ("serve.max_replicas", 1 <= cfg.serve.min_replicas <= cfg.serve.max_replicas or
+         (cfg.serve.min_replicas == 0 and cfg.serve.max_replicas >= 1), "must be >= serve.min_replicas and >= 1"),
         ("prompts_per_step", cfg.prompts_per_step >= 1, "must be >= 1"),
     ]
     for key, ok, message in rules:
@@ -413,4 +454,4 @@ def describe(cls: type = TrainConfig, prefix: str = "") -> list:
 
 __all__ = ["TrainConfig", "ModelConfig", "TinyModelConfig", "WarmStartConfig", "DataConfig", "RolloutConfig",
            "VerifierConfig", "LearnerConfig", "AlgorithmConfig", "WeightSyncConfig", "ClusterConfig",
-           "ConfigError", "load_config", "resolve_ratio_reference", "to_yaml", "from_yaml", "describe"]
+           "ServeConfig", "ConfigError", "load_config", "resolve_ratio_reference", "to_yaml", "from_yaml", "describe"]

@@ -105,6 +105,10 @@ class Run:
 
         if getattr(self, "progress", None):
             self.progress.close()
+        if getattr(self, "_serving", False):
+            from driver.serve import stop
+
+            stop(self.cfg.serve)
         if self.handles is not None:
             from cluster.placement import shutdown
 
@@ -145,12 +149,35 @@ class Run:
 
         self.handles = launch(self.cfg, str(self.prepared.model_dir), default_env(),
                               domains=tuple(sorted({t.domain for t in self.train_tasks})))
-        self.broadcaster = WeightSyncBroadcaster(self.cfg.weight_sync, self.handles.learners,
-                                                 self.handles.rollouts)
         self._wait_until_started()
+        board = self._start_serving() if self.cfg.serve.live else None
+        self.broadcaster = WeightSyncBroadcaster(self.cfg.weight_sync, self.handles.learners,
+                                                 self.handles.rollouts, board=board)
         self.stream = self._curriculum()
         self.collector = RolloutCollector(self.handles, {t.prompt_id: t for t in self.train_tasks}, self.stream,
                                           self.cfg.rollout, self._restore_worker)
+
+    def _start_serving(self):
+        """serve.live: the selection service (driver/serve.py) beside the trainer, on the starting weights;
+        returns its weight board, to which every weight sync publishes the new version."""
+        import ray
+
+        from actors.weight_board import BOARD_NAMESPACE
+        from driver.serve import start
+
+        s = self.cfg.serve
+        free = ray.available_resources().get("CPU", 0.0)
+        if s.num_cpus * max(1, s.min_replicas) > free + 1e-9:
+            raise RunFailed(f"serve.live: a serving replica needs serve.num_cpus={s.num_cpus} CPU but {free:g} are "
+                            f"free beside the training actors; set serve.num_cpus=0 (share cores) or give Ray more "
+                            f"(cluster.num_cpus)")
+        _, settings = start(str(self.prepared.model_dir), s, self.cfg, policy_version=self.version)
+        self._serving = True
+        url = f"http://{s.host}:{s.port}"
+        log.info("serving the policy live at %s (app %s)", url, s.app_name)
+        print(f"[serve] the selector being trained answers at {url}/v1/select (policy_version in every answer)",
+              file=sys.stderr, flush=True)
+        return ray.get_actor(settings.board, namespace=BOARD_NAMESPACE)
 
     def _curriculum(self, state: dict | None = None):
         """The prompt stream: one stage (every prompt) unless `curriculum.enabled` (driver/curriculum.py)."""
@@ -353,6 +380,7 @@ class Run:
         summary = summarize(self.metrics, time.time() - self.started_at, self.cfg.steps)
         summary["dataset"] = str(self.prepared.dataset_dir)
         summary["export"] = str(export)
+        summary["policy_version"] = self.version  # the exported weights' version (driver/serve.py reports it)
         (self.run_dir / "summary.json").write_text(json.dumps(summary, indent=1))
         self.metrics.close()
         return summary

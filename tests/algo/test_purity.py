@@ -6,7 +6,7 @@ import sys
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[2]
-CORE = ["driver.algo.dapo", "driver.algo.bon", "driver.algo.metrics"]
+CORE = ["driver.algo.dapo", "driver.algo.bon", "driver.algo.metrics", "driver.algo.knockout"]
 OPTIONAL = ["driver.algo.genselect", "driver.algo.sample"]
 FORBIDDEN = {"ray", "vllm", "deepspeed", "transformers"}
 

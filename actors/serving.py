@@ -1,0 +1,400 @@
+"""The selection service's replica: an HTTP front (FastAPI) over the trainer's own `RolloutWorker`.
+
+One replica = one `RolloutWorker` (actors/rollout.py) in the replica's process: the same vLLM engine
+settings, chat formatting (driver/models/chat.py, through `RolloutWorker.encode_prompt`), admission gate and
+weight-update path the trainer uses, with the GenSelect prompt builder and `Judgment:` parser of
+driver/algo/genselect.py and the knockout rules of driver/algo/knockout.py. Nothing here re-implements them.
+
+Endpoints (docs/serving.md has a curl example for each):
+    POST /v1/select          problem + N candidates -> chosen index, votes, judgments, policy_version, rounds
+    POST /v1/completions     OpenAI completions (vLLM's own request/response types), raw generation
+    GET  /healthz            replica health, policy version and model served
+    POST /admin/reload       swap the weights of every replica to a model folder, without a restart
+
+Live weights. Every replica follows a `WeightBoard` (actors/weight_board.py, a small named Ray actor): the board
+holds the latest (version, source) the service should serve, where a source is a model folder or an ObjectRef of
+exported arrays (the trainer's weight sync publishes each new policy version there). Each replica long-polls the
+board and loads a newer version through `RolloutWorker.update_weights_from_object_store`, which waits for the
+requests in flight to finish on the old weights, loads, and resumes: no request fails during a swap, and every
+answer names the version it ran on. A replica started later (autoscaling, or Serve replacing a dead one) catches
+up from the board at start-up.
+
+Errors (validation: actors/select_request.py). Bad requests get a 4xx whose JSON body names the field: {"error":
+{"message", "field", "type"}} (400 malformed JSON, 413 over a size limit, 422 invalid field, 401 admin without
+the token); a request that outlives `request_timeout_s` gets 504; an engine failure 503.
+"""
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import time
+from pathlib import Path
+from typing import Optional
+
+from fastapi import FastAPI, Request
+from fastapi.responses import JSONResponse
+
+from actors.select_request import (RequestError, SelectorSettings, _client_errors, _field_of, _is_int,
+                                   error_response, parse_json, parse_select)
+from actors.weight_board import BOARD_NAMESPACE, check_same_shape, read_model_weights
+from driver.algo.genselect import build_prompt, parse_judgment
+from driver.algo.knockout import DoesNotFit, majority, plan_round
+from driver.algo.sample import SelectionTask
+
+log = logging.getLogger("genselect.serving")
+
+# ---- the replica ---------------------------------------------------------------------------------------
+app = FastAPI(title="GenSelect selector", docs_url=None, redoc_url=None)
+
+
+class SelectorServer:
+    """Serve replica: one RolloutWorker, the HTTP API, and a follower of the weight board.
+
+    A plain class: driver/serve.py applies `serve.ingress(app)` and `serve.deployment(...)` at launch.
+    """
+
+    def __init__(self, settings: SelectorSettings, worker=None):
+        """worker: an already-built RolloutWorker (tests); default: a new one on `settings.model`."""
+        from actors.rollout import RolloutWorker
+
+        self.s = settings
+        self.worker = worker or RolloutWorker(settings.rollout, settings.model, dtype=settings.dtype,
+                                              seed=settings.seed)
+        self.worker.version = settings.policy_version
+        self.model_path = settings.model
+        self.started = time.time()
+        self.counters = {"select": 0, "completions": 0, "client_errors": 0, "server_errors": 0, "swaps": 0,
+                         "swap_failures": 0, "board_errors": 0, "knockout_fallbacks": 0}
+        self.last_swap: dict = {}
+        self._follower: Optional[asyncio.Task] = None
+        self._swap_lock: Optional[asyncio.Lock] = None
+
+    async def _ready(self) -> None:
+        """Awaited by every call. The first one, on the replica's event loop, catches up with the weight board
+        (a replica started after a swap, by autoscaling or to replace a dead one, never answers with older
+        weights than the board's) and then starts following it; concurrent first calls wait for that."""
+        if self._swap_lock is None:
+            self._swap_lock, self._caught_up = asyncio.Lock(), asyncio.Event()
+            try:
+                if self.s.board:
+                    try:
+                        version, source = await self._board().latest.remote()
+                        if version is not None and version > self.worker.version:
+                            await self._apply(version, source)
+                    except Exception as e:  # counted and logged; the follower retries
+                        self.counters["board_errors"] += 1
+                        log.warning("weight board %s at start-up: %r", self.s.board, e)
+                    self._follower = asyncio.get_running_loop().create_task(self._follow_board())
+            finally:
+                self._caught_up.set()
+        await self._caught_up.wait()
+
+    # ---- weights ---------------------------------------------------------------------------------------
+    def _board(self):
+        import ray
+
+        return ray.get_actor(self.s.board, namespace=BOARD_NAMESPACE)
+
+    async def _follow_board(self) -> None:
+        """Long-poll the board; load every newer version (errors are counted and logged, then retried)."""
+        while True:
+            try:
+                version, source = await self._board().wait_newer.remote(self.worker.version, 30.0)
+                if version is not None and version > self.worker.version:
+                    await self._apply(version, source)
+            except asyncio.CancelledError:
+                raise
+            except Exception as e:  # the board may not exist yet, or a load failed: retry
+                self.counters["board_errors"] += 1
+                log.warning("weight board %s: %r", self.s.board, e)
+                await asyncio.sleep(2.0)
+
+    async def _apply(self, version: int, source: dict) -> dict:
+        """Load `source` into the engine as `version` (requests in flight finish on the old weights)."""
+        async with self._swap_lock:
+            if version <= self.worker.version:
+                return self.last_swap
+            start = time.perf_counter()
+            try:
+                if source["kind"] == "path":
+                    weights = await asyncio.to_thread(read_model_weights, source["path"])
+                else:
+                    weights = await source["ref"][0]
+                stats = await self.worker.update_weights_from_object_store(weights, version)
+            except Exception:
+                self.counters["swap_failures"] += 1
+                raise
+            if source["kind"] == "path":
+                self.model_path = source["path"]
+            self.counters["swaps"] += 1
+            self.last_swap = {"version": version, "seconds": time.perf_counter() - start,
+                              "pause_s": stats.get("pause_s"), "load_s": stats.get("load_s"),
+                              "source": source.get("path", "training weight sync"), "at": time.time()}
+            log.info("replica now serves policy version %d (%.2f s)", version, self.last_swap["seconds"])
+            return self.last_swap
+
+    async def wait_for_version(self, version: int, timeout_s: float = 60.0) -> int:
+        """Block until this replica serves `version` or newer (handle method, tests and the admin call)."""
+        await self._ready()
+        deadline = time.monotonic() + timeout_s
+        while self.worker.version < version and time.monotonic() < deadline:
+            await asyncio.sleep(0.05)
+        return self.worker.version
+
+    async def select(self, body: dict) -> dict:
+        """/v1/select through a DeploymentHandle (no HTTP): the same validation and answer; a client error
+        raises RequestError."""
+        await self._ready()
+        return await self._select(json.dumps(body).encode())
+
+    async def compute_logprobs(self, prompt_token_ids: list, response_token_ids: list) -> dict:
+        """{"version", "logprobs"} of a fixed completion under the served weights (handle method)."""
+        lps = await self.worker.compute_logprobs(prompt_token_ids, response_token_ids)
+        return {"version": self.worker.version, "logprobs": lps}
+
+    async def check_health(self) -> None:
+        """Serve's health probe: raise (Serve replaces the replica) when the engine died."""
+        await self._ready()
+        health = await self.worker.health()
+        if not health["ok"]:
+            raise RuntimeError(f"rollout engine unhealthy: {health['error']}")
+
+    def __del__(self):
+        if getattr(self, "_follower", None) is not None:
+            self._follower.cancel()
+        shutdown = getattr(getattr(self, "worker", None), "_shutdown_now", None)
+        if shutdown is not None:
+            shutdown()  # the engine's processes and /dev/shm go with the replica
+
+    # ---- HTTP ------------------------------------------------------------------------------------------
+    @app.get("/healthz")
+    async def healthz(self) -> JSONResponse:
+        await self._ready()
+        health = await self.worker.health()
+        from ray import serve
+
+        ctx = serve.get_replica_context()
+        body = {"status": "ok" if health["ok"] else "unhealthy", "policy_version": self.worker.version,
+                "model": self.model_path, "replica": ctx.replica_id.unique_id if ctx else None,
+                "window": self.s.window, "max_prompt_tokens": self.s.max_prompt_tokens,
+                "in_flight": health["in_flight"], "paused": health["paused"], "error": health["error"],
+                "uptime_s": round(time.time() - self.started, 1), "last_swap": self.last_swap,
+                "counters": {**self.counters, "engine_requests": health["requests"],
+                             "engine_timeouts": health["timeouts"]}}
+        return JSONResponse(body, status_code=200 if health["ok"] else 503)
+
+    @app.post("/v1/select")
+    async def select_http(self, request: Request) -> JSONResponse:
+        return await self._guarded(self._select, await request.body())
+
+    @app.post("/v1/completions")
+    async def completions_http(self, request: Request) -> JSONResponse:
+        return await self._guarded(self._completions, await request.body())
+
+    @app.post("/admin/reload")
+    async def reload_http(self, request: Request) -> JSONResponse:
+        if self.s.admin_token and request.headers.get("authorization") != f"Bearer {self.s.admin_token}":
+            return error_response(401, "authorization", "admin calls need 'Authorization: Bearer <token>'",
+                                  "authentication_error")
+        return await self._guarded(self._reload, await request.body())
+
+    async def _guarded(self, handler, body: bytes) -> JSONResponse:
+        """Run a handler: RequestError -> its 4xx; timeout -> 504; anything else -> 503 (logged, counted)."""
+        from actors.rollout import RolloutTimeout
+
+        await self._ready()
+        try:
+            return JSONResponse(await handler(body))
+        except RequestError as e:
+            self.counters["client_errors"] += 1
+            return error_response(e.status, e.field, e.message)
+        except _client_errors() as e:  # vLLM refused the request's parameters
+            self.counters["client_errors"] += 1
+            return error_response(422, getattr(e, "parameter", None) or "body", str(e))
+        except (RolloutTimeout, asyncio.TimeoutError) as e:
+            self.counters["server_errors"] += 1
+            return error_response(504, "", f"timed out: {e}", "timeout")
+        except Exception as e:
+            self.counters["server_errors"] += 1
+            log.exception("request failed")
+            return error_response(503, "", f"{type(e).__name__}: {e}", "server_error")
+
+    # ---- /v1/select ------------------------------------------------------------------------------------
+    def _prompt_fits(self, problem: str, candidates: list, group: list) -> bool:
+        prompt = build_prompt(problem, [candidates[i] for i in group])
+        return len(self.worker.encode_prompt(prompt)) <= self.s.max_prompt_tokens
+
+    async def _select(self, body: bytes) -> dict:
+        req = await asyncio.to_thread(parse_select, body, self.s)
+        self.counters["select"] += 1
+        problem, candidates, k = req["problem"], req["candidates"], req["samples"]
+        members, rounds, versions = list(range(len(candidates))), [], set()
+        started = time.perf_counter()
+        while True:
+            try:
+                groups = plan_round(members, self.s.window,
+                                    lambda g: self._prompt_fits(problem, candidates, g))
+            except DoesNotFit as e:
+                raise RequestError(413, "candidates", f"candidates {e.members} together exceed the prompt budget "
+                                                      f"of {self.s.max_prompt_tokens} tokens") from None
+            judged = [g for g in groups if len(g) > 1]
+            tasks = [SelectionTask(prompt_id=f"serve/{i}", problem_id="serve", domain=req["domain"],
+                                   problem=problem, candidates=tuple(candidates[j] for j in g),
+                                   candidate_answers=tuple(candidates[j] for j in g), labels=(0.0,) * len(g),
+                                   reference="", prompt=build_prompt(problem, [candidates[j] for j in g]))
+                     for i, g in enumerate(judged)]
+            # every group of the round in flight at once: the engine batches them (continuous batching)
+            results = await self.worker.generate(tasks, n=k, temperature=req["temperature"],
+                                                 max_tokens=self.s.max_response_tokens)
+            record, winners, final = {"groups": [], "winners": []}, [], len(groups) == 1
+            by_group = dict(zip(map(tuple, judged), results))
+            for g in groups:
+                if len(g) == 1:
+                    winners.append(g[0])
+                    record["groups"].append(g)
+                    record["winners"].append(g[0])
+                    continue
+                result = by_group[tuple(g)]
+                versions.add(result.policy_version)
+                parsed = [parse_judgment(r.response_text, len(g)) for r in result.rollouts]
+                local, votes = majority([p.index for p in parsed], len(g))
+                winner = g[local] if local is not None else (None if final else g[0])
+                if local is None and not final:
+                    self.counters["knockout_fallbacks"] += 1
+                record["groups"].append(g)
+                record["winners"].append(winner)
+                winners.append(winner)
+                if final:
+                    last = {"group": g, "parsed": parsed, "votes": votes, "result": result, "winner": winner}
+            rounds.append(record)
+            if final:
+                break
+            members = winners
+        n = len(candidates)
+        votes = [0] * n
+        for j, v in zip(last["group"], last["votes"]):
+            votes[j] = v
+        parsed = last["parsed"]
+        return {
+            "index": last["winner"],
+            "votes": votes,
+            "judgments": [r.response_text for r in last["result"].rollouts],
+            "parsed": [last["group"][p.index] if p.ok else None for p in parsed],
+            "unparsed": sum(not p.ok for p in parsed),
+            "parse_errors": [p.status for p in parsed if not p.ok],
+            "policy_version": last["result"].policy_version,
+            "policy_versions": sorted(versions),
+            "rounds": len(rounds),
+            "bracket": rounds,
+            "samples": k, "temperature": req["temperature"],
+            "seconds": round(time.perf_counter() - started, 4),
+        }
+
+    # ---- /v1/completions -------------------------------------------------------------------------------
+    async def _completions(self, body: bytes) -> dict:
+        from pydantic import ValidationError
+        from vllm.entrypoints.openai.completion.protocol import (CompletionLogProbs, CompletionRequest,
+                                                                 CompletionResponse, CompletionResponseChoice)
+        from vllm.entrypoints.serve.engine.protocol import UsageInfo
+
+        data = parse_json(body, self.s.max_body_bytes)
+        try:
+            req = CompletionRequest.model_validate(data)
+        except ValidationError as e:
+            err = e.errors()[0]
+            raise RequestError(422, _field_of(err["loc"]), err["msg"]) from None
+        except Exception as e:  # vLLM's own request checks (VLLMValidationError names its parameter)
+            raise RequestError(422, getattr(e, "parameter", None) or "body", str(e)) from None
+        if req.stream:
+            raise RequestError(422, "stream", "streaming is not supported; send stream=false")
+        if req.echo or req.use_beam_search or req.suffix:
+            name = "echo" if req.echo else "use_beam_search" if req.use_beam_search else "suffix"
+            raise RequestError(422, name, "not supported")
+        prompts = req.prompt
+        if prompts is None or prompts == "" or prompts == []:
+            raise RequestError(422, "prompt", "required, a string, a list of strings or token ids")
+        if isinstance(prompts, str) or (isinstance(prompts, list) and prompts and isinstance(prompts[0], int)):
+            prompts = [prompts]
+        if len(prompts) > self.s.max_candidates:
+            raise RequestError(413, "prompt", f"{len(prompts)} prompts; the limit is {self.s.max_candidates}")
+        max_tokens = req.max_tokens if req.max_tokens is not None else 16
+        if not 1 <= max_tokens <= self.s.max_completion_tokens:
+            raise RequestError(422, "max_tokens", f"must be in 1..{self.s.max_completion_tokens}")
+        if not 1 <= req.n <= self.s.max_samples:
+            raise RequestError(422, "n", f"must be in 1..{self.s.max_samples}")
+        if req.logprobs is not None and not 0 <= req.logprobs <= 5:
+            raise RequestError(422, "logprobs", "must be in 0..5")
+        try:
+            params = req.to_sampling_params(max_tokens, {})
+        except Exception as e:  # vLLM's own parameter checks (e.g. temperature < 0)
+            raise RequestError(422, "body", str(e)) from None
+        ids = []
+        for i, p in enumerate(prompts):
+            tokens = list(p) if isinstance(p, list) else self.worker.tokenizer(p, add_special_tokens=False)["input_ids"]
+            if not tokens:
+                raise RequestError(422, f"prompt[{i}]", "is empty")
+            if len(tokens) + max_tokens > self._context():
+                raise RequestError(413, f"prompt[{i}]", f"{len(tokens)} tokens + max_tokens {max_tokens} exceed "
+                                                        f"the model's context of {self._context()}")
+            vocab = self.worker.tokenizer.vocab_size if isinstance(p, list) else None
+            if vocab and max(tokens) >= len(self.worker.tokenizer):
+                raise RequestError(422, f"prompt[{i}]", f"token id {max(tokens)} is outside the vocabulary")
+            ids.append(tokens)
+        self.counters["completions"] += 1
+        calls = [self.worker.run_request(t, params, tag="c") for t in ids]
+        outs = await asyncio.wait_for(asyncio.gather(*calls), self.s.request_timeout_s)
+        choices, completion_tokens, versions = [], 0, set()
+        for i, (final, version, _, _) in enumerate(outs):
+            versions.add(version)
+            for c in sorted(final.outputs, key=lambda c: c.index):
+                completion_tokens += len(c.token_ids)
+                logprobs = None
+                if req.logprobs is not None and c.logprobs is not None:
+                    toks = [self.worker.tokenizer.decode([t]) for t in c.token_ids]
+                    logprobs = CompletionLogProbs(
+                        tokens=toks, token_logprobs=[c.logprobs[j][t].logprob for j, t in enumerate(c.token_ids)],
+                        top_logprobs=[{self.worker.tokenizer.decode([tid]): lp.logprob for tid, lp in step.items()}
+                                      for step in c.logprobs],
+                        text_offset=[])
+                choices.append(CompletionResponseChoice(index=len(choices), text=c.text, logprobs=logprobs,
+                                                        finish_reason=c.finish_reason, stop_reason=c.stop_reason))
+        prompt_tokens = sum(len(t) for t in ids)
+        response = CompletionResponse(model=req.model or self.model_path, choices=choices,
+                                      usage=UsageInfo(prompt_tokens=prompt_tokens, completion_tokens=completion_tokens,
+                                                      total_tokens=prompt_tokens + completion_tokens))
+        return {**response.model_dump(exclude_none=True), "policy_version": max(versions),
+                "policy_versions": sorted(versions)}
+
+    def _context(self) -> int:
+        return int(self.worker.engine.model_config.max_model_len)
+
+    # ---- /admin/reload ---------------------------------------------------------------------------------
+    async def _reload(self, body: bytes) -> dict:
+        """{"model": folder, "version": int (optional: current + 1)} -> published to the board; every replica
+        loads it; this call answers once this replica serves it."""
+        data = parse_json(body, self.s.max_body_bytes)
+        path = data.get("model")
+        if not isinstance(path, str) or not path:
+            raise RequestError(422, "model", "required, the path of a model folder on the replicas' machines")
+        try:
+            await asyncio.to_thread(check_same_shape, self.s.model, path)
+        except ValueError as e:
+            raise RequestError(422, "model", str(e)) from None
+        if not self.s.board:
+            raise RequestError(409, "model", "this deployment has no weight board (started without live weights)")
+        board = self._board()
+        current, _ = await board.latest.remote()
+        version = data.get("version", (current if current is not None else self.worker.version) + 1)
+        if not _is_int(version):
+            raise RequestError(422, "version", "must be an integer")
+        newest = max(v for v in (current, self.worker.version) if v is not None)
+        if version <= newest:
+            raise RequestError(409, "version", f"must be newer than the served version {newest}")
+        try:
+            await board.publish.remote(version, {"kind": "path", "path": str(Path(path).resolve())})
+        except Exception as e:
+            raise RequestError(409, "version", str(getattr(e, "cause", e)).splitlines()[-1]) from None
+        served = await self.wait_for_version(version, self.s.request_timeout_s)
+        return {"version": version, "model": str(Path(path).resolve()), "served_here": served,
+                "swap": self.last_swap}

@@ -1,0 +1,76 @@
+"""driver/serve.py without starting anything: settings resolution, deployment options, the Serve config file."""
+import dataclasses
+import json
+from pathlib import Path
+
+import pytest
+import yaml
+
+from driver.config import ServeConfig, TrainConfig, load_config, to_yaml
+from driver.serve import DEPLOYMENT, deployment_options, resolve_settings
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def _model_folder(path: Path, context: int = 4096) -> Path:
+    path.mkdir(parents=True)
+    (path / "config.json").write_text(json.dumps({"max_position_embeddings": context}))
+    return path
+
+
+def test_settings_come_from_the_models_run(tmp_path):
+    """runs/X/export is served with runs/X's trained window, budget, response length and final version."""
+    cfg = load_config("smoke")
+    run = tmp_path / "run"
+    export = _model_folder(run / "export")
+    (run / "config.yaml").write_text(to_yaml(cfg))
+    (run / "summary.json").write_text(json.dumps({"policy_version": 17}))
+    s = resolve_settings(str(export), ServeConfig())
+    assert (s.window, s.max_response_tokens, s.policy_version) == (cfg.data.max_candidates,
+                                                                   cfg.rollout.max_response_tokens, 17)
+    assert s.max_prompt_tokens == cfg.data.max_prompt_tokens and s.temperature == cfg.rollout.temperature
+    assert s.board == "genselect-selector-weights"
+    s = resolve_settings(str(export), ServeConfig(window=3, max_prompt_tokens=100), policy_version=2)
+    assert (s.window, s.max_prompt_tokens, s.policy_version) == (3, 100, 2)
+
+
+def test_prompt_budget_leaves_room_for_the_judgment(tmp_path):
+    model = _model_folder(tmp_path / "m", context=1000)
+    s = resolve_settings(str(model), ServeConfig(max_prompt_tokens=5000, max_response_tokens=40), TrainConfig())
+    assert s.max_prompt_tokens == 960
+
+
+def test_deployment_options_autoscale():
+    opts = deployment_options(ServeConfig(min_replicas=1, max_replicas=3, target_ongoing_requests=8))
+    assert opts["name"] == DEPLOYMENT and opts["max_ongoing_requests"] == 64
+    auto = opts["autoscaling_config"]
+    assert (auto["min_replicas"], auto["max_replicas"], auto["target_ongoing_requests"]) == (1, 3, 8)
+    from ray.serve.config import AutoscalingConfig
+
+    AutoscalingConfig(**auto)  # Serve accepts it
+
+
+def test_serve_config_file_is_a_valid_serve_deploy_config():
+    """cluster/serve/selector.yaml parses as Serve's deploy schema (what RayService's serveConfigV2 holds), names
+    this deployment and builder, and passes only args the builder understands."""
+    from ray.serve.schema import ServeDeploySchema
+
+    raw = yaml.safe_load((ROOT / "cluster/serve/selector.yaml").read_text())
+    schema = ServeDeploySchema.model_validate(raw) if hasattr(ServeDeploySchema, "model_validate") \
+        else ServeDeploySchema.parse_obj(raw)
+    app = schema.applications[0]
+    assert app.import_path == "driver.serve:app_builder" and app.deployments[0].name == DEPLOYMENT
+    args = dict(app.args)
+    assert "model" in args
+    fields = {f.name for f in dataclasses.fields(ServeConfig)}
+    assert set(args) - {"model", "config", "policy_version"} <= fields
+
+
+def test_serve_live_needs_the_object_store_sync():
+    from driver.config import ConfigError
+
+    with pytest.raises(ConfigError, match="serve.live"):
+        load_config("smoke", ["serve.live=true", "weight_sync.backend=nccl", "learner.num_gpus=1",
+                              "rollout.num_gpus=1"])
+    with pytest.raises(ConfigError, match="serve.max_replicas"):
+        load_config("smoke", ["serve.min_replicas=3", "serve.max_replicas=2"])
