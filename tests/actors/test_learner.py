@@ -412,7 +412,7 @@ def test_two_rank_zero3_weight_sync_and_final_export(ray_session, tiny_model_pat
                                         timeout=120)][1] == 0  # ranks > 0 gather but ship nothing
 
         run = Run.__new__(Run)  # Run.finish with everything but the learners stubbed
-        run.run_dir, run.started_at = tmp_path / "run", 0.0
+        run.run_dir, run.started_at, run.version = tmp_path / "run", 0.0, 1
         run.run_dir.mkdir()
         run.cfg = SimpleNamespace(steps=1)
         run.handles = SimpleNamespace(learners=ranks)

@@ -75,8 +75,20 @@ class RayClient:
 
     def nodes(self) -> dict:
         """node id -> (state, total resources)."""
-        out = self.run("list", "nodes", "--format", "json", "--limit", "1000").stdout
-        return {n["node_id"]: (n["state"], n["resources_total"]) for n in json.loads(out[out.index("["):])}
+        return {n["node_id"]: (n["state"], n["resources_total"]) for n in self._state_list("nodes")}
+
+    def _state_list(self, kind: str, timeout: float = 120) -> list:
+        """`ray list KIND` as JSON. A head whose job server answers may not serve the state API yet (seen
+        under load: exit 0 with no JSON on stdout): ask again until it does, then fail with what it said."""
+        deadline = time.time() + timeout
+        while True:
+            proc = self.run("list", kind, "--format", "json", "--limit", "1000")
+            if "[" in proc.stdout:
+                return json.loads(proc.stdout[proc.stdout.index("["):])
+            if time.time() > deadline:
+                raise AssertionError(f"ray list {kind} gave no JSON for {timeout:g} s: {proc.stdout[-1000:]}"
+                                     f"{proc.stderr[-1000:]}")
+            time.sleep(2)
 
 
 def wait_for(predicate, timeout: float, what: str, every: float = 0.5):
