@@ -42,7 +42,7 @@ from typing import Optional
 from actors.faults import maybe_crash
 from actors.vllm_plugin import OWNER_ENV
 from driver.algo.sample import Rollout, RolloutGroup, SelectionTask
-from driver.models.chat import answer_prefix, full_response
+from driver.models.chat import answer_prefix, full_response, index_token_ids
 
 EXTENSION = "actors.vllm_extension.WeightReceiver"
 # KV block size on CPU. vLLM's CPU default is 128 and only full blocks are prefix-cached, so up to 127
@@ -234,11 +234,11 @@ class RolloutWorker:
         session 4, docs/status.md)."""
         if not self.cfg.constrain_index or not answer_prefix(self.tokenizer):
             return None
-        ids = [self.tokenizer(str(i), add_special_tokens=False)["input_ids"] for i in range(num_candidates)]
-        if any(len(t) != 1 for t in ids):
+        ids = index_token_ids(self.tokenizer, num_candidates)
+        if ids is None:
             raise ValueError(f"rollout.constrain_index needs one token per index, but this tokenizer splits "
                              f"some of 0..{num_candidates - 1}; set rollout.constrain_index=false")
-        return [t[0] for t in ids]
+        return ids
 
     async def run_request(self, prompt_token_ids: list, params, tag: str = "w") -> tuple:
         """One engine request through the admission gate: (final RequestOutput, policy version it ran under,

@@ -36,10 +36,6 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 
-def index_token_ids(tokenizer, n: int) -> list:
-    return [tokenizer(str(i), add_special_tokens=False)["input_ids"][0] for i in range(n)]
-
-
 def last_logits(model, tokenizer, tasks, suffix_ids, temperature: float = 1.0):
     """Logits (batch, vocab) of the token after `prompt + "Judgment: "` (left-padded batch)."""
     import torch
@@ -138,9 +134,11 @@ def main(argv=None) -> int:
     tokenizer = AutoTokenizer.from_pretrained(prepared.model_dir)
     model = AutoModelForCausalLM.from_pretrained(prepared.model_dir, dtype=torch.float32)
     # the prompt ends where the index is written: after "Judgment: " (the tiny model's prompt holds it already)
-    from driver.models.chat import ANSWER_PREFIX, answer_prefix
+    from driver.models.chat import ANSWER_PREFIX, answer_prefix, index_token_ids
     suffix = [] if answer_prefix(tokenizer) else tokenizer(ANSWER_PREFIX, add_special_tokens=False)["input_ids"]
     index_ids = index_token_ids(tokenizer, max(t.num_candidates for t in train + heldout))
+    if index_ids is None:
+        sys.exit("the probe needs one token per candidate index; this tokenizer splits some (use --max-candidates 10)")
     stats = summarize(heldout)
     first_index = sum(t.correct[0] for t in heldout) / max(1, len(heldout))
     print(f"model {prepared.model_dir}\ndataset {prepared.dataset_dir}: {len(train)} train / {len(heldout)} "

@@ -51,3 +51,10 @@ def response_token_ids(tokenizer, response_text: str) -> list:
     eos = tokenizer.eos_token_id
     generated = response_text[len(prefix):]
     return tokenizer(generated, add_special_tokens=False)["input_ids"] + ([eos] if eos is not None else [])
+
+
+def index_token_ids(tokenizer, n: int):
+    """Token ids of the indices 0..n-1 when each is a single token (per-digit tokenizers), else None. Shared by
+    the warm-start's index target, constrained judgment in the rollout and the learnability probe."""
+    ids = [tokenizer(str(i), add_special_tokens=False)["input_ids"] for i in range(n)]
+    return [t[0] for t in ids] if all(len(t) == 1 for t in ids) else None

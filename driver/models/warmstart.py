@@ -30,7 +30,7 @@ import time
 from pathlib import Path
 
 from driver.algo.genselect import parse_judgment, render_judgment
-from driver.models.chat import full_response, prompt_token_ids, response_token_ids
+from driver.models.chat import full_response, index_token_ids, prompt_token_ids, response_token_ids
 
 STATS_FILE = "warm_start.json"
 # Part of the cache key: bumped whenever the same config would train a different model (2 = uniform index, 3 = answer prefix).
@@ -121,12 +121,6 @@ def train_steps(model, tokenizer, tasks: list, ws_cfg, dtype: str, seed: int, pr
         losses.append(loss.item())
         bar.set_postfix(loss=f"{losses[-1]:.3f}")
     return losses
-
-
-def index_token_ids(tokenizer, n: int):
-    """Token ids of the indices 0..n-1 when each is a single token (per-digit tokenizers), else None."""
-    ids = [tokenizer(str(i), add_special_tokens=False)["input_ids"] for i in range(n)]
-    return [t[0] for t in ids] if all(len(t) == 1 for t in ids) else None
 
 
 def response_loss(logits, labels, uniform_over: list, index_ids):
