@@ -1,0 +1,91 @@
+"""The import direction of the layers runs one way only (docs/architecture.md):
+
+    sandbox  <-  core  <-  actors  <-  cluster  <-  driver (the orchestrator)
+
+`core/` (config schema, chat formatting, records, `algo/`) imports no other layer of this repository; `actors/`
+never import the orchestrator (`driver/`) nor `cluster/`; `cluster/` never imports `driver/`; `sandbox/` imports
+nothing else from the repository. Checked statically: every .py file is parsed with `ast` (nothing is imported
+or executed), and every import counts, at module level or inside a function (lazy imports included), and
+`importlib.import_module("...")` with a literal name too. A failure lists each offending `file:line`.
+"""
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+LAYERS = ("core", "actors", "cluster", "driver", "sandbox")
+
+#: layer -> the top-level packages of this repository it must not import
+FORBIDDEN = {
+    "core": {"actors", "driver", "cluster", "sandbox"},
+    "actors": {"driver", "cluster"},
+    "cluster": {"driver"},
+    "sandbox": {"core", "actors", "driver", "cluster"},
+}
+
+
+def _module_name(path: Path, root: Path) -> str:
+    parts = path.relative_to(root).with_suffix("").parts
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def imported_modules(path: Path, root: Path = ROOT) -> list[tuple[int, str]]:
+    """(line, absolute module name) of every import in the file at `path`, in line order; relative imports
+    resolved against the file's package (its dotted path under `root`)."""
+    tree = ast.parse(path.read_text(), filename=str(path))
+    package = _module_name(path, root).split(".")
+    if path.name != "__init__.py":
+        package = package[:-1]
+    found = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            found += [(node.lineno, alias.name) for alias in node.names]
+        elif isinstance(node, ast.ImportFrom):
+            if node.level:
+                base = package[: len(package) - node.level + 1]
+                name = ".".join(base + ([node.module] if node.module else []))
+            else:
+                name = node.module or ""
+            found.append((node.lineno, name))
+        elif (isinstance(node, ast.Call) and node.args and isinstance(node.args[0], ast.Constant)
+              and isinstance(node.args[0].value, str)
+              and (getattr(node.func, "attr", None) == "import_module"
+                   or getattr(node.func, "id", None) == "import_module")):
+            found.append((node.lineno, node.args[0].value))
+    return sorted(found)
+
+
+def violations(layer: str, forbidden: set, root: Path = ROOT) -> list[str]:
+    """'file:line: imports MODULE' for each import in `root/layer/` of a package in `forbidden`."""
+    out = []
+    for path in sorted((root / layer).rglob("*.py")):
+        for line, name in imported_modules(path, root):
+            if name.split(".")[0] in forbidden:
+                out.append(f"{path.relative_to(root)}:{line}: imports {name}")
+    return out
+
+
+@pytest.mark.parametrize("layer", sorted(FORBIDDEN))
+def test_layer_imports_only_lower_layers(layer):
+    assert (ROOT / layer).is_dir() and any((ROOT / layer).rglob("*.py")), f"layer {layer}/ is missing"
+    bad = violations(layer, FORBIDDEN[layer])
+    if bad:
+        pytest.fail(f"{layer}/ must not import {sorted(FORBIDDEN[layer])} (docs/architecture.md):\n  "
+                    + "\n  ".join(bad), pytrace=False)
+
+
+def test_the_checker_sees_lazy_and_relative_imports(tmp_path):
+    """The parser itself: imports inside functions, relative imports and import_module all count."""
+    pkg = tmp_path / "actors"
+    pkg.mkdir()
+    (pkg / "__init__.py").write_text("")
+    (pkg / "m.py").write_text("import os\n\ndef f():\n    from driver.run import Run\n"
+                              "    from . import sibling\n    import importlib\n"
+                              "    importlib.import_module('cluster.placement')\n")
+    assert imported_modules(pkg / "m.py", tmp_path) == [(1, "os"), (4, "driver.run"), (5, "actors"),
+                                                        (6, "importlib"), (7, "cluster.placement")]
+    assert violations("actors", {"driver", "cluster"}, tmp_path) == [
+        "actors/m.py:4: imports driver.run", "actors/m.py:7: imports cluster.placement"]
