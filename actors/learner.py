@@ -35,9 +35,10 @@ import torch
 from actors import checkpoint_io as cio
 from actors.faults import maybe_crash
 from actors.learner_nccl import NcclWeightSender
-from actors.packing import (TrainSequence, count_loss_tokens, dummy_micro_batch, pack_sequences,
+from actors.packing import (count_loss_tokens, dummy_micro_batch, pack_sequences,
                             split_mini_batches, unpack_per_sequence)
-from driver.algo.dapo import clipped_policy_loss, token_level_mean, truncated_is_weights
+from core.algo.dapo import clipped_policy_loss, token_level_mean, truncated_is_weights
+from core.records import TrainSequence
 
 log = logging.getLogger(__name__)
 CKPT_TAG = "state"
@@ -112,9 +113,9 @@ class Learner(NcclWeightSender):
                  total_train_steps: int = 0, temperature: float = 1.0):
         from transformers import AutoModelForCausalLM
 
-        if algo.ratio_reference not in ("behaviour", "proximal"):  # 'auto' is resolved by driver.config
+        if algo.ratio_reference not in ("behaviour", "proximal"):  # 'auto' is resolved by core.config
             raise ValueError(f"algorithm.ratio_reference={algo.ratio_reference!r}: the learner needs 'behaviour' or "
-                             f"'proximal' (load the config with driver.config.load_config to resolve 'auto')")
+                             f"'proximal' (load the config with core.config.load_config to resolve 'auto')")
         self.cfg, self.algo, self.model_path = cfg, algo, Path(model_path)
         self.rank, self.world_size = rank, world_size
         os.environ.update(RANK=str(rank), WORLD_SIZE=str(world_size), LOCAL_RANK="0",

@@ -23,7 +23,7 @@ class NcclWeightSender:
         """(host, port) where rank 0 will host the weight-update group: this node's IP and a free port."""
         import ray
 
-        from cluster.placement import free_port
+        from core.net import free_port
 
         return ray.util.get_node_ip_address(), free_port("")
 

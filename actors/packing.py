@@ -1,7 +1,7 @@
-"""Training sequences and padding-free, prefix-sharing packing into micro-batches (pure: stdlib + torch).
+"""Padding-free, prefix-sharing packing of training sequences into micro-batches (pure: stdlib + torch).
 
-The learner trains on `TrainSequence`s: a prompt, a sampled response, the behaviour log-probs the rollout
-engine reported for it, and the advantage the driver computed.
+The learner trains on `TrainSequence`s (core/records.py): a prompt, a sampled response, the behaviour
+log-probs the rollout engine reported for it, and the advantage the driver computed.
 
 Packing, in three ideas:
 
@@ -32,52 +32,6 @@ from typing import Optional
 import torch
 
 PAD_ID = 0
-
-
-@dataclass
-class TrainSequence:
-    """One sampled response to train on (built by the driver from a scored `Rollout`).
-
-    Attributes:
-        prompt_token_ids: prompt tokens (chat template applied), at least one. Sequences whose prompts are
-            equal are packed with the prompt computed once.
-        response_token_ids: the sampled response tokens, R >= 0 (R == 0 contributes nothing).
-        behaviour_logprobs: R log-probs of the response tokens under the policy that sampled them.
-        advantage: the sequence's advantage, broadcast to its tokens (DAPO eq. 4 or another estimator).
-        policy_version: the learner weight version that generated the response.
-        loss_weight: multiplies every token loss of the sequence; 0 masks it out (overlong filtering) and
-            its tokens then do not count in `global_num_tokens`.
-        allowed_token_ids: the tokens the sampler could choose from at every response position (constrained
-            decoding, `rollout.constrain_index`); the learner normalises its log-probs over the same set, so
-            they are the behaviour policy's. None: the whole vocabulary.
-    """
-    prompt_token_ids: list
-    response_token_ids: list
-    behaviour_logprobs: list
-    advantage: float
-    policy_version: int
-    loss_weight: float = 1.0
-    allowed_token_ids: Optional[list] = None
-
-    def __post_init__(self) -> None:
-        if len(self.prompt_token_ids) < 1:
-            raise ValueError("TrainSequence needs at least one prompt token")
-        if self.allowed_token_ids is not None and not set(self.response_token_ids) <= set(self.allowed_token_ids):
-            raise ValueError(f"response tokens {self.response_token_ids} outside the allowed set "
-                             f"{self.allowed_token_ids}")
-        if len(self.behaviour_logprobs) != len(self.response_token_ids):
-            raise ValueError(f"{len(self.behaviour_logprobs)} behaviour log-probs for "
-                             f"{len(self.response_token_ids)} response tokens")
-
-    @property
-    def input_length(self) -> int:
-        """Tokens fed to the model unshared: prompt + response minus the last token (it predicts nothing)."""
-        return len(self.prompt_token_ids) + len(self.response_token_ids) - 1
-
-    @property
-    def num_loss_tokens(self) -> int:
-        """Response tokens that count in the token-level mean (0 when the sequence is masked)."""
-        return len(self.response_token_ids) if self.loss_weight != 0 else 0
 
 
 def count_loss_tokens(sequences: list) -> int:

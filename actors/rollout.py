@@ -41,8 +41,8 @@ from typing import Optional
 
 from actors.faults import maybe_crash
 from actors.vllm_plugin import OWNER_ENV
-from driver.algo.sample import Rollout, RolloutGroup, SelectionTask
-from driver.models.chat import answer_prefix, full_response, index_token_ids
+from core.chat import answer_prefix, full_response, index_token_ids
+from core.records import Rollout, RolloutGroup, SelectionTask
 
 EXTENSION = "actors.vllm_extension.WeightReceiver"
 # KV block size on CPU. vLLM's CPU default is 128 and only full blocks are prefix-cached, so up to 127
@@ -65,12 +65,12 @@ class WeightUpdateError(RuntimeError):
 
 def configure_cpu_env(cfg) -> None:
     """Environment for vLLM (read when the engine's processes start): the project defaults
-    (driver/env.py: offline hubs, caches under .cache/) where unset, and the KV cache size from
+    (core/env.py: offline hubs, caches under .cache/) where unset, and the KV cache size from
     `cfg.kv_cache_gib` (whole GiB, vLLM parses an int; the config wins over the environment).
     OpenMP binding stays vLLM's `auto` unless set: the engine core keeps one core, the worker's
     threads bind to the others (on 2 cores: one core each).
     """
-    from driver.env import apply_defaults
+    from core.env import apply_defaults
 
     apply_defaults()
     os.environ["VLLM_CPU_KVCACHE_SPACE"] = str(max(1, int(round(cfg.kv_cache_gib))))
@@ -85,12 +85,12 @@ def configure_cpu_env(cfg) -> None:
 
 
 def encode_prompt(tokenizer, prompt: str) -> list:
-    """Prompt token ids, formatted exactly as the learner formats them (driver/models/chat.py).
+    """Prompt token ids, formatted exactly as the learner formats them (core/chat.py).
 
     No fallback: without that module the import error propagates (a prompt in another format than the
     learner's would train on sequences the learner never scored the same way).
     """
-    from driver.models.chat import prompt_token_ids
+    from core.chat import prompt_token_ids
 
     return list(prompt_token_ids(tokenizer, prompt))
 
@@ -125,7 +125,7 @@ class RolloutWorker:
         from vllm.engine.arg_utils import AsyncEngineArgs
         from vllm.v1.engine.async_llm import AsyncLLM
 
-        from driver.config import WeightSyncConfig
+        from core.config import WeightSyncConfig
 
         self.cfg = cfg
         self.sync_cfg = weight_sync or WeightSyncConfig()

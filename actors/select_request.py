@@ -11,14 +11,14 @@ from typing import Any
 
 from fastapi.responses import JSONResponse
 
-from driver.algo.genselect import strip_thinking
+from core.algo.genselect import strip_thinking
 
 
 @dataclass
 class SelectorSettings:
     """Everything a replica needs, resolved by driver/serve.py (plain values: travels as Serve init args)."""
     model: str
-    rollout: Any                      # driver.config.RolloutConfig of the engine
+    rollout: Any                      # core.config.RolloutConfig of the engine
     dtype: str = "float32"
     seed: int = 0
     policy_version: int = 0           # version of the weights in `model`

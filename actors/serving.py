@@ -1,9 +1,9 @@
 """The selection service's replica: an HTTP front (FastAPI) over the trainer's own `RolloutWorker`.
 
 One replica = one `RolloutWorker` (actors/rollout.py) in the replica's process: the same vLLM engine
-settings, chat formatting (driver/models/chat.py, through `RolloutWorker.encode_prompt`), admission gate and
+settings, chat formatting (core/chat.py, through `RolloutWorker.encode_prompt`), admission gate and
 weight-update path the trainer uses, with the GenSelect prompt builder and `Judgment:` parser of
-driver/algo/genselect.py and the knockout rules of driver/algo/knockout.py. Nothing here re-implements them.
+core/algo/genselect.py and the knockout rules of core/algo/knockout.py. Nothing here re-implements them.
 
 Endpoints (docs/serving.md has a curl example for each):
     POST /v1/select          problem + N candidates -> chosen index, votes, judgments, policy_version, rounds
@@ -38,9 +38,9 @@ from fastapi.responses import JSONResponse
 from actors.select_request import (RequestError, SelectorSettings, _client_errors, _field_of, _is_int,
                                    error_response, parse_json, parse_select)
 from actors.weight_board import BOARD_NAMESPACE, check_same_shape, read_model_weights
-from driver.algo.genselect import build_prompt, parse_judgment
-from driver.algo.knockout import DoesNotFit, majority, plan_round
-from driver.algo.sample import SelectionTask
+from core.algo.genselect import build_prompt, parse_judgment
+from core.algo.knockout import DoesNotFit, majority, plan_round
+from core.records import SelectionTask
 
 log = logging.getLogger("genselect.serving")
 

@@ -3,7 +3,7 @@
 GenSelect's reward (Learning Generative Selection for Best-of-N, arXiv 2602.02143) is 1 when the selected
 candidate is correct, else 0; for code the continuous variant is the chosen candidate's unit-test pass fraction
 (the reward max@k training needs, arXiv 2510.23393). `score(task, rollouts)` parses each response's last
-`Judgment: IDX` (`driver.algo.genselect.parse_judgment`), verifies each chosen candidate once, and writes
+`Judgment: IDX` (`core.algo.genselect.parse_judgment`), verifies each chosen candidate once, and writes
 `reward`, `judgment`, `parse_status`, `verifier_status` and `timings["verify_s"]` into the rollouts.
 
 * math: math-verify (`parse` + `verify`, gold = `task.reference`) in worker processes: its timeouts use
@@ -33,9 +33,9 @@ from typing import Any, Callable, Optional, Sequence
 
 from actors.math_check import (ERROR, OK, TIMEOUT, ProcessPool, Verdict, check_answer, math_timeout, run_check,
                                warm_up)
-from driver.algo.genselect import ParseStatus, parse_judgment, selection_reward
-from driver.algo.sample import Rollout, SelectionTask
-from driver.config import VerifierConfig
+from core.algo.genselect import ParseStatus, parse_judgment, selection_reward
+from core.config import VerifierConfig
+from core.records import Rollout, SelectionTask
 
 log = logging.getLogger(__name__)
 

@@ -11,7 +11,7 @@ pull through the learner node's one NIC.
 """
 from cluster.layout import fit_nodes
 from cluster.placement import PlacementError, plan
-from driver.config import load_config
+from core.config import load_config
 
 GB = 3.4
 NVLINK, NIC = 150.0, 40.0

@@ -40,7 +40,7 @@ def last_logits(model, tokenizer, tasks, suffix_ids, temperature: float = 1.0):
     """Logits (batch, vocab) of the token after `prompt + "Judgment: "` (left-padded batch)."""
     import torch
 
-    from driver.models.chat import prompt_token_ids
+    from core.chat import prompt_token_ids
 
     seqs = [prompt_token_ids(tokenizer, t.prompt) + suffix_ids for t in tasks]
     width = max(map(len, seqs))
@@ -119,7 +119,7 @@ def main(argv=None) -> int:
     import torch
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
-    from driver.config import load_config
+    from core.config import load_config
     from driver.data.builder import summarize
     from driver.data.dataset import load_dataset
     from driver.prepare import prepare
@@ -134,7 +134,7 @@ def main(argv=None) -> int:
     tokenizer = AutoTokenizer.from_pretrained(prepared.model_dir)
     model = AutoModelForCausalLM.from_pretrained(prepared.model_dir, dtype=torch.float32)
     # the prompt ends where the index is written: after "Judgment: " (the tiny model's prompt holds it already)
-    from driver.models.chat import ANSWER_PREFIX, answer_prefix, index_token_ids
+    from core.chat import ANSWER_PREFIX, answer_prefix, index_token_ids
     suffix = [] if answer_prefix(tokenizer) else tokenizer(ANSWER_PREFIX, add_special_tokens=False)["input_ids"]
     index_ids = index_token_ids(tokenizer, max(t.num_candidates for t in train + heldout))
     if index_ids is None:

@@ -127,7 +127,7 @@ def main(argv=None) -> int:
     args = parser.parse_args(argv)
     stages = set(args.stages.split(","))
 
-    from driver.env import apply_defaults, default_env
+    from core.env import apply_defaults, default_env
 
     apply_defaults()
     import dataclasses
@@ -135,7 +135,7 @@ def main(argv=None) -> int:
     import ray
     from ray import serve
 
-    from driver.config import load_config
+    from core.config import load_config
     from driver.serve import start, stop
 
     cfg = load_config("default")
@@ -390,8 +390,8 @@ class DirectSelector:
     def select(self, body):
         import ray
 
-        from driver.algo.genselect import build_prompt, parse_judgment
-        from driver.algo.sample import SelectionTask
+        from core.algo.genselect import build_prompt, parse_judgment
+        from core.records import SelectionTask
 
         cands = body["candidates"]
         task = SelectionTask(prompt_id="d", problem_id="d", domain="math", problem=body["problem"],

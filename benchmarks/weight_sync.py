@@ -46,7 +46,7 @@ def build_models(out: Path, large_layers: int) -> dict:
     import torch
     from transformers import Qwen3Config, Qwen3ForCausalLM
 
-    from driver.config import TinyModelConfig
+    from core.config import TinyModelConfig
     from driver.models.tiny import build_tiny_model
 
     texts = [f"Problem: what is {a} + {b}? Solution: {a + b}. Judgment: {a % 4}"
@@ -87,7 +87,7 @@ def summarize(values: list) -> dict:
 def bench_model(ray, name: str, path: str, syncs: int) -> dict:
     from actors.rollout import RolloutWorker
     from actors.weight_sync import WeightSyncBroadcaster
-    from driver.config import RolloutConfig, WeightSyncConfig
+    from core.config import RolloutConfig, WeightSyncConfig
 
     learner = ray.remote(num_cpus=0)(BenchLearner).remote(path)
     start = time.perf_counter()
@@ -121,7 +121,7 @@ def main() -> None:
     parser.add_argument("--out", default=str(REPO / "benchmarks" / "results" / "weight_sync.json"))
     args = parser.parse_args()
 
-    from driver.env import apply_defaults
+    from core.env import apply_defaults
 
     apply_defaults()
     import ray

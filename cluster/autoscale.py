@@ -24,7 +24,7 @@ from pathlib import Path
 
 from cluster import topology
 from cluster.local import auth_env
-from cluster.placement import free_port
+from core.net import free_port
 
 HEAD_TYPE = "ray.head.default"  # the fake provider's fixed name for the head's node type
 

@@ -33,7 +33,7 @@ import time
 from pathlib import Path
 
 from cluster import topology
-from cluster.placement import free_port
+from core.net import free_port
 
 # node death is noticed within ~6-10 s instead of Ray's default ~30 s (lenient enough for a loaded machine)
 FAST_HEALTH_CHECKS = {"health_check_initial_delay_ms": 2000, "health_check_period_ms": 2000,

@@ -14,6 +14,8 @@ import math
 from dataclasses import dataclass, field
 from typing import Any
 
+from core.net import free_port
+
 
 NODE_RESOURCE_UNIT = 0.001  # what one pinned actor takes of its node resource (a node offering 1 holds 1000)
 
@@ -136,15 +138,6 @@ def create_group(placement: PlacementPlan, timeout_s: float):
 def bundle_indices(placement: PlacementPlan) -> dict:
     """(role, index) -> bundle index inside the group, for grouped slots."""
     return {(s.role, s.index): i for i, s in enumerate(placement.grouped)}
-
-
-def free_port(host: str = "127.0.0.1") -> int:
-    """A TCP port free on `host` right now ("" = every interface, for peers on other nodes)."""
-    import socket
-
-    with socket.socket() as s:
-        s.bind((host, 0))
-        return s.getsockname()[1]
 
 
 def ceil_cpus(value: float) -> int:

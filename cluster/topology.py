@@ -22,7 +22,7 @@ Schema (every key but `name` and `head` optional)::
         max_replicas: 8
         memory: 64Gi                   # container memory (KubeRay only)
 
-Pure: imports only the standard library, yaml and driver.named_yaml.
+Pure: imports only the standard library, yaml and core.named_yaml.
 """
 from __future__ import annotations
 
@@ -78,7 +78,7 @@ class Topology:
 
 
 def resolve(name_or_path: str) -> Path:
-    from driver.named_yaml import find_named_yaml
+    from core.named_yaml import find_named_yaml
 
     try:
         return find_named_yaml(name_or_path, TOPOLOGY_DIR, "topology")

@@ -19,9 +19,10 @@ from dataclasses import dataclass, field
 
 import torch
 
-from actors.packing import TrainSequence, count_loss_tokens, shard_sequences
-from driver.algo import dapo
-from driver.algo.bon import make_estimator
+from actors.packing import count_loss_tokens, shard_sequences
+from core.algo import dapo
+from core.algo.bon import make_estimator
+from core.records import TrainSequence
 
 
 def estimator_from_config(algo):

@@ -93,7 +93,7 @@ def check_compatible(folder: Path, cfg, train_prompt_ids) -> None:
     RESUME_KEYS, and every prompt id its stream will re-issue is a training prompt of the current dataset."""
     from omegaconf import OmegaConf
 
-    from driver.config import to_yaml
+    from core.config import to_yaml
 
     where = f"cannot resume from {folder}"
     hint = "start a new run (another run_dir, or resume=never) or restore the checkpoint's settings"

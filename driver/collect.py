@@ -14,7 +14,7 @@ import time
 from collections import Counter
 from dataclasses import dataclass, field
 
-from driver.algo.dapo import is_stale
+from core.algo.dapo import is_stale
 from driver.batching import dynamic_sampling
 from driver.curriculum import mean_gain
 

@@ -17,8 +17,8 @@ from collections import defaultdict
 from pathlib import Path
 from typing import Optional, Sequence
 
-from driver.algo import metrics as M
-from driver.algo.genselect import parse_judgment
+from core.algo import metrics as M
+from core.algo.genselect import parse_judgment
 
 BASELINES = ("genselect", "pass_at_1", "majority", "random", "pass_at_n")
 
@@ -136,11 +136,11 @@ def _parse_args(argv: Sequence[str]) -> argparse.Namespace:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    from driver.env import apply_defaults
+    from core.env import apply_defaults
 
     apply_defaults()
     from actors.rollout import RolloutWorker
-    from driver.config import RolloutConfig
+    from core.config import RolloutConfig
     from driver.data.dataset import load_dataset
 
     args = _parse_args(sys.argv[1:] if argv is None else argv)

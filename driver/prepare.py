@@ -15,10 +15,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Optional
 
+from core.chat import format_prompt
 from driver.data import dataset as ds
 from driver.data.pipeline import build_dataset
 from driver.models import registry
-from driver.models.chat import format_prompt
 
 
 @dataclass
@@ -63,8 +63,8 @@ def prepare(data_cfg, model_cfg, with_model: bool = True, sandbox_cfg=None, prog
     """Build or reuse the dataset; resolve the model; warm-start it (tiny, when enabled and `with_model`).
 
     Args:
-        data_cfg: driver.config.DataConfig.
-        model_cfg: driver.config.ModelConfig.
+        data_cfg: core.config.DataConfig.
+        model_cfg: core.config.ModelConfig.
         with_model: also run the warm-start (the base model is always resolved: its tokenizer budgets
             the prompts).
         sandbox_cfg: sandbox.config.SandboxConfig for labeling code candidates (default: its defaults).

@@ -16,8 +16,8 @@ from pathlib import Path
 import numpy as np
 
 from actors.faults import maybe_crash
+from core.config import to_yaml
 from driver import checkpoint as ckpt
-from driver.config import to_yaml
 from driver.report import MetricsLog, Progress, plot_curves, summarize
 
 log = logging.getLogger("genselect.run")
@@ -123,7 +123,7 @@ class Run:
     def _start_ray(self) -> None:
         import ray
 
-        from driver.env import default_env, job_env_var_names
+        from core.env import default_env, job_env_var_names
 
         cluster = self.cfg.cluster
         job_owned = job_env_var_names()
@@ -144,8 +144,8 @@ class Run:
     def _launch(self) -> None:
         from actors.weight_sync import WeightSyncBroadcaster
         from cluster.placement import launch
+        from core.env import default_env
         from driver.collect import RolloutCollector
-        from driver.env import default_env
 
         self.handles = launch(self.cfg, str(self.prepared.model_dir), default_env(),
                               domains=tuple(sorted({t.domain for t in self.train_tasks})))

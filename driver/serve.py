@@ -20,7 +20,7 @@ import time
 from pathlib import Path
 from typing import Optional
 
-from driver.env import ROOT, apply_defaults
+from core.env import ROOT, apply_defaults
 
 log = logging.getLogger("genselect.serve")
 DEPLOYMENT = "SelectorServer"
@@ -28,7 +28,7 @@ DEPLOYMENT = "SelectorServer"
 
 def run_config_of(model: str):
     """The TrainConfig of the run that produced `model` (runs/X/export -> runs/X/config.yaml), else None."""
-    from driver.config import from_yaml
+    from core.config import from_yaml
 
     for folder in (Path(model), Path(model).parent):
         path = folder / "config.yaml"
@@ -51,7 +51,7 @@ def exported_version(model: str) -> int:
 def resolve_settings(model: str, serve_cfg, train_cfg=None, policy_version: Optional[int] = None):
     """SelectorSettings for `model`: ServeConfig values where set (non-zero), else the training run's."""
     from actors.select_request import SelectorSettings
-    from driver.config import TrainConfig
+    from core.config import TrainConfig
 
     train_cfg = train_cfg or run_config_of(model) or TrainConfig()
     rollout = dataclasses.replace(train_cfg.rollout, request_timeout_s=serve_cfg.request_timeout_s,
@@ -137,7 +137,7 @@ def app_builder(args: dict):
     name or path, "policy_version": optional int, and any ServeConfig key (window, max_samples, ...)}.
     The deployment's own options (replicas, autoscaling) come from the config file's `deployments` section.
     """
-    from driver.config import ServeConfig, load_config
+    from core.config import ServeConfig, load_config
 
     apply_defaults()
     args = dict(args or {})
@@ -205,7 +205,7 @@ def _parse(argv) -> tuple:
 def main(argv=None) -> int:
     apply_defaults()
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
-    from driver.config import ConfigError, load_config
+    from core.config import ConfigError, load_config
 
     args = _parse(sys.argv[1:] if argv is None else argv)
     model = Path(args.model)
@@ -237,7 +237,7 @@ def main(argv=None) -> int:
     import ray
     from ray import serve
 
-    from driver.env import default_env
+    from core.env import default_env
 
     def _interrupt(signum, frame):
         raise KeyboardInterrupt

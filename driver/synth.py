@@ -1,6 +1,6 @@
 """python -m driver.synth [CONFIG] [key=value ...] [--with-model] [--report]: build (or reuse) the dataset.
 
-Reads the config like `driver.train` (`driver.config.load_config`; only `data` and `model` are used),
+Reads the config like `driver.train` (`core.config.load_config`; only `data` and `model` are used),
 prepares the versioned dataset (`driver.prepare.prepare`) and prints its statistics from the manifest: every
 input row and every candidate accounted for, and the labels per verifier. `--report` adds examples of each
 verdict (correct / wrong / timeout / error) so labels can be audited before training. With `--with-model` it
@@ -106,7 +106,7 @@ def main(argv=None) -> int:
     if args.config and "=" in args.config:  # only overrides were given
         args.overrides.insert(0, args.config)
         args.config = "default"
-    from driver.config import ConfigError, load_config
+    from core.config import ConfigError, load_config
     from driver.data.problem import DataError
     from driver.prepare import prepare
 

@@ -23,7 +23,7 @@ import time
 from collections import deque
 from pathlib import Path
 
-from driver.env import apply_defaults
+from core.env import apply_defaults
 
 log = logging.getLogger("genselect.train")
 
@@ -57,7 +57,7 @@ def train_loop(run, start_step: int, steps: int) -> None:
 def main(argv=None) -> int:
     apply_defaults()
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
-    from driver.config import ConfigError, describe, load_config
+    from core.config import ConfigError, describe, load_config
 
     args = list(sys.argv[1:] if argv is None else argv)
     if args and args[0] in ("-h", "--help"):

@@ -22,7 +22,7 @@ echo "[setup] building .venv (first run takes a few minutes)"
 .venv/bin/pip install -q --disable-pip-version-check --no-deps --no-build-isolation -e .
 if [ -f sandbox/install.sh ]; then bash sandbox/install.sh; fi
 # DeepSpeed JIT-compiles its CPU communication op at the first learner start (80-120 s on 2 cores); build it
-# now, into the folder driver/env.py points TORCH_EXTENSIONS_DIR at, so that `make train` starts quickly.
+# now, into the folder core/env.py points TORCH_EXTENSIONS_DIR at, so that `make train` starts quickly.
 if ! .venv/bin/python -c 'import torch, sys; sys.exit(not torch.cuda.is_available())' 2>/dev/null; then
   echo "[setup] building DeepSpeed's CPU communication op (once per checkout)"
   DS_ACCELERATOR=cpu TORCH_EXTENSIONS_DIR="${TORCH_EXTENSIONS_DIR:-$PWD/.cache/torch_extensions}" \

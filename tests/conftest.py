@@ -1,7 +1,7 @@
 """Suite-wide environment: CPU backends, offline hubs, caches inside the repository, GPU/docker skips."""
 import pytest
 
-from driver.env import apply_defaults
+from core.env import apply_defaults
 
 apply_defaults()
 

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from driver.algo.sample import SelectionTask
+from core.records import SelectionTask
 from driver.stream import PromptStream
 
 pytestmark = [pytest.mark.slow, pytest.mark.e2e]

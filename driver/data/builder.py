@@ -24,8 +24,8 @@ from collections import Counter
 from dataclasses import dataclass, field
 from typing import Callable
 
-from driver.algo.genselect import CandidateTooLong, build_prompt, strip_thinking
-from driver.algo.sample import SelectionTask
+from core.algo.genselect import CandidateTooLong, build_prompt, strip_thinking
+from core.records import SelectionTask
 from driver.data.problem import RawProblem
 
 
@@ -162,7 +162,7 @@ class SplitSummary:
 
 def summarize(tasks: list) -> SplitSummary:
     """Candidates-per-prompt histogram, fraction correct (= random@N), majority@N over candidate answers."""
-    from driver.algo.metrics import majority_at_k, random_at_n
+    from core.algo.metrics import majority_at_k, random_at_n
 
     if not tasks:
         return SplitSummary()

@@ -26,7 +26,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, Optional
 
-from driver.algo.sample import SelectionTask
+from core.records import SelectionTask
 
 SCHEMA_VERSION = 1
 FILES = ("train.jsonl", "heldout.jsonl", "manifest.json")

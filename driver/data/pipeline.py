@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, Optional, Protocol
 
-from driver.algo.genselect import render_judgment
+from core.algo.genselect import render_judgment
 from driver.data import builder, dataset, sources
 from driver.data.labeling import label_problems
 from driver.data.problem import DataError
@@ -53,7 +53,7 @@ def _say(progress: bool, message: str) -> None:
 def tokenizer_corpus(train_tasks: list) -> list:
     """Text a locally trained tokenizer (and model) learns from: every train prompt as a model without a
     chat template reads it, and the judgment for every index."""
-    from driver.models.chat import SEPARATOR
+    from core.chat import SEPARATOR
 
     return [t.prompt + SEPARATOR for t in train_tasks] + [render_judgment(i) for i in range(16)]
 

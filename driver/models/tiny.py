@@ -46,7 +46,7 @@ def train_tokenizer(texts: Iterable[str], vocab_size: int):
 
 
 def qwen3_config(shape, tokenizer):
-    """A Qwen3Config for `shape` (driver.config.TinyModelConfig) and the trained tokenizer."""
+    """A Qwen3Config for `shape` (core.config.TinyModelConfig) and the trained tokenizer."""
     from transformers import Qwen3Config
 
     head_dim = shape.hidden_size // shape.num_heads

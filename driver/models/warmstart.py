@@ -12,7 +12,7 @@ Targets (`WarmStartConfig.target`):
   start; also the learnability check of a dataset: a tiny model trained this way must beat majority@N.
 
 Loss: next-token cross-entropy on the response tokens only (`Judgment: IDX` + EOS), the prompt formatted
-by `driver.models.chat.format_prompt` exactly as rollout and learner format it. Plain torch AdamW on CPU,
+by `core.chat.format_prompt` exactly as rollout and learner format it. Plain torch AdamW on CPU,
 fp32 weights with bf16 autocast when `dtype == "bfloat16"`; batches are grouped by length to waste little
 compute on padding. The result is cached (folder keyed by warm-start config + dataset hash + base model)
 and `warm_start.json` beside the weights records the held-out parse rate and selection accuracy under
@@ -29,8 +29,8 @@ import shutil
 import time
 from pathlib import Path
 
-from driver.algo.genselect import parse_judgment, render_judgment
-from driver.models.chat import full_response, index_token_ids, prompt_token_ids, response_token_ids
+from core.algo.genselect import parse_judgment, render_judgment
+from core.chat import full_response, index_token_ids, prompt_token_ids, response_token_ids
 
 STATS_FILE = "warm_start.json"
 # Part of the cache key: bumped whenever the same config would train a different model (2 = uniform index, 3 = answer prefix).

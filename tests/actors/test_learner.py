@@ -12,9 +12,10 @@ import pytest
 import torch
 
 from actors.learner import lr_multiplier
-from actors.packing import TrainSequence, count_loss_tokens, pack_sequences, split_mini_batches
-from cluster.placement import free_port
-from driver.config import AlgorithmConfig, LearnerConfig
+from actors.packing import count_loss_tokens, pack_sequences, split_mini_batches
+from core.config import AlgorithmConfig, LearnerConfig
+from core.net import free_port
+from core.records import TrainSequence
 
 ROOT = Path(__file__).resolve().parents[2]
 ON_POLICY = AlgorithmConfig(ratio_reference="behaviour")  # AlgorithmConfig()'s 'auto' is resolved by load_config
@@ -390,7 +391,7 @@ def test_two_rank_zero3_weight_sync_and_final_export(ray_session, tiny_model_pat
 
     from actors.learner import Learner
     from actors.weight_sync import WeightSyncBroadcaster
-    from driver.config import WeightSyncConfig
+    from core.config import WeightSyncConfig
     from driver.run import Run
 
     ray = ray_session

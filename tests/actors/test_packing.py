@@ -9,8 +9,9 @@ import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from actors.packing import (TrainBatch, TrainSequence, count_loss_tokens, dummy_micro_batch, pack_sequences,
+from actors.packing import (TrainBatch, count_loss_tokens, dummy_micro_batch, pack_sequences,
                             padding_fraction, shard_sequences, split_mini_batches, unpack_per_sequence)
+from core.records import TrainSequence
 
 
 def make_seq(prompt_len: int, response_len: int, rng: random.Random, weight: float = 1.0,

@@ -15,7 +15,7 @@ import pytest
 
 from actors.rollout import RolloutTimeout, RolloutWorker, WeightUpdateError, with_output_layer
 from actors.vllm_extension import plan_buckets, write_safetensors
-from driver.config import RolloutConfig, WeightSyncConfig
+from core.config import RolloutConfig, WeightSyncConfig
 
 G, MAX_TOKENS = 4, 12
 
@@ -78,7 +78,7 @@ def test_with_output_layer_adds_lm_head_only_when_tied():
 
 
 def test_encode_prompt_fails_without_the_chat_module(monkeypatch):
-    """No silent fallback: without driver/models/chat.py the rollout would tokenize `prompt + "\\n"`, a format
+    """No silent fallback: without core/chat.py the rollout would tokenize `prompt + "\\n"`, a format
     the learner never sees; encode_prompt must raise instead (issue #10, item 7)."""
     import sys
 
@@ -87,7 +87,7 @@ def test_encode_prompt_fails_without_the_chat_module(monkeypatch):
     def tokenizer(text):  # would succeed: any fallback shows up as a return value
         return {"input_ids": [ord(c) for c in text]}
 
-    monkeypatch.setitem(sys.modules, "driver.models.chat", None)  # `import` raises ModuleNotFoundError
+    monkeypatch.setitem(sys.modules, "core.chat", None)  # `import` raises ModuleNotFoundError
     with pytest.raises(ImportError):
         encode_prompt(tokenizer, "which one?")
 
@@ -158,7 +158,8 @@ def test_learner_logprobs_match_engine_at_the_paper_temperature(engine, referenc
     import torch
 
     from actors.learner import _PolicyLogprobs
-    from actors.packing import TrainSequence, pack_sequences, unpack_per_sequence
+    from actors.packing import pack_sequences, unpack_per_sequence
+    from core.records import TrainSequence
 
     worker, loop, _ = engine
     temperature = 1.5
@@ -192,7 +193,8 @@ def test_constrained_index_sampling_and_learner_normalisation(engine, reference,
     import torch
 
     from actors.learner import _PolicyLogprobs
-    from actors.packing import TrainSequence, pack_sequences, unpack_per_sequence
+    from actors.packing import pack_sequences, unpack_per_sequence
+    from core.records import TrainSequence
 
     worker, loop, _ = engine
     worker.cfg = dataclasses.replace(worker.cfg, constrain_index=True)
@@ -435,7 +437,7 @@ def test_engine_processes_die_when_their_owner_is_sigkilled(rollout_model_path):
     script = (
         "import os, signal, psutil\n"
         "from actors.rollout import RolloutWorker\n"
-        "from driver.config import RolloutConfig\n"
+        "from core.config import RolloutConfig\n"
         "cfg = RolloutConfig(samples_per_prompt=2, max_response_tokens=4, max_num_seqs=8)\n"
         f"worker = RolloutWorker(cfg, {rollout_model_path!r}, dtype='float32')\n"
         "print('PIDS', *[c.pid for c in psutil.Process().children(recursive=True)], flush=True)\n"

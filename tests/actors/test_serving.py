@@ -20,7 +20,7 @@ import pytest
 
 from actors.select_request import RequestError, SelectorSettings, parse_select
 from actors.serving import SelectorServer
-from driver.algo.sample import Rollout, RolloutGroup
+from core.records import Rollout, RolloutGroup
 
 WINDOW = 4
 
@@ -158,8 +158,8 @@ def served(rollout_model_path):
     import ray
     from ray import serve
 
-    from driver.config import RolloutConfig, ServeConfig, TrainConfig
-    from driver.env import default_env
+    from core.config import RolloutConfig, ServeConfig, TrainConfig
+    from core.env import default_env
     from driver.serve import start, stop
 
     import os
@@ -314,7 +314,7 @@ def test_weight_swap_under_load(served, rh, tmp_path):
     task = rh.make_task(3)
     from transformers import AutoTokenizer
 
-    from driver.models.chat import prompt_token_ids
+    from core.chat import prompt_token_ids
 
     tok = AutoTokenizer.from_pretrained(served.model)
     prompt = prompt_token_ids(tok, task.prompt)

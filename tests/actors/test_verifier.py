@@ -15,8 +15,8 @@ from hypothesis import strategies as st
 
 from actors.math_check import Verdict, check_answer
 from actors.verifier import VerifierPool, merge_metrics
-from driver.algo.sample import Rollout, SelectionTask
-from driver.config import VerifierConfig
+from core.config import VerifierConfig
+from core.records import Rollout, SelectionTask
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -192,7 +192,7 @@ def test_math_verify_in_a_thread_is_the_pitfall_the_pool_avoids(math_pool):
 @given(st.lists(st.one_of(st.sampled_from(["Judgment: ", "Judgement: ", "Judgment:", "\n", " "]),
                           st.integers(-2, 4).map(str), st.text(max_size=8)), max_size=6).map("".join))
 def test_reward_follows_the_parsed_judgment(math_pool, text):
-    from driver.algo.genselect import parse_judgment
+    from core.algo.genselect import parse_judgment
     task = make_task(("1", "2", "3"), "2", prompt_id="hypothesis-task")
     [r] = math_pool.score(task, [rollout(text)])
     expected = parse_judgment(text, 3)

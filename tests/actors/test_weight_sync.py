@@ -18,7 +18,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from cluster.placement import free_port
+from core.net import free_port
 
 pytestmark = pytest.mark.slow
 
@@ -103,7 +103,7 @@ def ray_cluster():
 
 def _start_rollouts(ray, model_path: str, count: int, first_index: int = 0) -> list:
     from actors.rollout import RolloutWorker
-    from driver.config import RolloutConfig
+    from core.config import RolloutConfig
 
     cfg = RolloutConfig(samples_per_prompt=2, max_response_tokens=8, max_num_seqs=16)
     cls = ray.remote(num_cpus=0)(RolloutWorker)
@@ -133,7 +133,7 @@ def _max_diff(a, b) -> float:
 
 def test_sync_reaches_the_engine(system):
     from actors.weight_sync import WeightSyncBroadcaster
-    from driver.config import WeightSyncConfig
+    from core.config import WeightSyncConfig
 
     ray, learner, rollouts = system
     prompt, response = ray.get(learner.fixed_ids.remote())
@@ -163,7 +163,7 @@ def test_fresh_engine_agrees_and_both_follow_a_sync(system, tmp_path):
     """An engine started from the learner's saved weights == the engine that received them by sync;
     then one sync reaches both engines (one ObjectRef fanned out to two actors)."""
     from actors.weight_sync import WeightSyncBroadcaster
-    from driver.config import WeightSyncConfig
+    from core.config import WeightSyncConfig
 
     ray, learner, rollouts = system
     prompt, response = ray.get(learner.fixed_ids.remote())
@@ -185,7 +185,7 @@ def test_fresh_engine_agrees_and_both_follow_a_sync(system, tmp_path):
 
 def test_hung_receiver_raises_timeout_naming_it(system):
     from actors.weight_sync import WeightSyncBroadcaster, WeightSyncTimeout
-    from driver.config import WeightSyncConfig
+    from core.config import WeightSyncConfig
 
     ray, learner, rollouts = system
     hung = ray.remote(num_cpus=0)(HungReceiver).remote()
@@ -203,7 +203,7 @@ def test_hung_receiver_raises_timeout_naming_it(system):
 
 def test_hung_learner_raises_timeout_naming_it(ray_cluster):
     from actors.weight_sync import WeightSyncBroadcaster, WeightSyncTimeout
-    from driver.config import WeightSyncConfig
+    from core.config import WeightSyncConfig
 
     ray = ray_cluster
     slow = ray.remote(num_cpus=0)(HungLearner).remote()
@@ -219,7 +219,7 @@ def test_hung_learner_raises_timeout_naming_it(ray_cluster):
 
 def test_unknown_backend_is_rejected():
     from actors.weight_sync import WeightSyncBroadcaster
-    from driver.config import WeightSyncConfig
+    from core.config import WeightSyncConfig
 
     with pytest.raises(ValueError, match="gloo"):
         WeightSyncBroadcaster(WeightSyncConfig(backend="gloo"), None, [])
@@ -239,7 +239,7 @@ def test_nccl_weight_update_on_gpu(rollout_model_path, loop_thread):
     from vllm.distributed.utils import StatelessProcessGroup
 
     from actors.rollout import RolloutWorker
-    from driver.config import RolloutConfig
+    from core.config import RolloutConfig
 
     learner = FakeLearner(rollout_model_path)
     prompt, response = learner.fixed_ids()

@@ -5,7 +5,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from driver.algo.sample import SelectionTask
+from core.records import SelectionTask
 
 SPEC = importlib.util.spec_from_file_location(
     "learnability", Path(__file__).resolve().parent.parent.parent / "benchmarks" / "learnability.py")

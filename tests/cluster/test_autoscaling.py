@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from cluster.placement import free_port
+from core.net import free_port
 
 pytestmark = [pytest.mark.slow, pytest.mark.e2e]
 ROOT = Path(__file__).resolve().parent.parent.parent

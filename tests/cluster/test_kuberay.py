@@ -16,7 +16,7 @@ from cluster import topology
 from cluster.kuberay import generate
 from cluster.layout import fit_nodes
 from cluster.placement import plan
-from driver.config import load_config, resolve_config_path
+from core.config import load_config, resolve_config_path
 
 ROOT = Path(__file__).resolve().parent.parent.parent
 CRDS = ROOT.parent / "shared" / "kuberay-crds"

@@ -10,7 +10,7 @@ import pytest
 from cluster import topology
 from cluster.layout import describe, fit_nodes
 from cluster.placement import PlacementError, plan
-from driver.config import load_config
+from core.config import load_config
 
 ROOT = Path(__file__).resolve().parent.parent.parent
 PINS = ["cluster.learner_node_resource=learner_node", "cluster.rollout_node_resource=rollout_node",

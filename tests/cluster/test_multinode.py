@@ -14,8 +14,8 @@ from pathlib import Path
 
 import pytest
 
-from cluster.placement import free_port
-from driver.algo.sample import SelectionTask
+from core.net import free_port
+from core.records import SelectionTask
 from driver.stream import PromptStream
 
 pytestmark = [pytest.mark.slow, pytest.mark.e2e]
@@ -51,7 +51,7 @@ def local_cluster(tmp_path):
 
 def _stream_order(run_dir: Path) -> list:
     config = (run_dir / "config.yaml").read_text()
-    from driver.config import from_yaml
+    from core.config import from_yaml
 
     cfg = from_yaml(config)
     dataset = Path(json.loads((run_dir / "summary.json").read_text())["dataset"])

@@ -2,7 +2,7 @@
 import pytest
 
 from cluster.placement import PlacementError, bundle_indices, check_fits, plan
-from driver.config import load_config
+from core.config import load_config
 
 
 def _plan(*overrides):

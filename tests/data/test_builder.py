@@ -4,8 +4,8 @@ import random
 import pytest
 from hypothesis import given, settings, strategies as st
 
-from driver.algo.genselect import parse_judgment
-from driver.config import DataConfig
+from core.algo.genselect import parse_judgment
+from core.config import DataConfig
 from driver.data import builder
 from driver.data.problem import RawProblem
 

@@ -4,7 +4,7 @@ from dataclasses import replace
 
 import pytest
 
-from driver.config import DataConfig
+from core.config import DataConfig
 from driver.data import dataset as ds
 from driver.data.pipeline import build_dataset
 
@@ -157,7 +157,7 @@ class ContextProvider(FakeProvider):
 
 def test_a_budget_above_the_models_context_is_refused_before_building(tmp_path):
     """Issue #12, failure 4: a token budget the model cannot read was accepted."""
-    from driver.config import ConfigError, load_config
+    from core.config import ConfigError, load_config
 
     with pytest.raises(ConfigError, match=r"data\.max_prompt_tokens=16384.*4096"):
         load_config("default", ["data.max_prompt_tokens=16384"])

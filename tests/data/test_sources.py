@@ -5,14 +5,14 @@ import random
 
 import pytest
 
-from driver.config import DataConfig
+from core.config import DataConfig
 from driver.data import sources
 from driver.data.mutations import code_candidates, mutants
 from driver.data.verify import verify_math_answer
 
 
 def test_every_configured_source_is_registered():
-    from driver.config import _CHOICES
+    from core.config import _CHOICES
 
     assert set(_CHOICES["data.source"]) == set(sources.SOURCES)
     with pytest.raises(ValueError, match="not one of"):

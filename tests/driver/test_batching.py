@@ -2,9 +2,9 @@
 token-balanced shards and the global token count."""
 import pytest
 
-from driver.algo.sample import Rollout, RolloutGroup, SelectionTask
+from core.config import AlgorithmConfig
+from core.records import Rollout, RolloutGroup, SelectionTask
 from driver.batching import build_batch, dynamic_sampling
-from driver.config import AlgorithmConfig
 
 
 TASK = SelectionTask("p/0", "p", "math", "?", ("a", "b"), ("1", "2"), (1.0, 0.0), "1", "...")

@@ -46,7 +46,7 @@ FLAT = ["curriculum.enabled=false"]
 
 
 def _checkpoint_with(tmp_path, overrides: list, reissue: list):
-    from driver.config import load_config, to_yaml
+    from core.config import load_config, to_yaml
 
     run_dir = tmp_path / "old_run"
     run_dir.mkdir()
@@ -74,7 +74,7 @@ def _stub_run(cfg, prompt_ids: list, run_dir):
 
 
 def test_resume_refuses_another_dataset_naming_it(tmp_path):
-    from driver.config import load_config
+    from core.config import load_config
 
     folder = _checkpoint_with(tmp_path, [], reissue=["q1/p0", "q7/p2"])
     run = _stub_run(load_config("default", FLAT), ["q1/p0", "q2/p0"], tmp_path)  # q7/p2: not a prompt of this dataset
@@ -83,7 +83,7 @@ def test_resume_refuses_another_dataset_naming_it(tmp_path):
 
 
 def test_compatible_resume_restores_the_stream(tmp_path):
-    from driver.config import load_config
+    from core.config import load_config
 
     folder = _checkpoint_with(tmp_path, [], reissue=["q2/p0"])
     run = _stub_run(load_config("default", FLAT), ["q1/p0", "q2/p0", "q3/p0"], tmp_path)
@@ -99,7 +99,7 @@ def test_compatible_resume_restores_the_stream(tmp_path):
     (["curriculum.enabled=true"], "curriculum.enabled"),  # on top of FLAT
 ])
 def test_resume_refuses_an_incompatible_config_naming_the_key(tmp_path, overrides, key):
-    from driver.config import load_config
+    from core.config import load_config
 
     folder = _checkpoint_with(tmp_path, [], reissue=["q1/p0"])
     with pytest.raises(ckpt.IncompatibleCheckpoint, match=key.replace(".", r"\.")):
@@ -107,7 +107,7 @@ def test_resume_refuses_an_incompatible_config_naming_the_key(tmp_path, override
 
 
 def test_resume_accepts_settings_that_may_change(tmp_path):
-    from driver.config import load_config
+    from core.config import load_config
 
     folder = _checkpoint_with(tmp_path, [], reissue=["q1/p0"])
     changed = load_config("default", FLAT + ["steps=500", "learner.lr=1e-5", "eval_every=3", "rollout.num_workers=2",

@@ -4,7 +4,7 @@ from types import SimpleNamespace
 
 import pytest
 
-from driver.algo.sample import Rollout, RolloutGroup, SelectionTask
+from core.records import Rollout, RolloutGroup, SelectionTask
 from driver.collect import RolloutCollector
 
 

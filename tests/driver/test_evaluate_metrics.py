@@ -1,7 +1,7 @@
 """Held-out metric assembly: per-problem aggregation, baselines, and parse failures."""
 import pytest
 
-from driver.algo.sample import SelectionTask
+from core.records import SelectionTask
 from driver.evaluate import format_table, selection_metrics
 
 

@@ -6,7 +6,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from driver.config import ServeConfig, TrainConfig, load_config, to_yaml
+from core.config import ServeConfig, TrainConfig, load_config, to_yaml
 from driver.serve import DEPLOYMENT, deployment_options, resolve_settings
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -67,7 +67,7 @@ def test_serve_config_file_is_a_valid_serve_deploy_config():
 
 
 def test_serve_live_needs_the_object_store_sync():
-    from driver.config import ConfigError
+    from core.config import ConfigError
 
     with pytest.raises(ConfigError, match="serve.live"):
         load_config("smoke", ["serve.live=true", "weight_sync.backend=nccl", "learner.num_gpus=1",

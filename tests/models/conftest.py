@@ -1,9 +1,9 @@
 """Shared fixtures of the model tests: a small task corpus and one tiny model folder per session."""
 import pytest
 
-from driver.algo.genselect import build_prompt, render_judgment
+from core.algo.genselect import build_prompt, render_judgment
+from core.chat import SEPARATOR
 from driver.data import procedural
-from driver.models.chat import SEPARATOR
 
 
 @pytest.fixture(scope="session")
@@ -15,7 +15,7 @@ def corpus():
 
 @pytest.fixture(scope="session")
 def tiny_dir(tmp_path_factory, corpus):
-    from driver.config import ModelConfig
+    from core.config import ModelConfig
     from driver.models.registry import resolve_model
 
     cfg = ModelConfig(cache_dir=str(tmp_path_factory.mktemp("models")))

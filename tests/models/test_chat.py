@@ -2,9 +2,9 @@
 import pytest
 from transformers import AutoTokenizer
 
-from driver.algo.genselect import render_judgment
-from driver.algo.genselect import parse_judgment
-from driver.models.chat import (ANSWER_PREFIX, SEPARATOR, answer_prefix, format_prompt, full_response,
+from core.algo.genselect import render_judgment
+from core.algo.genselect import parse_judgment
+from core.chat import (ANSWER_PREFIX, SEPARATOR, answer_prefix, format_prompt, full_response,
                                prompt_token_ids, response_token_ids)
 
 

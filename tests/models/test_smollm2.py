@@ -23,8 +23,8 @@ def test_convert_load_and_chat_format(tmp_path):
     import torch
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
-    from driver.config import ModelConfig
-    from driver.models.chat import format_prompt
+    from core.chat import format_prompt
+    from core.config import ModelConfig
     from driver.models.registry import resolve_model
 
     out = resolve_model(ModelConfig(name="smollm2-135m", cache_dir=str(tmp_path)))

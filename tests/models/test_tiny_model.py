@@ -5,7 +5,7 @@ import json
 import pytest
 import torch
 
-from driver.config import ModelConfig, TinyModelConfig
+from core.config import ModelConfig, TinyModelConfig
 from driver.models import registry
 from driver.models.tiny import train_tokenizer
 

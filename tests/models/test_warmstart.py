@@ -4,8 +4,8 @@ import random
 import pytest
 import torch
 
-from driver.algo.sample import SelectionTask
-from driver.config import DataConfig, ModelConfig, TinyModelConfig, WarmStartConfig
+from core.config import DataConfig, ModelConfig, TinyModelConfig, WarmStartConfig
+from core.records import SelectionTask
 from driver.models import warmstart
 
 

@@ -1,4 +1,4 @@
-"""driver/algo must import only stdlib, numpy and torch: checked in a fresh interpreter."""
+"""core/algo must import only stdlib, numpy and torch: checked in a fresh interpreter."""
 
 import importlib.util
 import subprocess
@@ -6,8 +6,8 @@ import sys
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[2]
-CORE = ["driver.algo.dapo", "driver.algo.bon", "driver.algo.metrics", "driver.algo.knockout"]
-OPTIONAL = ["driver.algo.genselect", "driver.algo.sample"]
+CORE = ["core.algo.dapo", "core.algo.bon", "core.algo.metrics", "core.algo.knockout"]
+OPTIONAL = ["core.algo.genselect", "core.records"]
 FORBIDDEN = {"ray", "vllm", "deepspeed", "transformers"}
 
 

@@ -2,7 +2,7 @@
 import pytest
 from hypothesis import given, strategies as st
 
-from driver.algo.genselect import (CandidateTooLong, ParseStatus, build_prompt, parse_judgment,
+from core.algo.genselect import (CandidateTooLong, ParseStatus, build_prompt, parse_judgment,
                                    render_judgment, selection_reward, strip_thinking)
 
 

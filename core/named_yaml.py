@@ -1,6 +1,6 @@
 """Find a YAML file by name in a folder of them, or take a path as it is (configs/, cluster/topologies/).
 
-Pure: standard library only, so `cluster/topology.py` (pure as well) and `driver/config.py` share it.
+Pure: standard library only, so `cluster/topology.py` (pure as well) and `core/config.py` share it.
 """
 from __future__ import annotations
 

@@ -1,7 +1,7 @@
 """The config schema: YAML files load, overrides apply, bad keys and types are rejected by name."""
 import pytest
 
-from driver.config import CONFIG_DIR, ConfigError, describe, from_yaml, load_config, to_yaml
+from core.config import CONFIG_DIR, ConfigError, describe, from_yaml, load_config, to_yaml
 
 
 @pytest.mark.parametrize("name", sorted(p.stem for p in CONFIG_DIR.glob("*.yaml")))

@@ -1,4 +1,4 @@
-"""Brute-force unbiasedness proofs and properties of the advantage estimators in driver.algo.bon.
+"""Brute-force unbiasedness proofs and properties of the advantage estimators in core.algo.bon.
 
 A tiny categorical policy pi = softmax(theta) over 4 outcomes with fixed rewards; every sequence of n samples
 is enumerated with its exact probability, so E[sum_i A_i grad log pi(y_i)] is computed exactly and compared
@@ -13,7 +13,7 @@ import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from driver.algo import bon
+from core.algo import bon
 
 F64 = torch.float64
 THETA = torch.tensor([0.3, -0.5, 0.8, 0.1], dtype=F64)

@@ -32,7 +32,7 @@ BoN-aware RL for binary rewards (Chow et al., arXiv 2412.15287), derived here
     log pi] = grad J`` and ``E_bon[(g+ 1{succ} + g- 1{fail}) grad log pi] = grad J``, with ``g-`` entering
     with a PLUS sign (with a minus sign it is biased). On i.i.d. samples of pi, which is what our groups are,
     none of the three is unbiased. ``chow_bon_sample_weights`` keeps them (clipped at p_max) for the
-    BoN-selected setting; tests/algo/test_bon.py proves every claim above by exact enumeration.
+    BoN-selected setting; tests/core/algo/test_bon.py proves every claim above by exact enumeration.
 """
 
 from __future__ import annotations
@@ -45,7 +45,7 @@ from typing import Protocol
 import torch
 from torch import Tensor
 
-from driver.algo.dapo import group_advantages
+from core.algo.dapo import group_advantages
 
 
 class AdvantageEstimator(Protocol):
@@ -159,7 +159,7 @@ MAXK_BASELINES = {"none": _baseline_none, "mean": _baseline_mean, "loo": _baseli
 
 @dataclass(frozen=True)
 class GRPOEstimator:
-    """DAPO's default: group-normalised rewards (:func:`driver.algo.dapo.group_advantages`)."""
+    """DAPO's default: group-normalised rewards (:func:`core.algo.dapo.group_advantages`)."""
 
     eps: float = 1e-6
     scale_by_std: bool = True

@@ -106,7 +106,7 @@ class RolloutConfig:
                            "There is no top_k for the same reason.")
     max_response_tokens: int = _f(48, "L_max: longest response; longer ones are truncated.")
     constrain_index: bool = _f(True, "For a model that answers directly (no chat template: its prompt ends in "
-                                     "'Judgment: ', driver/models/chat.py), the response is one token sampled "
+                                     "'Judgment: ', core/chat.py), the response is one token sampled "
                                      "among the valid indices 0..N-1; the learner normalises over the same "
                                      "tokens. No effect on chat models, which reason before their judgment.")
     max_num_seqs: int = _f(128, "Most sequences the engine batches at once.")
@@ -396,7 +396,7 @@ def _get(cfg: Any, dotted: str) -> Any:
 
 def resolve_config_path(name_or_path: str) -> Path:
     """`default` -> configs/default.yaml; a path is taken as it is."""
-    from driver.named_yaml import find_named_yaml
+    from core.named_yaml import find_named_yaml
 
     try:
         return find_named_yaml(name_or_path, CONFIG_DIR, "config")

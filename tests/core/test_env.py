@@ -1,7 +1,7 @@
 """Process-environment defaults: values already set win; a submitted job's own env vars are left to it."""
 import json
 
-from driver import env
+from core import env
 
 
 def test_defaults_keep_values_already_set(monkeypatch, tmp_path):

@@ -1,4 +1,4 @@
-"""Tests for driver.algo.metrics: unbiased estimators against brute force over subsets, tables, bootstrap."""
+"""Tests for core.algo.metrics: unbiased estimators against brute force over subsets, tables, bootstrap."""
 
 import itertools
 import math
@@ -7,7 +7,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from driver.algo import metrics
+from core.algo import metrics
 
 
 def brute_force_max_at_k(values, k):

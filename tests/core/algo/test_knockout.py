@@ -1,9 +1,9 @@
-"""Knockout planning and majority voting (driver/algo/knockout.py): pure, no engine."""
+"""Knockout planning and majority voting (core/algo/knockout.py): pure, no engine."""
 import random
 
 import pytest
 
-from driver.algo.knockout import DoesNotFit, balanced_split, majority, plan_round, rounds_needed
+from core.algo.knockout import DoesNotFit, balanced_split, majority, plan_round, rounds_needed
 
 
 @pytest.mark.parametrize("n,groups,sizes", [(64, 8, [8] * 8), (9, 2, [5, 4]), (10, 3, [4, 3, 3]), (3, 2, [2, 1])])

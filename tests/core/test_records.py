@@ -1,7 +1,7 @@
 """SelectionTask rows round-trip and malformed rows are rejected with the field named."""
 import pytest
 
-from driver.algo.sample import SelectionTask
+from core.records import SelectionTask
 
 
 def _row(**changes):

@@ -1,4 +1,4 @@
-"""Tests for driver.algo.dapo: advantages, dynamic sampling, overlong shaping, clipped loss, aggregation."""
+"""Tests for core.algo.dapo: advantages, dynamic sampling, overlong shaping, clipped loss, aggregation."""
 
 import math
 
@@ -7,7 +7,7 @@ import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from driver.algo import dapo
+from core.algo import dapo
 
 F64 = torch.float64
 
