@@ -1,13 +1,16 @@
-"""From scored rollout groups to the learner's sharded batch: DAPO's data path between the verifier and
-the learner (arXiv 2503.14476, section 3):
+"""Stages 2-4 of one training step (driver/train.py calls them in this order): from scored rollout groups to
+the learner's sharded batch, DAPO's data path between the verifier and the learner (arXiv 2503.14476,
+section 3):
 
-    rewards (raw selection rewards, per group of G)
-      -> dynamic sampling: keep groups whose raw rewards are not all equal (std > 0); a group with a failed
-         verification (timeout or crash: reward 0 that is no wrong answer) is always dropped and counted
-      -> overlong shaping: soft penalty added to the reward (or truncated responses masked out)
-      -> advantages from the configured estimator (GRPO/DAPO, max@k, BoN-RLB)
-      -> one TrainSequence per response, sharded over learner ranks (a group's responses stay on one rank, so
-     the learner computes their shared prompt once) with balanced token counts
+    2. `filter_groups`: drop groups older than the staleness bound (`core.algo.dapo.is_stale`), then dynamic
+       sampling: keep groups whose raw rewards are not all equal (std > 0); a group with a failed
+       verification (timeout or crash: reward 0 that is no wrong answer) is always dropped and counted.
+       The collector (stage 1) refills the batch with fresh generation rounds against this filter.
+    3. `shape_and_advantage`: overlong shaping (soft penalty added to the reward, or truncated responses
+       masked out), advantages from the configured estimator (GRPO/DAPO, max@k, BoN-RLB), and one
+       TrainSequence per response.
+    4. `shard`: the sequences over learner ranks (a group's responses stay on one rank, so the learner
+       computes their shared prompt once) with balanced token counts.
 
 The token-level loss divides by the number of response tokens in the whole batch (all ranks), which is
 computed here once and passed to every rank (`global_num_tokens`).
@@ -53,6 +56,32 @@ def dynamic_sampling(groups: list, enabled: bool) -> tuple:
 
 
 @dataclass
+class Filtered:
+    """Stage 2's verdict on a list of groups: each one is kept, filtered (dynamic sampling or a failed
+    verification; `reasons` counts the labels of kept and filtered groups) or stale."""
+    kept: list
+    filtered: list
+    stale: list
+    reasons: Counter
+
+
+def filter_groups(groups: list, version: int, max_staleness: int, dynamic: bool) -> Filtered:
+    """Stage 2: staleness first (`is_stale` against the learner's `version`), then `dynamic_sampling` on the
+    groups that are fresh enough."""
+    fresh = [g for g in groups if not dapo.is_stale(g.policy_version, version, max_staleness)]
+    stale = [g for g in groups if dapo.is_stale(g.policy_version, version, max_staleness)]
+    kept, filtered, reasons = dynamic_sampling(fresh, dynamic)
+    return Filtered(kept, filtered, stale, reasons)
+
+
+@dataclass
+class Sequences:
+    """Stage 3's output: one TrainSequence per response (groups in order, G each) and the batch's metrics."""
+    sequences: list
+    stats: dict = field(default_factory=dict)
+
+
+@dataclass
 class Batch:
     """What one learner step trains on. `shards[r]` goes to rank r; `global_num_tokens` is shared."""
     shards: list
@@ -60,10 +89,11 @@ class Batch:
     stats: dict = field(default_factory=dict)
 
 
-def build_batch(groups: list, algo, max_response_tokens: int, num_ranks: int) -> Batch:
-    """Advantages and sequences for `groups` (each with G scored rollouts), sharded over `num_ranks`."""
+def shape_and_advantage(groups: list, algo, max_response_tokens: int) -> Sequences:
+    """Stage 3: overlong shaping, advantages and one TrainSequence per response of `groups` (each with G
+    scored rollouts)."""
     if not groups:
-        raise ValueError("build_batch needs at least one group")
+        raise ValueError("shape_and_advantage needs at least one group")
     rollouts = [r for g in groups for r in g.rollouts]
     sizes = {len(g.rollouts) for g in groups}
     if len(sizes) != 1:
@@ -79,7 +109,7 @@ def build_batch(groups: list, algo, max_response_tokens: int, num_ranks: int) ->
         shaped = shaped + penalty.view(len(groups), G)
     advantages = estimator_from_config(algo).advantages(shaped)                       # (num_groups, G)
     weights = (~truncated).double() if algo.overlong_filtering else torch.ones(len(rollouts), dtype=torch.float64)
-    # a failed verification (timeout, crash) is no wrong answer: out of the loss (dynamic_sampling drops such
+    # a failed verification (timeout, crash) is no wrong answer: out of the loss (filter_groups drops such
     # groups before they get here; this guards callers that skip it)
     failed = torch.tensor([r.verifier_failed for r in rollouts], dtype=torch.bool)
     weights = weights.masked_fill(failed, 0.0)
@@ -97,7 +127,6 @@ def build_batch(groups: list, algo, max_response_tokens: int, num_ranks: int) ->
                      policy_version=r.policy_version, allowed_token_ids=r.allowed_token_ids)
         for r, p, a, w in zip(rollouts, prompts, advantages.reshape(-1).tolist(), weights.tolist())
     ]
-    global_tokens = count_loss_tokens(sequences)
     stats = {
         "reward/mean": raw.mean().item(),
         "reward/shaped_mean": shaped.mean().item(),
@@ -106,8 +135,14 @@ def build_batch(groups: list, algo, max_response_tokens: int, num_ranks: int) ->
         "response/truncated_fraction": truncated.double().mean().item(),
         "batch/groups": len(groups),
         "batch/sequences": len(sequences),
-        "batch/response_tokens": global_tokens,
+        "batch/response_tokens": count_loss_tokens(sequences),
         "batch/verifier_failures_masked": int(failed.sum()),
     }
-    return Batch(shard_sequences(sequences, num_ranks), global_tokens, stats)
+    return Sequences(sequences, stats)
+
+
+def shard(sequences: Sequences, num_ranks: int) -> Batch:
+    """Stage 4: the sequences over `num_ranks` learner ranks, and the token count every rank divides by."""
+    return Batch(shard_sequences(sequences.sequences, num_ranks), count_loss_tokens(sequences.sequences),
+                 dict(sequences.stats))
 

@@ -1,5 +1,7 @@
-"""The generation side of the training loop: issue prompts to the rollout actors, have the verifier pool
-score them, and hand back full batches of scored groups.
+"""Stage 1 of one training step (driver/train.py): issue prompts to the rollout actors, have the verifier
+pool score them, and hand back full batches of scored groups that pass stage 2's filter
+(`driver.batching.filter_groups`, passed in by the loop), refilling with fresh generation rounds while
+too few do.
 
 Every issued prompt is tracked until it is *finished* (trained on, filtered out by dynamic sampling, or
 dropped as too stale), so a checkpoint can record the drawn-but-unfinished ids and a resumed run re-issues
@@ -14,8 +16,6 @@ import time
 from collections import Counter
 from dataclasses import dataclass, field
 
-from core.algo.dapo import is_stale
-from driver.batching import dynamic_sampling
 from driver.curriculum import mean_gain
 
 log = logging.getLogger("genselect.collect")
@@ -99,12 +99,13 @@ class RolloutCollector:
                 call = fresh
         raise RuntimeError(f"rollout worker {call.worker} failed 4 times on the same prompts; giving up")
 
-    def collect(self, calls: list, version: int, need: int, max_staleness: int,
-                dynamic: bool, max_rounds: int) -> Collected:
-        """Wait for `calls`, then refill with fresh generation rounds until `need` usable groups exist.
+    def collect(self, calls: list, version: int, need: int, keep, max_rounds: int) -> Collected:
+        """Wait for `calls`, then refill with fresh generation rounds (issued at `version`) until `need`
+        usable groups exist.
 
-        Usable: not stale (`is_stale`) and, with `dynamic`, rewards not all equal. At most `max_rounds`
-        generation rounds in all (DAPO's max_num_gen_batches); a batch still short then trains as it is.
+        Usable: kept by `keep(groups) -> driver.batching.Filtered` (stage 2: not stale and, with dynamic
+        sampling, rewards not all equal). At most `max_rounds` generation rounds in all (DAPO's
+        max_num_gen_batches); a batch still short then trains as it is.
         """
         started = time.time()
         stats = Counter()
@@ -114,15 +115,15 @@ class RolloutCollector:
         kept, filtered, stale = [], [], []
         rounds = 1
         while True:
-            fresh = [g for g in pool if not is_stale(g.policy_version, version, max_staleness)]
-            stale += [g for g in pool if is_stale(g.policy_version, version, max_staleness)]
-            good, bad, _ = dynamic_sampling(fresh, dynamic)
-            kept += good
-            filtered += bad
+            verdict = keep(pool)
+            stale += verdict.stale
+            kept += verdict.kept
+            filtered += verdict.filtered
             missing = need - len(kept)
             if missing <= 0 or rounds >= max_rounds:
                 break
-            keep_rate = max(len(good) / max(len(fresh), 1), 0.25)
+            fresh = len(verdict.kept) + len(verdict.filtered)
+            keep_rate = max(len(verdict.kept) / max(fresh, 1), 0.25)
             extra = [self._wait(c) for c in self.issue(min(4 * need, math.ceil(missing / keep_rate)), version)]
             waited += extra
             pool = [g for groups in extra for g in groups]
@@ -130,7 +131,7 @@ class RolloutCollector:
         self.ready = kept[need:]
         kept = kept[:need]
         # each group counted once, in the step it finishes (trained or filtered); the surplus waits for its step
-        stats.update({f"dynamic_sampling/{k}": v for k, v in dynamic_sampling(kept + filtered, dynamic)[2].items()})
+        stats.update({f"dynamic_sampling/{k}": v for k, v in keep(kept + filtered).reasons.items()})
         scored = [r.reward for g in kept + filtered for r in g.rollouts]
         stats["reward/all_groups_mean"] = sum(scored) / len(scored) if scored else 0.0  # before filtering
         gain = mean_gain([g for gs in waited for g in gs], self.stream.cap)

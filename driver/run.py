@@ -1,7 +1,7 @@
 """One training run's state and the operations the loop in `driver.train` calls, in the order it decides.
 
 `Run` owns the Ray session, the actor handles (created by `cluster.placement`), the prompt stream, the
-metrics log and the checkpoints. It knows *how* to do each operation (train a step, push weights,
+metrics log and the checkpoints. It knows *how* to do each operation (the learner step, the weight sync,
 evaluate, checkpoint, resume); `driver.train.train_loop` alone knows *when*.
 """
 from __future__ import annotations
@@ -237,17 +237,9 @@ class Run:
         return state["step"]
 
     # -- one step -------------------------------------------------------------------------------------
-    def train_step(self, collected, step: int) -> tuple:
-        """One learner step on the collected groups: (metrics, seconds); ({}, 0.0) when there are none
-        (every group was filtered or stale after max_num_gen_batches rounds: counted, weights unchanged)."""
-        from driver.batching import build_batch
-
-        if not collected.groups:
-            log.warning("step %d: no usable group after %s generation rounds; skipping the update", step,
-                        collected.stats.get("collect/rounds"))
-            return {}, 0.0
-        batch = build_batch(collected.groups, self.cfg.algorithm, self.cfg.rollout.max_response_tokens,
-                            len(self.handles.learners))
+    def learner_step(self, batch, step: int) -> tuple:
+        """Stage 5: one DAPO step of every learner rank on its shard of `batch` (driver.batching.Batch):
+        (metrics, seconds); the metrics are the batch's and rank 0's, the latter prefixed `learner/`."""
         started = time.time()
         results = self._get([l.train_step.remote(shard, batch.global_num_tokens, step)
                              for l, shard in zip(self.handles.learners, batch.shards)],
@@ -257,9 +249,9 @@ class Run:
         return metrics, time.time() - started
 
     def sync_weights(self, version: int, attempts: int = 3) -> dict:
-        """Push the learner's weights into every engine as `version`. A rollout actor that died meanwhile
-        is being restarted by Ray: wait until every engine answers again, then retry the whole sync (the
-        restarted engine gets the current weights that way)."""
+        """Stage 6 (also on resume and after a rollout restart): push the learner's weights into every engine
+        as `version`. A rollout actor that died meanwhile is being restarted by Ray: wait until every engine
+        answers again, then retry the whole sync (the restarted engine gets the current weights that way)."""
         for attempt in range(1, attempts + 1):
             try:
                 stats = self.broadcaster.sync(version)

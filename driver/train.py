@@ -4,16 +4,22 @@
     python -m driver.train CONFIG --plan [key=value ...]   print the placement (actor -> node type, resources,
                                                            placement-group bundles) and exit; starts nothing
 
-One learner step, in order (this file is the only place that knows the order):
-    1. keep up to `max_staleness` generation batches in flight (at least one);
-    2. wait for the oldest: rollout actors sample G responses per prompt, the verifier pool scores them;
-       drop samples older than the staleness bound; dynamic sampling refills the batch;
-    3. with `max_staleness >= 1`, issue the next batch now, so it generates while this one trains;
-    4. advantages -> learner DAPO step (all ranks);
-    5. push the new weights into every rollout engine (in-flight requests finish on the old weights
-       first) and bump the policy version;
-    6. evaluate / checkpoint / log.
-With `max_staleness = 0` nothing is in flight during 4-5: strictly synchronous on-policy training.
+`train_loop` below is the table of contents of one learner step; each stage is one named function, called
+in this order (this file is the only place that knows the order):
+    0. keep up to `max_staleness` generation batches in flight (at least one)      keep_in_flight
+    1. collect: wait for the oldest; rollout actors sample G responses per prompt,
+       the verifier pool scores them; fresh rounds refill what stage 2 drops      RolloutCollector.collect
+    2. filter: drop samples older than the staleness bound, then dynamic sampling  batching.filter_groups
+    (with `max_staleness >= 1`, issue the next batch now, so it generates while this one trains)
+    3. overlong shaping and advantages -> one TrainSequence per response          batching.shape_and_advantage
+    4. shard the sequences over the learner ranks                                 batching.shard
+    5. learner DAPO step (all ranks)                                              Run.learner_step
+    6. weight sync: push the new weights into every rollout engine (in-flight
+       requests finish on the old weights first) and bump the policy version     Run.sync_weights
+    then log, evaluate and checkpoint. With `max_staleness = 0` nothing is in flight during 3-6: strictly
+    synchronous on-policy training. A step whose groups were all filtered or stale skips 3-6 (counted).
+The files, in the order a step visits them: driver/collect.py (actors/rollout.py, actors/verifier.py),
+driver/batching.py, driver/run.py (actors/learner.py, actors/weight_sync.py).
 """
 from __future__ import annotations
 
@@ -21,6 +27,7 @@ import logging
 import sys
 import time
 from collections import deque
+from functools import partial
 from pathlib import Path
 
 from core.env import apply_defaults
@@ -29,22 +36,31 @@ log = logging.getLogger("genselect.train")
 
 
 def train_loop(run, start_step: int, steps: int) -> None:
-    """Steps `start_step`..`steps-1` of the run (see the module docstring for the order)."""
-    cfg = run.cfg
+    """Steps `start_step`..`steps-1` of the run (see the module docstring for the stages)."""
+    from driver.batching import filter_groups, shape_and_advantage, shard  # torch: not for --help or --plan
+
+    cfg, algo = run.cfg, run.cfg.algorithm
     pending = deque()
     for step in range(start_step, steps):
         started = time.time()
-        while len(pending) < max(1, cfg.max_staleness):
-            pending.append(run.collector.issue(cfg.prompts_per_step, run.version))
-        collected = run.collector.collect(pending.popleft(), run.version, cfg.prompts_per_step,
-                                          cfg.max_staleness, cfg.algorithm.dynamic_sampling,
-                                          cfg.algorithm.max_num_gen_batches)
+        keep_in_flight(run, pending, max(1, cfg.max_staleness))
+        # 1. collect the oldest batch in flight, refilled by fresh rounds while 2. the filter leaves it short
+        usable = partial(filter_groups, version=run.version, max_staleness=cfg.max_staleness,
+                         dynamic=algo.dynamic_sampling)
+        collected = run.collector.collect(pending.popleft(), run.version, cfg.prompts_per_step, usable,
+                                          algo.max_num_gen_batches)
         waited = time.time() - started
-        if cfg.max_staleness >= 1:
-            while len(pending) < cfg.max_staleness:
-                pending.append(run.collector.issue(cfg.prompts_per_step, run.version))
-        train_metrics, train_s = run.train_step(collected, step)  # ({}, 0) if no group survived filtering
-        sync_stats = run.sync_weights(run.version + 1) if train_metrics else {"seconds": 0.0}
+        if cfg.max_staleness >= 1:  # the next batch generates while this one trains
+            keep_in_flight(run, pending, cfg.max_staleness)
+        train_metrics, train_s, sync_stats = {}, 0.0, {"seconds": 0.0}
+        if collected.groups:
+            sequences = shape_and_advantage(collected.groups, algo, cfg.rollout.max_response_tokens)  # 3.
+            batch = shard(sequences, len(run.handles.learners))                                       # 4.
+            train_metrics, train_s = run.learner_step(batch, step)                                    # 5.
+            sync_stats = run.sync_weights(run.version + 1)                                            # 6.
+        else:  # every group filtered or stale after max_num_gen_batches rounds: counted, weights unchanged
+            log.warning("step %d: no usable group after %s generation rounds; skipping the update", step,
+                        collected.stats.get("collect/rounds"))
         run.record_step(step, collected, train_metrics, {
             "time/step_s": time.time() - started, "time/wait_rollout_s": waited, "time/train_s": train_s,
             "time/sync_s": sync_stats["seconds"], "sync/gbps": sync_stats.get("gbps", 0.0)})
@@ -52,6 +68,12 @@ def train_loop(run, start_step: int, steps: int) -> None:
             run.evaluate(step + 1)
         if (step + 1) % cfg.checkpoint_every == 0 or step + 1 == steps:
             run.checkpoint(step + 1)
+
+
+def keep_in_flight(run, pending: deque, depth: int) -> None:
+    """Stage 0: issue generation batches of `prompts_per_step` prompts until `depth` are in flight."""
+    while len(pending) < depth:
+        pending.append(run.collector.issue(run.cfg.prompts_per_step, run.version))
 
 
 def main(argv=None) -> int:

@@ -1,10 +1,10 @@
-"""Batch assembly between the verifier and the learner: dynamic sampling, overlong shaping, advantages,
-token-balanced shards and the global token count."""
+"""Stages 2-4 of a step, between the verifier and the learner: the staleness and dynamic-sampling filter,
+overlong shaping and advantages, token-balanced shards and the global token count."""
 import pytest
 
 from core.config import AlgorithmConfig
 from core.records import Rollout, RolloutGroup, SelectionTask
-from driver.batching import build_batch, dynamic_sampling
+from driver.batching import dynamic_sampling, filter_groups, shape_and_advantage, shard
 
 
 TASK = SelectionTask("p/0", "p", "math", "?", ("a", "b"), ("1", "2"), (1.0, 0.0), "1", "...")
@@ -18,6 +18,11 @@ def _group(rewards, lengths=None, finish=None, version=0):
     return RolloutGroup(TASK, rollouts, version)
 
 
+def build_batch(groups, algo, max_response_tokens, num_ranks):
+    """Stages 3 and 4, in the order driver/train.py calls them."""
+    return shard(shape_and_advantage(groups, algo, max_response_tokens), num_ranks)
+
+
 def test_dynamic_sampling_keeps_informative_groups_and_names_reasons():
     groups = [_group([1, 0, 1, 0]), _group([1, 1, 1, 1]), _group([0, 0, 0, 0])]
     kept, filtered, reasons = dynamic_sampling(groups, enabled=True)
@@ -25,6 +30,14 @@ def test_dynamic_sampling_keeps_informative_groups_and_names_reasons():
     assert sum(reasons.values()) == 3 and reasons["kept"] == 1
     kept_all, none, _ = dynamic_sampling(groups, enabled=False)
     assert kept_all == groups and none == []
+
+
+def test_filter_drops_stale_groups_before_dynamic_sampling():
+    fresh, flat, old = _group([1, 0], version=2), _group([1, 1], version=2), _group([1, 0], version=0)
+    verdict = filter_groups([fresh, flat, old], version=2, max_staleness=1, dynamic=True)
+    assert verdict.kept == [fresh] and verdict.filtered == [flat] and verdict.stale == [old]
+    assert verdict.reasons == {"kept": 1, "all_correct": 1}  # stale groups are counted apart, not as reasons
+    assert filter_groups([fresh, flat, old], 2, 2, dynamic=False).kept == [fresh, flat, old]
 
 
 def test_advantages_are_group_normalised_and_tokens_counted():
@@ -64,7 +77,7 @@ def test_a_groups_responses_stay_on_one_rank():
 
 def test_groups_of_unequal_size_are_refused():
     with pytest.raises(ValueError, match="different sizes"):
-        build_batch([_group([1, 0]), _group([1, 0, 1])], AlgorithmConfig(), 32, 1)
+        shape_and_advantage([_group([1, 0]), _group([1, 0, 1])], AlgorithmConfig(), 32)
 
 
 def _with_status(group, statuses):
@@ -86,7 +99,7 @@ def test_verifier_failures_are_not_trained_as_wrong_answers():
         assert reasons["verifier_failure"] == 2 and sum(reasons.values()) == 4
 
 
-def test_build_batch_masks_verifier_failures_that_reach_it():
+def test_shaping_masks_verifier_failures_that_reach_it():
     group = _with_status(_group([1, 0, 1, 0]), ["ok", "timeout", "ok", "error"])
     batch = build_batch([group], AlgorithmConfig(overlong_buffer_len=2), 32, num_ranks=1)
     seqs = batch.shards[0]
