@@ -1,6 +1,7 @@
-"""The records that flow through the system: one selection task, and one sampled selector response.
+"""The records that travel between actors: a selection task (`SelectionTask`), a sampled selector response
+(`Rollout`) and its group of G (`RolloutGroup`), and what the learner trains on (`TrainSequence`).
 
-Small frozen dataclasses instead of dicts with ad-hoc keys (ARCHITECTURE.md, "Contracts worth keeping
+Small dataclasses instead of dicts with ad-hoc keys (ARCHITECTURE.md, "Contracts worth keeping
 explicit"). Pure: stdlib only, so every process (driver, actors, tests) can import it cheaply.
 """
 from __future__ import annotations
