@@ -88,8 +88,8 @@ def cluster_spec(topo: topo_mod.Topology, groups=None, serve: bool = False) -> d
         "enableInTreeAutoscaling": True,
         "autoscalerOptions": {"upscalingMode": "Default", "idleTimeoutSeconds": 120},
         "authOptions": {"mode": "token", "secretName": TOKEN_SECRET},
-        "headGroupSpec": {"rayStartParams": _ray_start_params(topo.head, head=True),
-                          "template": {"spec": {"containers": [_container("ray-head", image, topo.head, True, serve)]}}},
+        "headGroupSpec": {"rayStartParams": _ray_start_params(topo.head, head=True), "template": {
+            "spec": {"containers": [_container("ray-head", image, topo.head, True, serve)]}}},
         "workerGroupSpecs": workers,
     }
 
@@ -169,7 +169,7 @@ def serve_config_for_cluster(serve_cfg: dict, topo: topo_mod.Topology, group: st
         app.setdefault("args", {})["model"] = model
         changes.append(f"applications[{app['name']}].args.model: {model} (the export of {config})")
         for dep in app.get("deployments", []):
-            dep["ray_actor_options"] = dict(actor)
+            dep["ray_actor_options"] = copy.deepcopy(actor)  # no YAML anchors between deployments
             changes.append(f"deployments[{dep['name']}].ray_actor_options: {json.dumps(actor)} "
                            f"(one rollout actor of {config}, on group {group})")
             auto = dep.get("autoscaling_config")
