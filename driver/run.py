@@ -267,18 +267,34 @@ class Run:
         return stats
 
     def _wait_for_rollouts(self, timeout_s: float = 300.0) -> None:
-        import ray
+        """Wait until every rollout actor answers again (Ray restarts a dead one, on another node if its own
+        died). Stop early, naming the missing resources, when a restarted actor cannot be placed: its node died
+        and no alive node can take its bundle for cluster.placement_timeout_s (cluster/recovery.py)."""
+        from cluster.recovery import LostPlacement, wait_for_actors
 
-        deadline = time.time() + timeout_s
-        for handle in self.handles.rollouts:
-            while True:
-                try:
-                    ray.get(handle.health.remote(), timeout=60)
-                    break
-                except Exception:
-                    if time.time() > deadline:
-                        raise RunFailed(f"a rollout actor did not come back within {timeout_s:g} s") from None
-                    time.sleep(2)
+        try:
+            wait_for_actors(self.handles.rollouts, self._placement_watch(), timeout_s)
+        except LostPlacement as err:
+            raise RunFailed(f"{err}. Once a node that can take it is back: {self._how_to_continue()}") from None
+        except TimeoutError:
+            raise RunFailed(f"a rollout actor did not come back within {timeout_s:g} s; "
+                            f"{self._how_to_continue()}") from None
+
+    def _placement_watch(self):
+        """The run's PlacementWatch (cluster/recovery.py), made once."""
+        if getattr(self, "_watch", None) is None:
+            from cluster.placement import plan
+            from cluster.recovery import PlacementWatch
+
+            c = self.cfg
+            self._watch = PlacementWatch(plan(c.learner, c.rollout, c.verifier, c.cluster),
+                                         self.handles.placement_group, c.cluster.placement_timeout_s)
+        return self._watch
+
+    def _how_to_continue(self) -> str:
+        last = ckpt.latest(self.run_dir)
+        where = f"the last checkpoint is {last}" if last else "no checkpoint was written yet"
+        return f"{where}; rerun the same command (resume=auto) to continue"
 
     def _restore_worker(self, worker: int) -> None:
         """A rollout actor died or hung: wait for Ray to restart it, then push the current weights."""
@@ -343,12 +359,22 @@ class Run:
     def _evaluate_on(self, tasks: list, samples: int, step: int) -> dict:
         from driver.evaluate import by_size, by_slip_kind, choose_remote, selection_metrics
 
+        from ray.exceptions import RayActorError
+
         started = time.time()
-        try:
-            choices, sampled = choose_remote(self.handles.rollouts[0], tasks, self.cfg.rollout.request_timeout_s,
-                                             samples)
-        except Exception as err:
-            raise RunFailed(f"evaluation at step {step} failed ({type(err).__name__}: {err})") from err
+        for attempt in (1, 2):
+            try:
+                choices, sampled = choose_remote(self.handles.rollouts[0], tasks, self.cfg.rollout.request_timeout_s,
+                                                 samples)
+                break
+            except RayActorError as err:  # the engine died (or its node): once Ray restarted it, evaluate again
+                if attempt == 2:
+                    raise RunFailed(f"evaluation at step {step} failed ({type(err).__name__}: {err})") from err
+                log.warning("evaluation at step %d: rollout actor 0 failed (%s); waiting for its restart", step,
+                            type(err).__name__)
+                self._restore_worker(0)
+            except Exception as err:
+                raise RunFailed(f"evaluation at step {step} failed ({type(err).__name__}: {err})") from err
         result = selection_metrics(tasks, choices, seed=self.cfg.seed)
         result.update({"sampled": sampled, "by_size": by_size(tasks, choices), "eval_s": time.time() - started})
         if self.cfg.data.source == "procedural_math":  # its mistakes can be read back from the text
@@ -384,10 +410,10 @@ class Run:
         try:
             return ray.get(refs, timeout=timeout)
         except (RayActorError, RayTaskError, GetTimeoutError) as err:
-            last = ckpt.latest(self.run_dir)
-            where = f"the last checkpoint is {last}" if last else "no checkpoint was written yet"
-            raise RunFailed(f"{what} failed ({type(err).__name__}: {str(err).splitlines()[0][:300]}); "
-                            f"{where}; rerun the same command (resume=auto) to continue") from err
+            lost = self._placement_watch().unplaceable() if self.handles is not None else []
+            why = f"; {'; '.join(lost)}" if lost else ""  # an actor's node died and took its resources along
+            raise RunFailed(f"{what} failed ({type(err).__name__}: {str(err).splitlines()[0][:300]}){why}; "
+                            f"{self._how_to_continue()}") from err
 
 
 def _truncate_jsonl(path: Path, step: int) -> None:
