@@ -248,6 +248,17 @@ class Run:
                                      if isinstance(v, (int, float))}}
         return metrics, time.time() - started
 
+    def policy_logprobs(self, sequences: list) -> list:
+        """Stage 3, off-policy estimators only (`algorithm.maxk_off_policy`): per-token log-probs of each
+        response under the learner's current weights (the policy this step trains). Rank 0 computes them;
+        under ZeRO-3 with several ranks the forward pass is collective, so every rank runs it."""
+        ranks = self.handles.learners
+        if not (self.cfg.learner.zero_stage == 3 and len(ranks) > 1):
+            ranks = ranks[:1]
+        results = self._get([l.compute_logprobs.remote(sequences) for l in ranks],
+                            self.cfg.learner.step_timeout_s, "learner log-probs (off-policy max@k)")
+        return results[0]
+
     def sync_weights(self, version: int, attempts: int = 3) -> dict:
         """Stage 6 (also on resume and after a rollout restart): push the learner's weights into every engine
         as `version`. A rollout actor that died meanwhile is being restarted by Ray: wait until every engine
