@@ -70,7 +70,17 @@ class ModelConfig:
 class DataConfig:
     """Problem source and the GenSelect selection-task builder (arXiv 2602.02143, section 3)."""
     source: str = _f("procedural_math", "'procedural_math' (built-in generator), 'reasoning_gym', "
-                                        "'humaneval', or 'file' (JSONL/Parquet at `path`).")
+                                        "'humaneval', 'file' (JSONL/Parquet at `path`), or 'model' (candidates "
+                                        "sampled from the generator model at `generator`).")
+    generator: str = _f("", "source=model: a local Hugging Face model folder (config.json, tokenizer, weights) "
+                            "that samples the candidates with the rollout actors (vLLM).")
+    generator_problems: str = _f("procedural_math", "source=model: whose problems (and reference answers or "
+                                                    "tests) the generator solves: 'procedural_math', "
+                                                    "'reasoning_gym', 'humaneval' or 'file'; their own "
+                                                    "candidates are not used.")
+    generator_temperature: float = _f(1.0, "source=model: sampling temperature (top_p is 1).")
+    generator_max_tokens: int = _f(256, "source=model: longest sampled solution in tokens (longer ones are "
+                                        "truncated, counted, and still labelled).")
     path: str = _f("", "Input file for source=file (.jsonl or .parquet); columns documented in docs/data.md.")
     reasoning_gym_tasks: list = _f(["basic_arithmetic"], "reasoning-gym generator names (source=reasoning_gym).")
     num_problems: int = _f(600, "Problems to generate (procedural_math, reasoning_gym) or take from HumanEval "
@@ -317,7 +327,8 @@ _CHOICES = {
     "model.dtype": ("float32", "bfloat16"),
     "learner.dtype": ("float32", "bfloat16"),
     "model.warm_start.target": ("format", "oracle"),
-    "data.source": ("procedural_math", "reasoning_gym", "humaneval", "file"),
+    "data.source": ("procedural_math", "reasoning_gym", "humaneval", "file", "model"),
+    "data.generator_problems": ("procedural_math", "reasoning_gym", "humaneval", "file"),
     "data.bad_rows": ("skip", "error"),
     "verifier.reward": ("binary", "partial"),
     "verifier.sandbox_backend": ("bubblewrap", "docker"),
@@ -340,6 +351,10 @@ def _check(cfg: TrainConfig) -> None:
             raise ConfigError(f"{key}={value!r} is not one of {list(choices)}")
     d, r, a = cfg.data, cfg.rollout, cfg.algorithm
     rules = [
+        ("data.generator", d.source != "model" or bool(d.generator),
+         "is required when data.source=model (a local model folder)"),
+        ("data.candidates_per_problem", d.source != "model" or d.candidates_per_problem >= 2,
+         "is K, the solutions sampled per problem with data.source=model: must be >= 2"),
         ("data.min_candidates", 2 <= d.min_candidates <= d.max_candidates, "must be >= 2 and <= max_candidates"),
         ("data.max_candidates", d.max_candidates <= 16, "must be <= 16 (the paper's window)"),
         ("data.candidates_per_problem", d.candidates_per_problem >= d.min_candidates,
@@ -350,6 +365,10 @@ def _check(cfg: TrainConfig) -> None:
         ("data.hedge_wrong_rate", 0 <= d.hedge_wrong_rate <= 1, "must be in [0, 1]"),
         ("data.hedge_correct_rate", 0 <= d.hedge_correct_rate <= 1, "must be in [0, 1]"),
         ("data.path", d.source != "file" or bool(d.path), "is required when data.source=file"),
+        ("data.path", d.source != "model" or d.generator_problems != "file" or bool(d.path),
+         "is required when data.generator_problems=file"),
+        ("data.generator_temperature", d.generator_temperature > 0, "must be > 0"),
+        ("data.generator_max_tokens", d.generator_max_tokens >= 1, "must be >= 1"),
         ("data.max_rows", d.max_rows >= 0, "must be >= 0 (0: every row of the file)"),
         ("data.max_prompt_tokens", d.max_prompt_tokens >= 1, "must be >= 1"),
         ("data.max_prompt_tokens", cfg.model.name != "tiny"

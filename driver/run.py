@@ -43,7 +43,8 @@ class Run:
         self._log_to_file()
         from driver.data.dataset import load_dataset
 
-        self.prepared = prepare(self.cfg.data, self.cfg.model, eval_prompts=self.cfg.eval_prompts or 200)
+        self.prepared = prepare(self.cfg.data, self.cfg.model, eval_prompts=self.cfg.eval_prompts or 200,
+                                rollout_cfg=self.cfg.rollout)
         data = load_dataset(self.prepared.dataset_dir)
         self.train_tasks, self.heldout = data.train, data.heldout
         self.eval_tasks = self.heldout[: self.cfg.eval_prompts] if self.cfg.eval_prompts else self.heldout
@@ -62,7 +63,7 @@ class Run:
         from driver.prepare import prepare
 
         d = self.cfg.data
-        if not self.cfg.eval_without_cue or not (d.hedge_wrong_rate or d.hedge_correct_rate):
+        if not self.cfg.eval_without_cue or not (d.hedge_wrong_rate or d.hedge_correct_rate) or d.source == "model":
             return []
         data_cfg = dataclasses.replace(d, hedge_wrong_rate=0.0, hedge_correct_rate=0.0, seed=d.seed + 1,
                                        num_problems=min(d.num_problems, 1000), heldout_fraction=0.5)

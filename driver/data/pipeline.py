@@ -59,9 +59,12 @@ def tokenizer_corpus(train_tasks: list) -> list:
 
 
 def build_dataset(cfg, provider: TokenizerProvider, format_fn: Optional[Callable] = None, sandbox_cfg=None,
-                  progress: bool = True) -> BuildResult:
+                  progress: bool = True, sampler_factory: Optional[Callable] = None) -> BuildResult:
     """Build (or reuse) the dataset of DataConfig `cfg`; prompts are counted as `format_fn(tokenizer, text)`
-    (the chat formatting the model will see; default: the text itself)."""
+    (the chat formatting the model will see; default: the text itself). `sampler_factory()`: a context
+    manager giving the generator's sampler (`data.source=model` only; entered only when the dataset is not
+    cached, e.g. `driver.data.generated.RaySampler`)."""
+    sources.check_source(cfg)
     check_budget(cfg, provider)
     versions = sources.source_versions(cfg)
     key = dataset.dataset_key(cfg, versions, provider.key)
@@ -71,10 +74,20 @@ def build_dataset(cfg, provider: TokenizerProvider, format_fn: Optional[Callable
         return BuildResult(path, dataset.load_dataset(path).manifest, True)
     t0 = time.time()
     _say(progress, f"reading problems from source {cfg.source!r}")
-    src = sources.load_problems(cfg)
+    if cfg.source == "model":
+        if sampler_factory is None:
+            raise ValueError("data.source=model needs a sampler_factory (driver.data.generated.RaySampler)")
+        with sampler_factory() as sampler:
+            src = sources.load_problems(cfg, sampler, progress)
+    else:
+        src = sources.load_problems(cfg)
     _say(progress, f"{src.rows_read} rows: {len(src.problems)} problems, {src.bad_rows.count} bad rows, "
                    f"{src.rows_over_cap} over data.max_rows; labeling candidates")
     labeled, label_stats = label_problems(src.problems, sandbox_cfg=sandbox_cfg)
+    if "generator" in src.info:
+        from driver.data.generated import pass_rates
+
+        src.info["generator"]["pass_rates"] = pass_rates(labeled, cfg.candidates_per_problem)
     stats = builder.BuildStats()
     kept = builder.filter_problems(labeled, cfg.max_correct_fraction, cfg.min_candidates,
                                    cfg.max_candidate_chars, stats)
@@ -152,4 +165,5 @@ def _manifest(cfg, key, versions, tok_key, tok_info, src, label_stats, stats, tr
                           "max": max(token_lengths, default=0)},
         "train": vars(ts),
         "heldout": vars(hs),
+        **src.info,
     }
