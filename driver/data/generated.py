@@ -26,8 +26,8 @@ from driver.data.problem import DataError, RawProblem
 
 CHUNK = 16  # problems per sampling call (one request of K samples each)
 
-#: sampler(problems [(id, text, domain)], n, temperature, max_tokens, seed) -> one list of n Rollouts each
-Sampler = Callable[[list, int, float, int, int], list]
+#: a sampler: sampler(problems [(id, text, domain)], n, temperature, max_tokens, seed) -> one list of n
+#: Rollouts per problem (`RaySampler`; tests pass a fake)
 
 
 def check_generator_folder(path: str) -> Path:
@@ -99,33 +99,51 @@ def with_samples(problem: RawProblem, texts: list) -> RawProblem:
                                labels=None)
 
 
-def load_model_samples(cfg, sampler: Sampler, progress: bool = True):
-    """The `model` source: the problems of `cfg.generator_problems`, each with K sampled candidates
-    (`sampler`, e.g. `RaySampler`); returns a `SourceResult` whose `info` is the manifest's generator record
-    (pass rates are added after labelling, `pass_rates`)."""
+def load_model_samples(cfg, sampler_factory: Callable, progress: bool = True, cache_path: Optional[Path] = None):
+    """The `model` source: the problems of `cfg.generator_problems`, each with K sampled candidates; returns a
+    `SourceResult` whose `info` is the manifest's generator record (pass rates are added after labelling,
+    `pass_rates`).
+
+    `sampler_factory()`: a context manager giving the sampler (e.g. `RaySampler`), entered only when there is
+    something left to sample. Resumable: with `cache_path`, every finished chunk of `CHUNK` problems is
+    appended there as one JSON line, and a rerun with the same cache (the pipeline names it after the dataset
+    hash, which covers the generator and the sampling settings) samples only the chunks that are missing;
+    each chunk keeps its seed (`cfg.seed * 1_000_003 + its start`), so the texts are the ones an
+    uninterrupted run samples (up to the engine's numerics)."""
     from driver.data import sources
 
     folder = check_model_source(cfg)
     base = sources.load_problems(dataclasses.replace(cfg, source=cfg.generator_problems))
     problems = base.problems
     k = cfg.candidates_per_problem
-    started = time.time()
-    texts, truncated, tokens = [], 0, 0
-    bar = _bar(len(problems), progress)
-    for start in range(0, len(problems), CHUNK):
-        chunk = problems[start:start + CHUNK]
-        groups = sampler([(p.id, p.problem, p.domain) for p in chunk], k, cfg.generator_temperature,
-                         cfg.generator_max_tokens, cfg.seed * 1_000_003 + start)
-        for p, rollouts in zip(chunk, groups):
-            if len(rollouts) != k:
-                raise RuntimeError(f"generator returned {len(rollouts)} samples for problem {p.id}, asked for {k}")
-            texts.append([r.response_text for r in rollouts])
-            truncated += sum(r.truncated for r in rollouts)
-            tokens += sum(r.response_length for r in rollouts)
-        bar.update(len(chunk))
-    bar.close()
+    done = _read_chunks(cache_path, problems, k)
+    todo = [start for start in range(0, len(problems), CHUNK) if start not in done]
+    started, sampled_tokens = time.time(), 0
+    if todo:
+        bar = _bar(len(problems), progress)
+        bar.update(sum(len(rows) for rows in done.values()))
+        with sampler_factory() as sampler:
+            for start in todo:
+                chunk = problems[start:start + CHUNK]
+                groups = sampler([(p.id, p.problem, p.domain) for p in chunk], k, cfg.generator_temperature,
+                                 cfg.generator_max_tokens, cfg.seed * 1_000_003 + start)
+                rows = []
+                for p, rollouts in zip(chunk, groups):
+                    if len(rollouts) != k:
+                        raise RuntimeError(f"generator returned {len(rollouts)} samples for problem {p.id}, "
+                                           f"asked for {k}")
+                    rows.append({"id": p.id, "texts": [r.response_text for r in rollouts],
+                                 "truncated": sum(r.truncated for r in rollouts),
+                                 "tokens": sum(r.response_length for r in rollouts)})
+                sampled_tokens += sum(r["tokens"] for r in rows)
+                done[start] = rows
+                _append_chunk(cache_path, start, rows)
+                bar.update(len(chunk))
+        bar.close()
     seconds = time.time() - started
-    samples = k * len(problems)
+    rows = [row for start in sorted(done) for row in done[start]]
+    samples, fresh = k * len(rows), k * sum(len(done[s]) for s in todo)
+    tokens = sum(r["tokens"] for r in rows)
     info = {
         "folder": str(folder),
         "identity": generator_identity(cfg.generator),
@@ -133,14 +151,42 @@ def load_model_samples(cfg, sampler: Sampler, progress: bool = True):
         "sampling": {"k": k, "temperature": cfg.generator_temperature, "top_p": 1.0,
                      "max_tokens": cfg.generator_max_tokens, "seed": cfg.seed},
         "samples": samples,
+        "resumed_samples": samples - fresh,
         "sampling_seconds": round(seconds, 2),
-        "samples_per_s": round(samples / seconds, 2) if seconds > 0 else None,
-        "tokens_per_s": round(tokens / seconds, 1) if seconds > 0 else None,
+        "samples_per_s": round(fresh / seconds, 2) if fresh and seconds > 0 else None,
+        "tokens_per_s": round(sampled_tokens / seconds, 1) if fresh and seconds > 0 else None,
         "mean_tokens": tokens / samples if samples else 0.0,
-        "truncated": truncated,
+        "truncated": sum(r["truncated"] for r in rows),
     }
-    return sources.SourceResult([with_samples(p, t) for p, t in zip(problems, texts)], base.bad_rows,
+    return sources.SourceResult([with_samples(p, r["texts"]) for p, r in zip(problems, rows)], base.bad_rows,
                                 rows_over_cap=base.rows_over_cap, info={"generator": info})
+
+
+def _read_chunks(cache_path: Optional[Path], problems: list, k: int) -> dict:
+    """start -> rows of the chunks a previous run finished (a line cut short by a crash, or one that does not
+    match these problems and K, is ignored: that chunk is sampled again)."""
+    done: dict = {}
+    if cache_path is None or not Path(cache_path).exists():
+        return done
+    for line in Path(cache_path).read_text().splitlines():
+        try:
+            entry = json.loads(line)
+            start, rows = int(entry["start"]), entry["rows"]
+        except (ValueError, KeyError, TypeError):
+            continue
+        ids = [p.id for p in problems[start:start + CHUNK]]
+        if [r.get("id") for r in rows] == ids and all(len(r.get("texts", ())) == k for r in rows):
+            done[start] = rows
+    return done
+
+
+def _append_chunk(cache_path: Optional[Path], start: int, rows: list) -> None:
+    if cache_path is None:
+        return
+    Path(cache_path).parent.mkdir(parents=True, exist_ok=True)
+    with open(cache_path, "a", encoding="utf-8") as f:
+        f.write(json.dumps({"start": start, "rows": rows}) + "\n")
+        f.flush()
 
 
 def pass_rates(labeled: list, k_max: int) -> dict:

@@ -62,8 +62,10 @@ def build_dataset(cfg, provider: TokenizerProvider, format_fn: Optional[Callable
                   progress: bool = True, sampler_factory: Optional[Callable] = None) -> BuildResult:
     """Build (or reuse) the dataset of DataConfig `cfg`; prompts are counted as `format_fn(tokenizer, text)`
     (the chat formatting the model will see; default: the text itself). `sampler_factory()`: a context
-    manager giving the generator's sampler (`data.source=model` only; entered only when the dataset is not
-    cached, e.g. `driver.data.generated.RaySampler`)."""
+    manager giving the generator's sampler (`data.source=model` only; entered only when something is left to
+    sample, e.g. `driver.data.generated.RaySampler`); its samples are appended, chunk by chunk, to
+    `{dataset folder}.samples.jsonl` beside the dataset, so an interrupted build resumes, and the file is
+    removed once the dataset is written."""
     sources.check_source(cfg)
     check_budget(cfg, provider)
     versions = sources.source_versions(cfg)
@@ -74,13 +76,8 @@ def build_dataset(cfg, provider: TokenizerProvider, format_fn: Optional[Callable
         return BuildResult(path, dataset.load_dataset(path).manifest, True)
     t0 = time.time()
     _say(progress, f"reading problems from source {cfg.source!r}")
-    if cfg.source == "model":
-        if sampler_factory is None:
-            raise ValueError("data.source=model needs a sampler_factory (driver.data.generated.RaySampler)")
-        with sampler_factory() as sampler:
-            src = sources.load_problems(cfg, sampler, progress)
-    else:
-        src = sources.load_problems(cfg)
+    samples_cache = path.with_name(path.name + ".samples.jsonl")  # the model source's resumable samples
+    src = sources.load_problems(cfg, sampler_factory, progress, samples_cache)
     _say(progress, f"{src.rows_read} rows: {len(src.problems)} problems, {src.bad_rows.count} bad rows, "
                    f"{src.rows_over_cap} over data.max_rows; labeling candidates")
     labeled, label_stats = label_problems(src.problems, sandbox_cfg=sandbox_cfg)
@@ -114,6 +111,7 @@ def build_dataset(cfg, provider: TokenizerProvider, format_fn: Optional[Callable
     manifest = _manifest(cfg, key, versions, provider.key, tok_info, src, label_stats, stats, train, held,
                          train_p, held_p, [lengths[t.prompt] for t in train + held], time.time() - t0, fates)
     dataset.write_dataset(path, train, held, manifest, corpus)
+    samples_cache.unlink(missing_ok=True)  # the dataset holds them now
     _say(progress, f"wrote {path} ({len(train)} train / {len(held)} held-out prompts) in {time.time() - t0:.1f}s")
     return BuildResult(path, manifest, False)
 

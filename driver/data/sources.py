@@ -170,14 +170,15 @@ def load_file(cfg) -> SourceResult:
     return SourceResult(problems[:len(problems) - over], report, rows_over_cap=over)
 
 
-def load_model(cfg, sampler=None, progress: bool = False) -> SourceResult:
-    """The problems of `data.generator_problems` with K candidates sampled by `sampler` from the generator
-    (driver.data.generated; the sampler, e.g. `RaySampler`, owns the rollout actors)."""
+def load_model(cfg, sampler_factory=None, progress: bool = False, cache_path=None) -> SourceResult:
+    """The problems of `data.generator_problems` with K candidates sampled from the generator
+    (driver.data.generated; `sampler_factory()` gives the sampler, e.g. `RaySampler`, which owns the rollout
+    actors)."""
     from driver.data.generated import load_model_samples
 
-    if sampler is None:
-        raise ValueError("data.source=model needs a sampler (driver.data.generated.RaySampler)")
-    return load_model_samples(cfg, sampler, progress)
+    if sampler_factory is None:
+        raise ValueError("data.source=model needs a sampler_factory (driver.data.generated.RaySampler)")
+    return load_model_samples(cfg, sampler_factory, progress, cache_path)
 
 
 SOURCES = {
@@ -205,14 +206,15 @@ def check_source(cfg) -> None:
         check_model_source(cfg)
 
 
-def load_problems(cfg, sampler=None, progress: bool = False) -> SourceResult:
-    """Problems of `cfg.source` (a DataConfig), unlabeled. `sampler`: the generator's sampler, needed by the
-    `model` source only (driver.data.generated)."""
+def load_problems(cfg, sampler_factory=None, progress: bool = False, cache_path=None) -> SourceResult:
+    """Problems of `cfg.source` (a DataConfig), unlabeled. `sampler_factory` (a context manager factory giving
+    the generator's sampler) and `cache_path` (resumable samples): the `model` source only
+    (driver.data.generated)."""
     try:
         loader = SOURCES[cfg.source]
     except KeyError:
         raise ValueError(f"data.source={cfg.source!r} is not one of {sorted(SOURCES)}") from None
-    return loader(cfg, sampler, progress) if cfg.source == "model" else loader(cfg)
+    return loader(cfg, sampler_factory, progress, cache_path) if cfg.source == "model" else loader(cfg)
 
 
 def source_versions(cfg) -> dict:

@@ -174,6 +174,38 @@ def test_model_samples_feed_the_same_stages_and_the_manifest_records_the_generat
                          sampler_factory=lambda: FakeSampler(sampler.references)).path != res.path
 
 
+def test_an_interrupted_sampling_run_resumes_where_it_stopped(tmp_path):
+    """Finished chunks are kept beside the dataset; a rerun samples only the rest, with the same seeds, and
+    builds the dataset an uninterrupted run builds; the kept samples go once the dataset is written."""
+    folder = fake_model_folder(tmp_path / "gen")
+    cfg = DataConfig(source="model", generator=str(folder), num_problems=40, candidates_per_problem=4,
+                     out_dir=str(tmp_path / "ds"))
+    problems = sources.load_problems(replace(cfg, source="procedural_math")).problems
+    refs = {p.id: p.reference for p in problems}
+
+    class Crashing(FakeSampler):
+        def __call__(self, problems, *args):
+            if self.calls:
+                raise KeyboardInterrupt("interrupted")
+            return super().__call__(problems, *args)
+
+    crashing = Crashing(refs)
+    with pytest.raises(KeyboardInterrupt):
+        build_dataset(cfg, FakeProvider(), progress=False, sampler_factory=lambda: crashing)
+    kept = list((tmp_path / "ds").glob("*.samples.jsonl"))
+    assert len(kept) == 1 and len(kept[0].read_text().splitlines()) == 1  # the first chunk of 16
+    second = FakeSampler(refs)
+    res = build_dataset(cfg, FakeProvider(), progress=False, sampler_factory=lambda: second)
+    assert [call[0] for call in second.calls] == [16, 8]                 # chunks 16..31 and 32..39 only
+    assert [call[4] for call in second.calls] == [16, 32]                # their own seeds (data.seed 0)
+    gen = res.manifest["generator"]
+    assert gen["samples"] == 160 and gen["resumed_samples"] == 64 and not kept[0].exists()
+    whole = build_dataset(replace(cfg, out_dir=str(tmp_path / "whole")), FakeProvider(), progress=False,
+                          sampler_factory=lambda: FakeSampler(refs))
+    assert (whole.path / "train.jsonl").read_text() == (res.path / "train.jsonl").read_text()
+    assert whole.manifest["counts"] == res.manifest["counts"]
+
+
 def test_code_candidates_are_programs():
     p = RawProblem("he-0", "code", "def f(x):\n    \"\"\"Double.\"\"\"\n", "def check(c): pass", (), (),
                    entry_point="f")
