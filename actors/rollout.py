@@ -277,6 +277,42 @@ class RolloutWorker:
                             extras={"worker_index": self.worker_index, "prompt_tokens": len(prompt_ids),
                                     "cached_prompt_tokens": final.num_cached_tokens or 0})
 
+    async def sample_solutions(self, problems: list, n: int, temperature: float, max_tokens: int,
+                               seed: Optional[int] = None) -> list:
+        """A generator's solutions: ``n`` samples for each ``(problem_id, problem_text, domain)`` of
+        `problems`, one request with n samples each, all in flight at once (model-sampled candidates,
+        docs/data.md). The prompt is `core.chat.format_generator_prompt` (no constrained decoding, no answer
+        prefix). ``seed``: each request gets ``seed + its position``, so a rerun samples the same texts.
+
+        Returns one list of ``n`` Rollouts per problem, in order (``response_text`` = the generated text,
+        ``prompt_id`` = the problem id, behaviour log-probs included). Raises RolloutTimeout past
+        cfg.request_timeout_s."""
+        from vllm import SamplingParams
+        from vllm.sampling_params import RequestOutputKind
+
+        from core.chat import generator_prompt_token_ids
+
+        async def one(i: int, problem_id: str, text: str, domain: str) -> list:
+            prompt_ids = list(generator_prompt_token_ids(self.tokenizer, text, domain))
+            params = SamplingParams(n=n, temperature=temperature, top_p=1.0, max_tokens=max_tokens, logprobs=0,
+                                    seed=None if seed is None else seed + i,
+                                    output_kind=RequestOutputKind.FINAL_ONLY)
+            final, version, _, seconds = await self.run_request(prompt_ids, params, tag="gen")
+            self._counters["requests"] += 1
+            return [Rollout(prompt_id=problem_id, prompt_token_ids=prompt_ids, response_token_ids=list(c.token_ids),
+                            behaviour_logprobs=[c.logprobs[j][t].logprob for j, t in enumerate(c.token_ids)],
+                            response_text=c.text, policy_version=version, finish_reason=str(c.finish_reason),
+                            timings={"generate_s": seconds})
+                    for c in sorted(final.outputs, key=lambda c: c.index)]
+
+        calls = [one(i, *problem) for i, problem in enumerate(problems)]
+        try:
+            return list(await asyncio.wait_for(asyncio.gather(*calls), self.cfg.request_timeout_s))
+        except asyncio.TimeoutError:
+            self._counters["timeouts"] += 1
+            raise RolloutTimeout(f"rollout worker {self.worker_index}: sampling {len(problems)} problems "
+                                 f"exceeded request_timeout_s={self.cfg.request_timeout_s}") from None
+
     async def compute_logprobs(self, prompt_token_ids: list, response_token_ids: list) -> list:
         """Temperature-1 log-probs the engine's current weights give each of `response_token_ids`
         after `prompt_token_ids` (prompt log-probs of the concatenation). Returns len(response) floats.

@@ -204,6 +204,25 @@ def launch(cfg, model_path: str, actor_env: dict, domains: tuple = ("math",)) ->
     return handles
 
 
+def launch_rollouts(rollout_cfg, model_path: str, dtype: str, seed: int, actor_env: dict) -> Handles:
+    """Rollout actors only (`rollout_cfg.num_workers` vLLM engines of `model_path`), each with its own
+    resources and no placement group: sampling jobs that train nothing (model-sampled candidates,
+    driver/data/generated.py). Shut them down with `shutdown`."""
+    import ray
+
+    from actors.rollout import RolloutWorker
+
+    handles = Handles()
+    threads = str(max(1, ceil_cpus(rollout_cfg.num_cpus)))
+    for index in range(rollout_cfg.num_workers):
+        cls = ray.remote(num_cpus=rollout_cfg.num_cpus, num_gpus=rollout_cfg.num_gpus, max_restarts=0,
+                         max_concurrency=16,
+                         runtime_env={"env_vars": {**actor_env, "OMP_NUM_THREADS": threads}})(RolloutWorker)
+        handles.rollouts.append(cls.remote(rollout_cfg, model_path, dtype=dtype, seed=seed + 1000 * index,
+                                           worker_index=index))
+    return handles
+
+
 def shutdown(handles: Handles, timeout_s: float = 60.0) -> None:
     """Shut engines down before killing actors (a killed vLLM actor leaks /dev/shm), then free the group."""
     import ray

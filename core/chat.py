@@ -58,3 +58,34 @@ def index_token_ids(tokenizer, n: int):
     the warm-start's index target, constrained judgment in the rollout and the learnability probe."""
     ids = [tokenizer(str(i), add_special_tokens=False)["input_ids"] for i in range(n)]
     return [t[0] for t in ids] if all(len(t) == 1 for t in ids) else None
+
+
+# ---- generator prompts (a model that writes solutions: model-sampled candidates, docs/data.md) ------------
+SOLUTION_SEPARATOR = "\n\nSolution:\n"
+GENERATOR_INSTRUCTIONS = {
+    "math": "Solve the problem step by step. End with a line `Answer: X`, where X is the final answer.",
+    "code": "Complete the Python function. Reply with the complete function in one ```python code block.",
+}
+
+
+def generator_user_text(problem: str, domain: str) -> str:
+    """The user message that asks a generator for one solution of `problem` ("math" or "code")."""
+    if domain not in GENERATOR_INSTRUCTIONS:
+        raise ValueError(f"domain must be one of {sorted(GENERATOR_INSTRUCTIONS)}, got {domain!r}")
+    return f"{problem}\n\n{GENERATOR_INSTRUCTIONS[domain]}"
+
+
+def format_generator_prompt(tokenizer, problem: str, domain: str) -> str:
+    """The full prompt text a generator continues with a solution. With a chat template: the instruction as
+    the user message and the generation prompt; without one (a small model trained on worked solutions):
+    the problem, then `SOLUTION_SEPARATOR` (math) or the prompt itself, which a completion continues (code,
+    HumanEval style)."""
+    if has_chat_template(tokenizer):
+        return tokenizer.apply_chat_template([{"role": "user", "content": generator_user_text(problem, domain)}],
+                                             tokenize=False, add_generation_prompt=True)
+    return problem if domain == "code" else problem + SOLUTION_SEPARATOR
+
+
+def generator_prompt_token_ids(tokenizer, problem: str, domain: str) -> list:
+    """Token ids of `format_generator_prompt` without extra special tokens (templates add their own)."""
+    return tokenizer(format_generator_prompt(tokenizer, problem, domain), add_special_tokens=False)["input_ids"]

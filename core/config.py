@@ -70,7 +70,17 @@ class ModelConfig:
 class DataConfig:
     """Problem source and the GenSelect selection-task builder (arXiv 2602.02143, section 3)."""
     source: str = _f("procedural_math", "'procedural_math' (built-in generator), 'reasoning_gym', "
-                                        "'humaneval', or 'file' (JSONL/Parquet at `path`).")
+                                        "'humaneval', 'file' (JSONL/Parquet at `path`), or 'model' (candidates "
+                                        "sampled from the generator model at `generator`).")
+    generator: str = _f("", "source=model: a local Hugging Face model folder (config.json, tokenizer, weights) "
+                            "that samples the candidates with the rollout actors (vLLM).")
+    generator_problems: str = _f("procedural_math", "source=model: whose problems (and reference answers or "
+                                                    "tests) the generator solves: 'procedural_math', "
+                                                    "'reasoning_gym', 'humaneval' or 'file'; their own "
+                                                    "candidates are not used.")
+    generator_temperature: float = _f(1.0, "source=model: sampling temperature (top_p is 1).")
+    generator_max_tokens: int = _f(256, "source=model: longest sampled solution in tokens (longer ones are "
+                                        "truncated, counted, and still labelled).")
     path: str = _f("", "Input file for source=file (.jsonl or .parquet); columns documented in docs/data.md.")
     reasoning_gym_tasks: list = _f(["basic_arithmetic"], "reasoning-gym generator names (source=reasoning_gym).")
     num_problems: int = _f(600, "Problems to generate (procedural_math, reasoning_gym) or take from HumanEval "
@@ -174,8 +184,31 @@ class AlgorithmConfig:
                                       "model.dtype != learner.dtype, else 'behaviour'. 'behaviour' with differing "
                                       "dtypes is refused.")
     tis_cap: float = _f(2.0, "Truncated importance-sampling cap (ratio_reference='proximal').")
-    maxk_k: int = _f(4, "k of max@k (estimator 'maxk').")
-    bon_n: int = _f(8, "N of Best-of-N (estimators 'bon_rlb', 'bon_rlb_p').")
+    grpo_eps: float = _f(1e-6, "Estimator 'grpo': eps in (r - mean) / (std + eps).")
+    grpo_scale_by_std: bool = _f(True, "Estimator 'grpo': divide by the group's std (false: centring only, "
+                                       "as in Dr. GRPO).")
+    maxk_k: int = _f(4, "Estimator 'maxk': k of max@k = E[max reward of k samples] (docs/algorithms.md). "
+                        "Needs k < rollout.samples_per_prompt (k <= it with maxk_baseline='none').")
+    maxk_baseline: str = _f("loo", "Estimator 'maxk': 'loo' (k times the leave-one-out max@k of the other "
+                                   "samples: exactly unbiased, advantages sum to 0), 'mean' (GRPO-style "
+                                   "centring: the gradient shrinks by 1 - k/G) or 'none'.")
+    maxk_off_policy: bool = _f(False, "Estimator 'maxk': correct for stale samples with the paper's first-order "
+                                      "off-policy weights w' (arXiv 2510.23393), from the sequence log-ratio "
+                                      "log pi - log mu (the learner's current log-probs minus the engine's "
+                                      "behaviour log-probs, summed over response tokens; one extra learner "
+                                      "forward pass per step). Needs max_staleness >= 1.")
+    maxk_log_ratio_clip: float = _f(0.5, "Estimator 'maxk' with maxk_off_policy: the sequence log-ratio is "
+                                         "clamped to [-clip, clip] (the correction is first order in rho - 1).")
+    bon_n: int = _f(8, "Estimators 'bon_rlb', 'bon_rlb_p': N of the Best-of-N objective 1 - p^N (p = failure "
+                       "probability; arXiv 2412.15287). Binary rewards only.")
+    bon_p_estimate: str = _f("group", "Estimators 'bon_rlb', 'bon_rlb_p': how p is estimated per prompt. "
+                                      "'group': plug-in failure fraction of the group (biased for N >= 2, weight "
+                                      "clipped to [bon_p_min, bon_p_max]); 'loo': leave-one-out, exactly "
+                                      "unbiased, needs bon_n <= rollout.samples_per_prompt.")
+    bon_p_min: float = _f(0.0, "Estimators 'bon_rlb', 'bon_rlb_p' with bon_p_estimate='group': lower clip of "
+                               "the p in the weight N p^(N-1) (the baseline keeps the unclipped p).")
+    bon_p_max: float = _f(1.0, "Estimators 'bon_rlb', 'bon_rlb_p' with bon_p_estimate='group': upper clip of "
+                               "the p in the weight; must exceed bon_p_min.")
 
 
 @dataclass
@@ -294,7 +327,8 @@ _CHOICES = {
     "model.dtype": ("float32", "bfloat16"),
     "learner.dtype": ("float32", "bfloat16"),
     "model.warm_start.target": ("format", "oracle"),
-    "data.source": ("procedural_math", "reasoning_gym", "humaneval", "file"),
+    "data.source": ("procedural_math", "reasoning_gym", "humaneval", "file", "model"),
+    "data.generator_problems": ("procedural_math", "reasoning_gym", "humaneval", "file"),
     "data.bad_rows": ("skip", "error"),
     "verifier.reward": ("binary", "partial"),
     "verifier.sandbox_backend": ("bubblewrap", "docker"),
@@ -302,6 +336,8 @@ _CHOICES = {
     "learner.lr_schedule": ("constant", "linear", "cosine"),
     "algorithm.advantage_estimator": ("grpo", "maxk", "bon_rlb", "bon_rlb_p"),
     "algorithm.ratio_reference": ("auto", "behaviour", "proximal"),
+    "algorithm.maxk_baseline": ("loo", "mean", "none"),
+    "algorithm.bon_p_estimate": ("group", "loo"),
     "weight_sync.backend": ("object_store", "nccl"),
     "cluster.placement_strategy": ("PACK", "SPREAD", "STRICT_PACK", "STRICT_SPREAD"),
 }
@@ -315,6 +351,10 @@ def _check(cfg: TrainConfig) -> None:
             raise ConfigError(f"{key}={value!r} is not one of {list(choices)}")
     d, r, a = cfg.data, cfg.rollout, cfg.algorithm
     rules = [
+        ("data.generator", d.source != "model" or bool(d.generator),
+         "is required when data.source=model (a local model folder)"),
+        ("data.candidates_per_problem", d.source != "model" or d.candidates_per_problem >= 2,
+         "is K, the solutions sampled per problem with data.source=model: must be >= 2"),
         ("data.min_candidates", 2 <= d.min_candidates <= d.max_candidates, "must be >= 2 and <= max_candidates"),
         ("data.max_candidates", d.max_candidates <= 16, "must be <= 16 (the paper's window)"),
         ("data.candidates_per_problem", d.candidates_per_problem >= d.min_candidates,
@@ -325,6 +365,10 @@ def _check(cfg: TrainConfig) -> None:
         ("data.hedge_wrong_rate", 0 <= d.hedge_wrong_rate <= 1, "must be in [0, 1]"),
         ("data.hedge_correct_rate", 0 <= d.hedge_correct_rate <= 1, "must be in [0, 1]"),
         ("data.path", d.source != "file" or bool(d.path), "is required when data.source=file"),
+        ("data.path", d.source != "model" or d.generator_problems != "file" or bool(d.path),
+         "is required when data.generator_problems=file"),
+        ("data.generator_temperature", d.generator_temperature > 0, "must be > 0"),
+        ("data.generator_max_tokens", d.generator_max_tokens >= 1, "must be >= 1"),
         ("data.max_rows", d.max_rows >= 0, "must be >= 0 (0: every row of the file)"),
         ("data.max_prompt_tokens", d.max_prompt_tokens >= 1, "must be >= 1"),
         ("data.max_prompt_tokens", cfg.model.name != "tiny"
@@ -343,11 +387,7 @@ def _check(cfg: TrainConfig) -> None:
         ("algorithm.eps_low", 0 < a.eps_low < 1, "must be in (0, 1)"),
         ("algorithm.eps_high", a.eps_high > 0, "must be > 0"),
         ("algorithm.dual_clip_c", a.dual_clip_c > 1, "must be > 1"),
-        ("algorithm.maxk_k", a.advantage_estimator != "maxk" or 1 <= a.maxk_k < r.samples_per_prompt,
-         "must be in [1, rollout.samples_per_prompt - 1] (the leave-one-out baseline needs G > k)"),
-        ("algorithm.advantage_estimator", not a.advantage_estimator.startswith("bon_")
-         or a.overlong_filtering or a.overlong_penalty_factor == 0,
-         "needs binary rewards: set algorithm.overlong_filtering=true or overlong_penalty_factor=0"),
+        *_estimator_rules(cfg),
         ("algorithm.max_num_gen_batches", a.max_num_gen_batches >= 1, "must be >= 1"),
         ("rollout.top_p", r.top_p == 1.0, "must be 1.0: the learner scores the full distribution "
          "(logits / temperature), so a nucleus-renormalised behaviour policy makes the ratio wrong"),
@@ -369,6 +409,65 @@ def _check(cfg: TrainConfig) -> None:
     for key, ok, message in rules:
         if not ok:
             raise ConfigError(f"{key}={_get(cfg, key)!r} {message}")
+
+
+def _estimator_rules(cfg: TrainConfig) -> list:
+    """(key, ok, message) rules of the advantage estimator's parameters (core/algo/bon.py), checked before any
+    actor starts. Only the chosen estimator's keys are checked, except `maxk_off_policy`, a switch that means
+    nothing without 'maxk'."""
+    a, G = cfg.algorithm, cfg.rollout.samples_per_prompt
+    name = a.advantage_estimator
+    rules = [("algorithm.maxk_off_policy", not a.maxk_off_policy or name == "maxk",
+              f"needs algorithm.advantage_estimator=maxk (it is {name!r})")]
+    if name == "grpo":
+        rules.append(("algorithm.grpo_eps", a.grpo_eps > 0, "must be > 0"))
+    if name == "maxk":
+        top = G if a.maxk_baseline == "none" else G - 1
+        why = ("k samples out of G" if a.maxk_baseline == "none" else
+               f"algorithm.maxk_baseline={a.maxk_baseline!r} needs G > k: "
+               + ("the leave-one-out max@k of the other G-1 samples" if a.maxk_baseline == "loo"
+                  else "at k = G the centred gradient is exactly zero"))
+        rules += [
+            ("algorithm.maxk_k", 1 <= a.maxk_k <= top,
+             f"must be in [1, {top}] with rollout.samples_per_prompt={G} ({why})"),
+            ("algorithm.maxk_log_ratio_clip", a.maxk_log_ratio_clip > 0, "must be > 0"),
+            ("algorithm.maxk_off_policy", not a.maxk_off_policy or cfg.max_staleness >= 1,
+             f"needs max_staleness >= 1 (with max_staleness={cfg.max_staleness} every sample is on-policy: "
+             f"there is nothing to correct)"),
+        ]
+    if name.startswith("bon_"):
+        rules += [
+            ("algorithm.advantage_estimator", cfg.verifier.reward == "binary",
+             f"needs binary rewards, but verifier.reward={cfg.verifier.reward!r} gives fractional ones "
+             f"(use algorithm.advantage_estimator=maxk for continuous rewards, or verifier.reward=binary)"),
+            ("algorithm.advantage_estimator", a.overlong_filtering or a.overlong_penalty_factor == 0,
+             "needs binary rewards: set algorithm.overlong_filtering=true or overlong_penalty_factor=0"),
+            ("algorithm.bon_n", a.bon_n >= 1, "must be >= 1"),
+            ("algorithm.bon_n", a.bon_p_estimate != "loo" or a.bon_n <= G,
+             f"must be <= rollout.samples_per_prompt={G} with algorithm.bon_p_estimate='loo' (the leave-one-out "
+             f"estimate of p^(N-1) draws N-1 of the other G-1 samples)"),
+            ("algorithm.bon_p_min", 0 <= a.bon_p_min < a.bon_p_max <= 1,
+             f"must be >= 0 and < algorithm.bon_p_max={a.bon_p_max} (<= 1)"),
+            ("algorithm.bon_p_estimate", a.bon_p_estimate != "loo" or (a.bon_p_min, a.bon_p_max) == (0.0, 1.0),
+             f"'loo' uses no clipping: algorithm.bon_p_min={a.bon_p_min} / bon_p_max={a.bon_p_max} would be "
+             f"ignored (leave them at 0 and 1, or use bon_p_estimate=group)"),
+        ]
+    return rules
+
+
+def estimator_params(algo: AlgorithmConfig) -> dict:
+    """Keyword parameters of `core.algo.bon.make_estimator(algo.advantage_estimator, **params)`, one config key
+    each (`AlgorithmConfig`'s `grpo_*`, `maxk_*`, `bon_*`)."""
+    name = algo.advantage_estimator
+    if name == "grpo":
+        return {"eps": algo.grpo_eps, "scale_by_std": algo.grpo_scale_by_std}
+    if name == "maxk":
+        return {"k": algo.maxk_k, "baseline": algo.maxk_baseline, "off_policy": algo.maxk_off_policy,
+                "log_ratio_clip": algo.maxk_log_ratio_clip}
+    if name in ("bon_rlb", "bon_rlb_p"):
+        return {"n": algo.bon_n, "p_estimate": algo.bon_p_estimate, "p_min": algo.bon_p_min,
+                "p_max": algo.bon_p_max}
+    raise ValueError(f"unknown advantage estimator {name!r}")
 
 
 def resolve_ratio_reference(requested: str, max_staleness: int, engine_dtype: str, learner_dtype: str) -> str:
@@ -454,4 +553,4 @@ def describe(cls: type = TrainConfig, prefix: str = "") -> list:
 
 __all__ = ["TrainConfig", "ModelConfig", "TinyModelConfig", "WarmStartConfig", "DataConfig", "RolloutConfig",
            "VerifierConfig", "LearnerConfig", "AlgorithmConfig", "WeightSyncConfig", "ClusterConfig",
-           "ServeConfig", "ConfigError", "load_config", "resolve_ratio_reference", "to_yaml", "from_yaml", "describe"]
+           "ServeConfig", "ConfigError", "load_config", "estimator_params", "resolve_ratio_reference", "to_yaml", "from_yaml", "describe"]

@@ -25,13 +25,14 @@ import torch
 from actors.packing import count_loss_tokens, shard_sequences
 from core.algo import dapo
 from core.algo.bon import make_estimator
+from core.config import estimator_params
 from core.records import TrainSequence
 
 
 def estimator_from_config(algo):
-    """The advantage estimator named by `algo.advantage_estimator`, with its parameters from the config."""
-    params = {"maxk": {"k": algo.maxk_k}, "bon_rlb": {"n": algo.bon_n}, "bon_rlb_p": {"n": algo.bon_n}}
-    return make_estimator(algo.advantage_estimator, **params.get(algo.advantage_estimator, {}))
+    """The advantage estimator named by `algo.advantage_estimator`, with every parameter from the config
+    (`core.config.estimator_params`; validated when the config was loaded)."""
+    return make_estimator(algo.advantage_estimator, **estimator_params(algo))
 
 
 def dynamic_sampling(groups: list, enabled: bool) -> tuple:
@@ -89,9 +90,13 @@ class Batch:
     stats: dict = field(default_factory=dict)
 
 
-def shape_and_advantage(groups: list, algo, max_response_tokens: int) -> Sequences:
+def shape_and_advantage(groups: list, algo, max_response_tokens: int, policy_logprobs=None) -> Sequences:
     """Stage 3: overlong shaping, advantages and one TrainSequence per response of `groups` (each with G
-    scored rollouts)."""
+    scored rollouts).
+
+    `policy_logprobs(sequences) -> per-token log-probs` under the policy being trained (the learner's current
+    weights; `Run.policy_logprobs`) is needed only by an off-policy estimator (`algorithm.maxk_off_policy`):
+    its sequence log-ratio is `sum(policy log-probs) - sum(behaviour log-probs)` per response."""
     if not groups:
         raise ValueError("shape_and_advantage needs at least one group")
     rollouts = [r for g in groups for r in g.rollouts]
@@ -107,7 +112,7 @@ def shape_and_advantage(groups: list, algo, max_response_tokens: int) -> Sequenc
         penalty = dapo.overlong_penalty(lengths, max_response_tokens, algo.overlong_buffer_len,
                                         algo.overlong_penalty_factor)
         shaped = shaped + penalty.view(len(groups), G)
-    advantages = estimator_from_config(algo).advantages(shaped)                       # (num_groups, G)
+    estimator = estimator_from_config(algo)
     weights = (~truncated).double() if algo.overlong_filtering else torch.ones(len(rollouts), dtype=torch.float64)
     # a failed verification (timeout, crash) is no wrong answer: out of the loss (filter_groups drops such
     # groups before they get here; this guards callers that skip it)
@@ -123,10 +128,21 @@ def shape_and_advantage(groups: list, algo, max_response_tokens: int) -> Sequenc
         prompts += [shared] * len(g.rollouts)
     sequences = [
         TrainSequence(prompt_token_ids=p, response_token_ids=list(r.response_token_ids),
-                     behaviour_logprobs=list(r.behaviour_logprobs), advantage=float(a), loss_weight=float(w),
+                     behaviour_logprobs=list(r.behaviour_logprobs), advantage=0.0, loss_weight=float(w),
                      policy_version=r.policy_version, allowed_token_ids=r.allowed_token_ids)
-        for r, p, a, w in zip(rollouts, prompts, advantages.reshape(-1).tolist(), weights.tolist())
+        for r, p, w in zip(rollouts, prompts, weights.tolist())
     ]
+    log_ratio = None
+    if estimator.needs_seq_log_ratio:
+        if policy_logprobs is None:
+            raise ValueError(f"estimator {algo.advantage_estimator!r} is off-policy: shape_and_advantage needs "
+                             f"policy_logprobs")
+        current = policy_logprobs(sequences)
+        log_ratio = torch.tensor([sum(lp) - sum(s.behaviour_logprobs) for lp, s in zip(current, sequences)],
+                                 dtype=torch.float64).view(len(groups), G)
+    advantages = estimator.advantages(shaped, seq_log_ratio=log_ratio)                 # (num_groups, G)
+    for s, a in zip(sequences, advantages.reshape(-1).tolist()):
+        s.advantage = float(a)
     stats = {
         "reward/mean": raw.mean().item(),
         "reward/shaped_mean": shaped.mean().item(),
@@ -138,6 +154,9 @@ def shape_and_advantage(groups: list, algo, max_response_tokens: int) -> Sequenc
         "batch/response_tokens": count_loss_tokens(sequences),
         "batch/verifier_failures_masked": int(failed.sum()),
     }
+    if log_ratio is not None:
+        stats["offpolicy/seq_log_ratio_abs_mean"] = log_ratio.abs().mean().item()
+        stats["offpolicy/clipped_fraction"] = (log_ratio.abs() > algo.maxk_log_ratio_clip).double().mean().item()
     return Sequences(sequences, stats)
 
 

@@ -58,8 +58,20 @@ class ModelTokenizerProvider:
                            "vocab_size": len(tokenizer)}
 
 
+def generator_sampler(data_cfg, model_cfg, rollout_cfg=None):
+    """For `data.source=model`: a factory of the context manager that samples from the generator on rollout
+    actors (`driver.data.generated.RaySampler`); None for the other sources."""
+    if data_cfg.source != "model":
+        return None
+    from core.config import RolloutConfig
+    from driver.data.generated import RaySampler
+
+    cfg = rollout_cfg or RolloutConfig()
+    return lambda: RaySampler(cfg, data_cfg.generator, dtype=model_cfg.dtype, seed=data_cfg.seed)
+
+
 def prepare(data_cfg, model_cfg, with_model: bool = True, sandbox_cfg=None, progress: bool = True,
-            eval_prompts: int = 200) -> Prepared:
+            eval_prompts: int = 200, rollout_cfg=None) -> Prepared:
     """Build or reuse the dataset; resolve the model; warm-start it (tiny, when enabled and `with_model`).
 
     Args:
@@ -69,9 +81,12 @@ def prepare(data_cfg, model_cfg, with_model: bool = True, sandbox_cfg=None, prog
             the prompts).
         sandbox_cfg: sandbox.config.SandboxConfig for labeling code candidates (default: its defaults).
         eval_prompts: held-out prompts the warm-start is evaluated on.
+        rollout_cfg: core.config.RolloutConfig of the engines that sample candidates from the generator
+            (`data.source=model`; default: its defaults). The generator's engines use `model_cfg.dtype`.
     """
     provider = ModelTokenizerProvider(model_cfg)
-    built = build_dataset(data_cfg, provider, format_fn=format_prompt, sandbox_cfg=sandbox_cfg, progress=progress)
+    built = build_dataset(data_cfg, provider, format_fn=format_prompt, sandbox_cfg=sandbox_cfg, progress=progress,
+                          sampler_factory=generator_sampler(data_cfg, model_cfg, rollout_cfg))
     base = provider.model_dir or registry.resolve_model(model_cfg, ds.read_corpus(built.path))
     stats = None
     model_dir = base

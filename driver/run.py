@@ -43,7 +43,8 @@ class Run:
         self._log_to_file()
         from driver.data.dataset import load_dataset
 
-        self.prepared = prepare(self.cfg.data, self.cfg.model, eval_prompts=self.cfg.eval_prompts or 200)
+        self.prepared = prepare(self.cfg.data, self.cfg.model, eval_prompts=self.cfg.eval_prompts or 200,
+                                rollout_cfg=self.cfg.rollout)
         data = load_dataset(self.prepared.dataset_dir)
         self.train_tasks, self.heldout = data.train, data.heldout
         self.eval_tasks = self.heldout[: self.cfg.eval_prompts] if self.cfg.eval_prompts else self.heldout
@@ -62,7 +63,7 @@ class Run:
         from driver.prepare import prepare
 
         d = self.cfg.data
-        if not self.cfg.eval_without_cue or not (d.hedge_wrong_rate or d.hedge_correct_rate):
+        if not self.cfg.eval_without_cue or not (d.hedge_wrong_rate or d.hedge_correct_rate) or d.source == "model":
             return []
         data_cfg = dataclasses.replace(d, hedge_wrong_rate=0.0, hedge_correct_rate=0.0, seed=d.seed + 1,
                                        num_problems=min(d.num_problems, 1000), heldout_fraction=0.5)
@@ -247,6 +248,17 @@ class Run:
         metrics = {**batch.stats, **{f"learner/{k}": v for k, v in results[0].items()
                                      if isinstance(v, (int, float))}}
         return metrics, time.time() - started
+
+    def policy_logprobs(self, sequences: list) -> list:
+        """Stage 3, off-policy estimators only (`algorithm.maxk_off_policy`): per-token log-probs of each
+        response under the learner's current weights (the policy this step trains). Rank 0 computes them;
+        under ZeRO-3 with several ranks the forward pass is collective, so every rank runs it."""
+        ranks = self.handles.learners
+        if not (self.cfg.learner.zero_stage == 3 and len(ranks) > 1):
+            ranks = ranks[:1]
+        results = self._get([l.compute_logprobs.remote(sequences) for l in ranks],
+                            self.cfg.learner.step_timeout_s, "learner log-probs (off-policy max@k)")
+        return results[0]
 
     def sync_weights(self, version: int, attempts: int = 3) -> dict:
         """Stage 6 (also on resume and after a rollout restart): push the learner's weights into every engine

@@ -6,6 +6,11 @@ input row and every candidate accounted for, and the labels per verifier. `--rep
 verdict (correct / wrong / timeout / error) so labels can be audited before training. With `--with-model` it
 also resolves the model and runs the warm-start, and prints its held-out results. A bad config or bad data
 (`data.bad_rows=error`, a missing file, a budget the model cannot read) ends with one `error: ...` line.
+
+`data.source=model data.generator=PATH`: the candidates are K = `data.candidates_per_problem` solutions
+sampled from the model folder PATH by rollout actors (vLLM), labelled by the verifiers; the table then also
+shows the generator, its sampling settings, throughput and pass rates (docs/data.md, "Model-sampled
+candidates"). A PATH that is not a model folder, or K < 2, is one `error: ...` line before anything starts.
 """
 from __future__ import annotations
 
@@ -47,6 +52,8 @@ def format_manifest(manifest: dict, report: bool = False) -> str:
         lines += ["", f"  {section:<34} {'count':>10}"]
         lines += [f"  {key:<34} {c.get(key, 0):>10}" + (f"  ({note})" if note else "") for key, note in keys]
     lines += ["", format_labels(manifest.get("labeling", {}), examples=report)]
+    if manifest.get("generator"):
+        lines += ["", format_generator(manifest["generator"])]
     lines += ["", _row("split", "train", "held-out"),
               _row("problems", tr["problems"], he["problems"]),
               _row("prompts", tr["prompts"], he["prompts"]),
@@ -69,6 +76,20 @@ def format_manifest(manifest: dict, report: bool = False) -> str:
                       + (f", ... ({len(manifest[key]) - len(shown)} more)" if len(manifest[key]) > len(shown) else "")]
     if manifest.get("bad_rows", {}).get("examples"):
         lines += ["", "  bad rows (first ones):"] + [f"    {e}" for e in manifest["bad_rows"]["examples"][:10]]
+    return "\n".join(lines)
+
+
+def format_generator(gen: dict) -> str:
+    """The `model` source's record: which model sampled the candidates, how, how fast, and its pass rates."""
+    sp, rates = gen["sampling"], gen.get("pass_rates", {})
+    lines = [f"  generator {gen['folder']}  (problems from {gen['problems_from']})",
+             f"  sampling: K={sp['k']}, temperature {sp['temperature']}, top_p {sp['top_p']}, max_tokens "
+             f"{sp['max_tokens']}, seed {sp['seed']}; {gen['samples']} samples in {gen['sampling_seconds']}s "
+             f"({gen['samples_per_s']} samples/s), mean {gen['mean_tokens']:.1f} tokens, {gen['truncated']} truncated"]
+    if rates:
+        curve = "  ".join(f"pass@{k} {_pct(v['value'])}" for k, v in rates.get("pass_at_k", {}).items())
+        lines.append(f"  pass rates over {rates['problems']} problems: mean reward {_pct(rates['mean_reward'])}, "
+                     f"solved at least once {_pct(rates['solved_at_least_once'])}; {curve}")
     return "\n".join(lines)
 
 
@@ -112,7 +133,8 @@ def main(argv=None) -> int:
 
     try:
         cfg = load_config(args.config, args.overrides)
-        prepared = prepare(cfg.data, cfg.model, with_model=args.with_model, progress=not args.quiet)
+        prepared = prepare(cfg.data, cfg.model, with_model=args.with_model, progress=not args.quiet,
+                           rollout_cfg=cfg.rollout)
     except (ConfigError, DataError) as e:  # the user's config or data: one line, no traceback
         print(f"error: {e}", file=sys.stderr)
         return 2

@@ -54,7 +54,8 @@ def train_loop(run, start_step: int, steps: int) -> None:
             keep_in_flight(run, pending, cfg.max_staleness)
         train_metrics, train_s, sync_stats = {}, 0.0, {"seconds": 0.0}
         if collected.groups:
-            sequences = shape_and_advantage(collected.groups, algo, cfg.rollout.max_response_tokens)  # 3.
+            sequences = shape_and_advantage(collected.groups, algo, cfg.rollout.max_response_tokens,  # 3.
+                                            run.policy_logprobs)
             batch = shard(sequences, len(run.handles.learners))                                       # 4.
             train_metrics, train_s = run.learner_step(batch, step)                                    # 5.
             sync_stats = run.sync_weights(run.version + 1)                                            # 6.

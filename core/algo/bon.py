@@ -31,8 +31,11 @@ BoN-aware RL for binary rewards (Chow et al., arXiv 2412.15287), derived here
     (``pi_bon = pi (1-p^N)/(1-p)`` on successes, ``pi p^(N-1)`` on failures). There ``E_bon[g_P 1{succ} grad
     log pi] = grad J`` and ``E_bon[(g+ 1{succ} + g- 1{fail}) grad log pi] = grad J``, with ``g-`` entering
     with a PLUS sign (with a minus sign it is biased). On i.i.d. samples of pi, which is what our groups are,
-    none of the three is unbiased. ``chow_bon_sample_weights`` keeps them (clipped at p_max) for the
-    BoN-selected setting; tests/core/algo/test_bon.py proves every claim above by exact enumeration.
+    none of the three is unbiased, and the trainer never samples from pi_bon: a group of G >= N i.i.d.
+    draws already contains BoN's choice, and ``p_estimate="loo"`` turns ALL of its samples into an exactly
+    unbiased estimate of the same gradient, where the selected-sample form would keep one draw in N. So the
+    REFERENCE weights are not implemented here; tests/core/algo/test_bon.py keeps them as a test helper and
+    proves every claim above by exact enumeration.
 """
 
 from __future__ import annotations
@@ -53,6 +56,11 @@ class AdvantageEstimator(Protocol):
 
     def advantages(self, rewards: Tensor, seq_log_ratio: Tensor | None = None) -> Tensor:
         """``seq_log_ratio``: optional ``(num_groups, G)`` sum over response tokens of log pi - log mu."""
+        ...
+
+    @property
+    def needs_seq_log_ratio(self) -> bool:
+        """True when :meth:`advantages` must be given ``seq_log_ratio`` (off-policy max@k)."""
         ...
 
 
@@ -163,6 +171,7 @@ class GRPOEstimator:
 
     eps: float = 1e-6
     scale_by_std: bool = True
+    needs_seq_log_ratio = False
 
     def advantages(self, rewards: Tensor, seq_log_ratio: Tensor | None = None) -> Tensor:
         """``(num_groups, G) -> (num_groups, G)``; on-policy, ``seq_log_ratio`` is ignored."""
@@ -174,25 +183,40 @@ class MaxKEstimator:
     """max@k advantages (arXiv 2510.23393): ``A_i = n rt_i - b_i`` so that ``E[(1/n) sum A grad log pi]``
     is ``grad max@k`` (``"loo"``/``"none"``) or ``(1 - k/n)`` of it (``"mean"``).
 
-    With ``seq_log_ratio`` (log pi/mu per sample, summed over tokens; clamped to ``|log rho| <= log_ratio_clip``)
-    the off-policy ``w'`` is used and the result is divided by ``rho_i``: the loss's own ratio multiplies it back,
-    so the gradient coefficient of ``grad log pi(y_i)`` is ``n w'_i - rho_i b_i`` (the baseline stays exact).
+    ``off_policy``: the samples come from a behaviour policy mu that differs from the policy pi being trained
+    (stale samples); ``advantages`` then needs ``seq_log_ratio`` (log pi/mu per sample, summed over tokens;
+    clamped to ``|log rho| <= log_ratio_clip``), uses the paper's first-order ``w'`` and divides the result by
+    ``rho_i``: the loss's own ratio multiplies it back, so the gradient coefficient of ``grad log pi(y_i)`` is
+    ``n w'_i - rho_i b_i`` (the baseline stays exact). Without ``off_policy`` a given ratio is ignored.
     """
 
     k: int = 4
     baseline: str = "loo"
+    off_policy: bool = False
     log_ratio_clip: float = 0.5
 
     def __post_init__(self) -> None:
         if self.baseline not in MAXK_BASELINES:
             raise ValueError(f"unknown max@k baseline {self.baseline!r}; valid: {sorted(MAXK_BASELINES)}")
+        if self.k < 1 or not self.log_ratio_clip > 0:
+            raise ValueError(f"need k >= 1 and log_ratio_clip > 0, got k={self.k}, "
+                             f"log_ratio_clip={self.log_ratio_clip}")
+
+    @property
+    def needs_seq_log_ratio(self) -> bool:
+        """Whether :meth:`advantages` must be given ``seq_log_ratio`` (the caller computes log pi - log mu)."""
+        return self.off_policy
 
     def advantages(self, rewards: Tensor, seq_log_ratio: Tensor | None = None) -> Tensor:
-        """``(num_groups, G) -> (num_groups, G)`` float64."""
+        """``(num_groups, G) -> (num_groups, G)`` float64; ``seq_log_ratio`` ``(num_groups, G)`` when
+        ``off_policy``."""
         n = rewards.shape[-1]
         base = MAXK_BASELINES[self.baseline](rewards, self.k)
-        if seq_log_ratio is None:
+        if not self.off_policy:
             return n * maxk_transformed_rewards(rewards, self.k) - base
+        if seq_log_ratio is None or seq_log_ratio.shape != rewards.shape:
+            got = None if seq_log_ratio is None else tuple(seq_log_ratio.shape)
+            raise ValueError(f"off-policy max@k needs seq_log_ratio of shape {tuple(rewards.shape)}, got {got}")
         clip = self.log_ratio_clip
         rho = torch.exp(seq_log_ratio.to(torch.float64).clamp(-clip, clip))
         coef = maxk_offpolicy_transformed_rewards(rewards, rho - 1, self.k)
@@ -239,19 +263,6 @@ def bon_rlb_loo_advantages(rewards: Tensor, n: int, positive_only: bool = False)
     return n * q * (r - base)
 
 
-def chow_bon_sample_weights(fail_prob: Tensor, n: int, positive_only: bool = False, p_max: float = 0.99):
-    """REFERENCE.md's weights, valid for samples SELECTED by BoN (Chow et al. arXiv 2412.15287), not i.i.d. pi.
-
-    Returns ``(w_succ, w_fail)`` with ``p`` clipped to ``[0, p_max]``: ``(N p^(N-1)/(1-p^N), +N p/(1-p))``,
-    or ``(N p^(N-1)(1-p)/(1-p^N), 0)`` when ``positive_only``. Shapes follow ``fail_prob``.
-    """
-    p = fail_prob.to(torch.float64).clamp(0.0, p_max)
-    success_bon = 1 - p**n
-    if positive_only:
-        return n * p ** (n - 1) * (1 - p) / success_bon, torch.zeros_like(p)
-    return n * p ** (n - 1) / success_bon, n * p / (1 - p)
-
-
 def _bon_group(est: "BoNRLBEstimator", rewards: Tensor) -> Tensor:
     """Plug-in ``p_hat = fails / G`` (Chow et al.); the weight's p is clipped to ``[p_min, p_max]``."""
     _check_binary(rewards)
@@ -281,12 +292,13 @@ class BoNRLBEstimator:
     p_estimate: str = "group"
     p_min: float = 0.0
     p_max: float = 1.0
+    needs_seq_log_ratio = False
 
     def __post_init__(self) -> None:
         if self.p_estimate not in BON_P_ESTIMATES:
             raise ValueError(f"unknown p_estimate {self.p_estimate!r}; valid: {sorted(BON_P_ESTIMATES)}")
-        if self.n < 1 or not 0 <= self.p_min <= self.p_max <= 1:
-            raise ValueError(f"need n >= 1 and 0 <= p_min <= p_max <= 1, got {self}")
+        if self.n < 1 or not 0 <= self.p_min < self.p_max <= 1:
+            raise ValueError(f"need n >= 1 and 0 <= p_min < p_max <= 1, got {self}")
 
     def advantages(self, rewards: Tensor, seq_log_ratio: Tensor | None = None) -> Tensor:
         """``(num_groups, G) -> (num_groups, G)`` float64; on-policy, ``seq_log_ratio`` is ignored."""

@@ -1,5 +1,8 @@
 """Best-of-N evaluation metrics: pass@k, max@k, majority@k, GenSelect@N, random@N, pass@N, bootstrap CIs.
 
+``pass_at_k`` and ``max_at_k`` are :mod:`core.algo.passk`'s (which also has the curves over k, majority@k
+and BoN@k over subsets, and curve CIs); this module scores one problem's given answers.
+
 Per-problem functions return one float; average them over problems and put :func:`bootstrap_ci` around the
 average (resampling problems, the unit that is i.i.d.). The unbiased estimators follow Chen et al.,
 "Evaluating Large Language Models Trained on Code" (arXiv 2107.03374) for pass@k and its order-statistics
@@ -8,39 +11,12 @@ generalisation to continuous rewards (max@k, arXiv 2510.23393).
 
 from __future__ import annotations
 
-import math
 from collections import defaultdict
 from collections.abc import Hashable, Sequence
 
 import numpy as np
 
-
-def pass_at_k(n: int, c: int, k: int) -> float:
-    """Unbiased pass@k from ``n`` samples with ``c`` correct: ``1 - C(n-c, k) / C(n, k)`` (arXiv 2107.03374).
-
-    Computed in the stable product form ``1 - prod_{i=n-c+1}^{n} (1 - k/i)``. Requires ``0 <= c <= n``,
-    ``1 <= k <= n``.
-    """
-    if not (0 <= c <= n and 1 <= k <= n):
-        raise ValueError(f"need 0 <= c <= n and 1 <= k <= n, got n={n}, c={c}, k={k}")
-    if n - c < k:
-        return 1.0
-    return float(1.0 - np.prod(1.0 - k / np.arange(n - c + 1, n + 1, dtype=np.float64)))
-
-
-def max_at_k(rewards: Sequence[float], k: int) -> float:
-    """Unbiased max@k: expected max of ``k`` rewards drawn without replacement from the ``n >= k`` given ones.
-
-    With rewards sorted ascending (1-based), ``r_(i)`` is the max of a random k-subset with probability
-    ``C(i-1, k-1) / C(n, k)`` (arXiv 2510.23393; binary rewards reduce to :func:`pass_at_k`).
-    """
-    values = np.sort(np.asarray(rewards, dtype=np.float64))
-    n = values.size
-    if not 1 <= k <= n:
-        raise ValueError(f"need 1 <= k <= n, got k={k}, n={n}")
-    total = math.comb(n, k)
-    probs = np.array([math.comb(i, k - 1) / total for i in range(n)], dtype=np.float64)
-    return float(probs @ values)
+from core.algo.passk import max_at_k, pass_at_k  # noqa: F401  (one implementation: passk.py)
 
 
 def majority_at_k(answers: Sequence[Hashable | None], correct: Sequence[bool]) -> float:

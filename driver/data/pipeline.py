@@ -59,9 +59,14 @@ def tokenizer_corpus(train_tasks: list) -> list:
 
 
 def build_dataset(cfg, provider: TokenizerProvider, format_fn: Optional[Callable] = None, sandbox_cfg=None,
-                  progress: bool = True) -> BuildResult:
+                  progress: bool = True, sampler_factory: Optional[Callable] = None) -> BuildResult:
     """Build (or reuse) the dataset of DataConfig `cfg`; prompts are counted as `format_fn(tokenizer, text)`
-    (the chat formatting the model will see; default: the text itself)."""
+    (the chat formatting the model will see; default: the text itself). `sampler_factory()`: a context
+    manager giving the generator's sampler (`data.source=model` only; entered only when something is left to
+    sample, e.g. `driver.data.generated.RaySampler`); its samples are appended, chunk by chunk, to
+    `{dataset folder}.samples.jsonl` beside the dataset, so an interrupted build resumes, and the file is
+    removed once the dataset is written."""
+    sources.check_source(cfg)
     check_budget(cfg, provider)
     versions = sources.source_versions(cfg)
     key = dataset.dataset_key(cfg, versions, provider.key)
@@ -71,10 +76,15 @@ def build_dataset(cfg, provider: TokenizerProvider, format_fn: Optional[Callable
         return BuildResult(path, dataset.load_dataset(path).manifest, True)
     t0 = time.time()
     _say(progress, f"reading problems from source {cfg.source!r}")
-    src = sources.load_problems(cfg)
+    samples_cache = path.with_name(path.name + ".samples.jsonl")  # the model source's resumable samples
+    src = sources.load_problems(cfg, sampler_factory, progress, samples_cache)
     _say(progress, f"{src.rows_read} rows: {len(src.problems)} problems, {src.bad_rows.count} bad rows, "
                    f"{src.rows_over_cap} over data.max_rows; labeling candidates")
     labeled, label_stats = label_problems(src.problems, sandbox_cfg=sandbox_cfg)
+    if "generator" in src.info:
+        from driver.data.generated import pass_rates
+
+        src.info["generator"]["pass_rates"] = pass_rates(labeled, cfg.candidates_per_problem)
     stats = builder.BuildStats()
     kept = builder.filter_problems(labeled, cfg.max_correct_fraction, cfg.min_candidates,
                                    cfg.max_candidate_chars, stats)
@@ -101,6 +111,7 @@ def build_dataset(cfg, provider: TokenizerProvider, format_fn: Optional[Callable
     manifest = _manifest(cfg, key, versions, provider.key, tok_info, src, label_stats, stats, train, held,
                          train_p, held_p, [lengths[t.prompt] for t in train + held], time.time() - t0, fates)
     dataset.write_dataset(path, train, held, manifest, corpus)
+    samples_cache.unlink(missing_ok=True)  # the dataset holds them now
     _say(progress, f"wrote {path} ({len(train)} train / {len(held)} held-out prompts) in {time.time() - t0:.1f}s")
     return BuildResult(path, manifest, False)
 
@@ -152,4 +163,5 @@ def _manifest(cfg, key, versions, tok_key, tok_info, src, label_stats, stats, tr
                           "max": max(token_lengths, default=0)},
         "train": vars(ts),
         "heldout": vars(hs),
+        **src.info,
     }

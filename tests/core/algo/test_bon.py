@@ -119,7 +119,7 @@ def test_maxk_offpolicy_is_first_order_correct(n, k):
     def on_policy_only(rewards, rho):
         return bon.maxk_transformed_rewards(rewards, k)
 
-    est = bon.MaxKEstimator(k=k, baseline="loo" if k < n else "none", log_ratio_clip=50.0)
+    est = bon.MaxKEstimator(k=k, baseline="loo" if k < n else "none", off_policy=True, log_ratio_clip=50.0)
 
     def estimator(rewards, rho):  # the loss multiplies A by rho; average over the group
         return rho * est.advantages(rewards, seq_log_ratio=torch.log(rho)) / n
@@ -199,6 +199,20 @@ def test_bon_rlb_p_plugin_exact_for_n1():
     torch.testing.assert_close(got, bon_objective_grad(1), atol=1e-10, rtol=1e-8)
 
 
+def chow_bon_sample_weights(fail_prob, n, positive_only=False, p_max=0.99):
+    """REFERENCE.md's weights (Chow et al. arXiv 2412.15287), valid for samples SELECTED by BoN, not i.i.d. pi.
+
+    Not in core.algo.bon: the trainer's groups are i.i.d. samples of pi (module docstring there). Returns
+    ``(w_succ, w_fail)`` with ``p`` clipped to ``[0, p_max]``: ``(N p^(N-1)/(1-p^N), +N p/(1-p))``, or
+    ``(N p^(N-1)(1-p)/(1-p^N), 0)`` when ``positive_only``.
+    """
+    p = fail_prob.to(F64).clamp(0.0, p_max)
+    success_bon = 1 - p**n
+    if positive_only:
+        return n * p ** (n - 1) * (1 - p) / success_bon, torch.zeros_like(p)
+    return n * p ** (n - 1) / success_bon, n * p / (1 - p)
+
+
 def bon_selected_distribution(n_bon):
     """Exact distribution (4,) of the sample Best-of-N selects: first success among N draws, else the first."""
     seqs = sequences(n_bon)
@@ -223,8 +237,8 @@ def test_reference_md_weights_hold_for_bon_selected_samples_only(n_bon):
     true = bon_objective_grad(n_bon)
     selected = bon_selected_distribution(n_bon)
     iid = torch.softmax(THETA, 0)
-    g_plus, g_minus = bon.chow_bon_sample_weights(p, n_bon)
-    g_pos_only, _ = bon.chow_bon_sample_weights(p, n_bon, positive_only=True)
+    g_plus, g_minus = chow_bon_sample_weights(p, n_bon)
+    g_pos_only, _ = chow_bon_sample_weights(p, n_bon, positive_only=True)
     # Right on BoN-selected samples: positive-only, and two-sided with g- entering with a PLUS sign.
     torch.testing.assert_close(weighted_score(selected, g_pos_only, 0.0), true, atol=1e-10, rtol=1e-8)
     torch.testing.assert_close(weighted_score(selected, g_plus, g_minus), true, atol=1e-10, rtol=1e-8)
@@ -303,3 +317,24 @@ def test_registry_names_build_their_classes():
     assert isinstance(bon.make_estimator("grpo"), bon.GRPOEstimator)
     assert bon.make_estimator("bon_rlb_p").positive_only and not bon.make_estimator("bon_rlb").positive_only
     assert set(bon.ESTIMATORS) == {"grpo", "maxk", "bon_rlb", "bon_rlb_p"}
+
+
+def test_maxk_off_policy_needs_the_ratio_and_ignores_it_when_off():
+    rewards = torch.tensor([[0.1, 0.9, 0.4, 0.0]], dtype=F64)
+    ratio = torch.tensor([[0.2, -0.1, 0.05, 0.3]], dtype=F64)
+    on = bon.make_estimator("maxk", k=2)
+    off = bon.make_estimator("maxk", k=2, off_policy=True)
+    assert off.needs_seq_log_ratio and not on.needs_seq_log_ratio
+    assert not bon.make_estimator("grpo").needs_seq_log_ratio and not bon.make_estimator("bon_rlb").needs_seq_log_ratio
+    torch.testing.assert_close(on.advantages(rewards, seq_log_ratio=ratio), on.advantages(rewards))
+    torch.testing.assert_close(off.advantages(rewards, torch.zeros_like(rewards)), on.advantages(rewards))
+    assert not torch.allclose(off.advantages(rewards, ratio), on.advantages(rewards))
+    with pytest.raises(ValueError, match="seq_log_ratio"):
+        off.advantages(rewards)
+    with pytest.raises(ValueError, match="log_ratio_clip"):
+        bon.make_estimator("maxk", k=2, off_policy=True, log_ratio_clip=0.0)
+
+
+def test_bon_refuses_an_empty_weight_range():
+    with pytest.raises(ValueError, match="p_min < p_max"):
+        bon.make_estimator("bon_rlb", p_min=0.5, p_max=0.5)

@@ -6,7 +6,7 @@ import sys
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[2]
-CORE = ["core.algo.dapo", "core.algo.bon", "core.algo.metrics", "core.algo.knockout"]
+CORE = ["core.algo.dapo", "core.algo.bon", "core.algo.metrics", "core.algo.passk", "core.algo.knockout"]
 OPTIONAL = ["core.algo.genselect", "core.records"]
 FORBIDDEN = {"ray", "vllm", "deepspeed", "transformers"}
 
