@@ -33,6 +33,7 @@ import numpy as np
 import torch
 
 from actors import checkpoint_io as cio
+from actors import packed_attention
 from actors.faults import maybe_crash
 from actors.learner_nccl import NcclWeightSender
 from actors.packing import (count_loss_tokens, dummy_micro_batch, pack_sequences,
@@ -70,7 +71,8 @@ class _PolicyLogprobs(torch.nn.Module):
     """Wraps a HF causal LM: packed inputs -> log-probs and entropies of the target tokens only.
 
     The LM head runs only at the N target positions (GenSelect prompts are ~90% of the tokens).
-    Inputs: input_ids, position_ids (rows, width); attention_mask (rows, 1, width, width) bool;
+    Inputs: input_ids, position_ids (rows, width); attention_mask: the micro-batch's BlockLayout (block
+    attention, actors/packed_attention.py) or a (rows, 1, width, width) bool mask (SDPA; the reference);
     target_index, target_ids (N,); optional allowed_ids (N, K), -1 padded (see actors.packing.MicroBatch):
     then each distribution is the softmax over those ids only, as the constrained sampler drew from it.
     Returns two (N,) fp32 tensors: log pi(target) (with grad) and the entropy of the predictive
@@ -79,10 +81,13 @@ class _PolicyLogprobs(torch.nn.Module):
 
     def __init__(self, model: torch.nn.Module, temperature: float = 1.0):
         super().__init__()
+        packed_attention.install(model)
         self.model = model
         self.temperature = temperature
 
     def forward(self, input_ids, position_ids, attention_mask, target_index, target_ids, allowed_ids=None):
+        if isinstance(attention_mask, packed_attention.BlockLayout):  # handed to every layer untouched
+            attention_mask = {"full_attention": attention_mask, "sliding_attention": attention_mask}
         hidden = self.model.base_model(input_ids=input_ids, position_ids=position_ids, attention_mask=attention_mask,
                                        use_cache=False)[0]
         h = hidden.reshape(-1, hidden.shape[-1]).index_select(0, target_index)
@@ -98,6 +103,28 @@ class _PolicyLogprobs(torch.nn.Module):
             probs = torch.softmax(logits, dim=-1)
             entropy = log_z - (probs * logits.masked_fill(probs == 0, 0.0)).sum(-1)
         return logprobs, entropy
+
+
+def micro_batch_loss(logprobs, mb, algo, num_tokens: int, world_size: int, prox=False) -> tuple:
+    """The loss one packed micro-batch backpropagates (pure: no engine, no process group).
+
+    logprobs: (N,) log pi of `mb`'s targets (with grad). `prox`: False for the behaviour ratio, the proximal
+    log-probs (N,) for the decoupled ratio, or None for "the proximal policy is the current weights" (this
+    forward pass's own values, detached). Returns (loss to backpropagate: the token-sum scaled by
+    world_size / num_tokens, the token-sum itself, the clip statistics, the truncated IS weights or None).
+    """
+    d = logprobs.device
+    behaviour, weights = mb.behaviour_logprobs.to(d), mb.loss_weights.to(d)
+    old, is_w = behaviour, None
+    if prox is None:
+        prox = logprobs.detach()
+    if prox is not False:  # decoupled PPO: ratio vs proximal, truncated IS behaviour -> proximal
+        is_w = truncated_is_weights(behaviour, prox, algo.tis_cap)
+        old = prox
+    loss_sum, stats = clipped_policy_loss(
+        logprobs[None], old[None], mb.advantages.to(d)[None], weights[None], eps_low=algo.eps_low,
+        eps_high=algo.eps_high, dual_clip_c=algo.dual_clip_c, is_weights=None if is_w is None else is_w[None])
+    return token_level_mean(loss_sum, num_tokens, grad_divisor=world_size), loss_sum, stats, is_w
 
 
 class Learner(NcclWeightSender):
@@ -236,19 +263,8 @@ class Learner(NcclWeightSender):
         self.engine.set_gradient_accumulation_boundary(last)
         t0 = time.perf_counter()
         logprobs, entropy = self.engine(**self._inputs(mb))
-        d = self.device
-        behaviour, weights = mb.behaviour_logprobs.to(d), mb.loss_weights.to(d)
-        old, is_w = behaviour, None
-        if prox is None:
-            prox = logprobs.detach()
-        if prox is not False:  # decoupled PPO: ratio vs proximal, truncated IS behaviour -> proximal
-            is_w = truncated_is_weights(behaviour, prox, self.algo.tis_cap)
-            old = prox
-        loss_sum, stats = clipped_policy_loss(
-            logprobs[None], old[None], mb.advantages.to(d)[None], weights[None], eps_low=self.algo.eps_low,
-            eps_high=self.algo.eps_high, dual_clip_c=self.algo.dual_clip_c,
-            is_weights=None if is_w is None else is_w[None])
-        loss = token_level_mean(loss_sum, num_tokens, grad_divisor=self.world_size)
+        weights = mb.loss_weights.to(self.device)
+        loss, loss_sum, stats, is_w = micro_batch_loss(logprobs, mb, self.algo, num_tokens, self.world_size, prox)
         t1 = time.perf_counter()
         self.engine.backward(loss)
         timing["forward_s"] += t1 - t0

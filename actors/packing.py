@@ -31,6 +31,8 @@ from typing import Optional
 
 import torch
 
+from actors.packed_attention import BlockLayout
+
 PAD_ID = 0
 
 
@@ -91,7 +93,9 @@ class TrainBatch:
 class MicroBatch:
     """One packed forward pass. N = response tokens in the micro-batch.
 
-    input_ids, position_ids: (rows, width) long. attention_mask: (rows, 1, width, width) bool, True = attend.
+    input_ids, position_ids: (rows, width) long. attention_mask: the `BlockLayout` of the micro-batch (which
+    positions each position attends to, as attention blocks; `dense_attention_mask()` is the same as a
+    (rows, 1, width, width) boolean mask, True = attend).
     target_index: (N,) long, index into the flattened (rows * width) positions predicting each target.
     target_ids: (N,) long response tokens. behaviour_logprobs, advantages, loss_weights: (N,) float32.
     spans: per packed sequence, (index into the packed list, start, end) of its slice of the N targets.
@@ -101,7 +105,7 @@ class MicroBatch:
     """
     input_ids: torch.Tensor
     position_ids: torch.Tensor
-    attention_mask: torch.Tensor
+    attention_mask: BlockLayout
     target_index: torch.Tensor
     target_ids: torch.Tensor
     behaviour_logprobs: torch.Tensor
@@ -119,6 +123,10 @@ class MicroBatch:
     @property
     def num_loss_tokens(self) -> int:
         return int((self.loss_weights != 0).sum())
+
+    def dense_attention_mask(self) -> torch.Tensor:
+        """(rows, 1, width, width) bool, True = attend: the layout as one dense mask (reference; W^2 per row)."""
+        return self.attention_mask.dense()
 
 
 def _units(sequences: list, max_tokens: int, share_prefix: bool) -> list:
@@ -162,30 +170,55 @@ def _place(lengths: list, max_tokens: int) -> list:
     return [b["rows"] for b in batches]
 
 
-def pack_sequences(sequences: list, max_tokens: int, share_prefix: bool = True) -> list:
+def _place_flat(lengths: list, max_tokens: int) -> list:
+    """First-fit-decreasing of items with `lengths` into micro-batches of one row of at most `max_tokens`."""
+    bins, free = [], []
+    for i in sorted(range(len(lengths)), key=lambda j: -lengths[j]):
+        k = next((b for b, f in enumerate(free) if f >= lengths[i]), None)
+        if k is None:
+            bins.append([])
+            free.append(max_tokens)
+            k = len(bins) - 1
+        bins[k].append(i)
+        free[k] -= lengths[i]
+    return [[row] for row in bins]
+
+
+LAYOUTS = ("flat", "rows")
+
+
+def pack_sequences(sequences: list, max_tokens: int, share_prefix: bool = True, layout: str = "flat") -> list:
     """Pack `sequences` (TrainSequence) into micro-batches of at most `max_tokens` input tokens each.
 
+    layout "flat" (what the learner runs): each micro-batch is one row, units back to back, no padding; its
+    attention cost is the sum over blocks, whatever the row's length. "rows": rows as wide as the longest unit
+    (padded tails), the layout for a dense (rows, 1, W, W) mask, whose cost is rows * W^2 (kept as the
+    reference the benchmarks compare with).
     Sequences with no response tokens are left out. Deterministic for the same input.
     Returns a list of `MicroBatch`; `spans` index into `sequences`.
     """
     if max_tokens < 1:
         raise ValueError(f"max_tokens must be positive, got {max_tokens}")
+    if layout not in LAYOUTS:
+        raise ValueError(f"layout must be one of {LAYOUTS}, got {layout!r}")
     units = _units(sequences, max_tokens, share_prefix)
     lengths = [_unit_length(sequences, u) for u in units]
-    return [_build(sequences, [[units[k] for k in row] for row in rows]) for rows in _place(lengths, max_tokens)]
+    place = _place_flat if layout == "flat" else _place
+    return [_build(sequences, [[units[k] for k in row] for row in rows]) for rows in place(lengths, max_tokens)]
 
 
 class _Row:
     """Accumulates one row: token ids, positions, unit ids and segment ids (0 = prompt, j = response j)."""
 
     def __init__(self):
-        self.ids, self.pos, self.unit, self.seg = [], [], [], []
+        self.ids, self.pos, self.blocks = [], [], []
 
-    def add(self, tokens: list, start_pos: int, unit: int, seg: int) -> None:
-        self.ids.extend(tokens)
-        self.pos.extend(range(start_pos, start_pos + len(tokens)))
-        self.unit.extend([unit] * len(tokens))
-        self.seg.extend([seg] * len(tokens))
+    def add(self, tokens: list, start_pos: int, kind: str, prompt: tuple = (0, 0)) -> None:
+        if tokens:
+            start = len(self.ids)
+            self.ids.extend(tokens)
+            self.pos.extend(range(start_pos, start_pos + len(tokens)))
+            self.blocks.append((kind, start, len(self.ids)) + tuple(prompt))
 
 
 def _stack(built: list, key: str) -> torch.Tensor:
@@ -200,14 +233,14 @@ def _build(sequences: list, rows: list) -> MicroBatch:
     built = []
     for r, row in enumerate(rows):
         acc = _Row()
-        for unit_id, unit in enumerate(row):
+        for unit in row:
             prompt = list(sequences[unit[0]].prompt_token_ids)
             p, offset = len(prompt), len(acc.ids)
-            acc.add(prompt, 0, unit_id, 0)
-            for j, i in enumerate(unit, start=1):
+            acc.add(prompt, 0, "prompt")
+            for i in unit:
                 s = sequences[i]
                 seg_start = len(acc.ids)
-                acc.add(list(s.response_token_ids[:-1]), p, unit_id, j)
+                acc.add(list(s.response_token_ids[:-1]), p, "response", (offset, offset + p))
                 start = len(t_ids)
                 t_index.extend(r * width + x for x in [offset + p - 1] + list(range(seg_start, len(acc.ids))))
                 t_ids.extend(s.response_token_ids)
@@ -217,15 +250,11 @@ def _build(sequences: list, rows: list) -> MicroBatch:
                 allowed.extend([s.allowed_token_ids] * len(s.response_token_ids))
                 spans.append((i, start, len(t_ids)))
         real = len(acc.ids)
-        acc.add([PAD_ID] * (width - real), 0, len(row), 0)  # padding tail: its own block
+        acc.add([PAD_ID] * (width - real), 0, "pad")  # padding tail: seen by nothing
         built.append((acc, real))
-    unit_ids, seg_ids = _stack(built, "unit"), _stack(built, "seg")
-    causal = torch.ones(width, width, dtype=torch.bool).tril()
-    same_unit = unit_ids[:, :, None] == unit_ids[:, None, :]  # (rows, query, key)
-    prompt_or_own = (seg_ids[:, None, :] == 0) | (seg_ids[:, :, None] == seg_ids[:, None, :])
-    mask = same_unit & causal & prompt_or_own
+    layout = BlockLayout(len(built), width, [row.blocks for row, _ in built])
     f32 = torch.float32
-    return MicroBatch(_stack(built, "ids"), _stack(built, "pos"), mask.unsqueeze(1),
+    return MicroBatch(_stack(built, "ids"), _stack(built, "pos"), layout,
                       torch.tensor(t_index, dtype=torch.long), torch.tensor(t_ids, dtype=torch.long),
                       torch.tensor(behav, dtype=f32), torch.tensor(adv, dtype=f32), torch.tensor(weight, dtype=f32),
                       spans, sum(real for _, real in built), _allowed_tensor(allowed))
@@ -250,8 +279,8 @@ def dummy_micro_batch() -> MicroBatch:
     ZeRO-2 reduces gradients in the backward); a rank with fewer micro-batches runs these.
     """
     zero = torch.zeros(1, dtype=torch.float32)
-    mask = torch.ones(2, 2, dtype=torch.bool).tril()[None, None]
-    return MicroBatch(torch.zeros((1, 2), dtype=torch.long), torch.arange(2).unsqueeze(0), mask,
+    layout = BlockLayout(1, 2, [[("prompt", 0, 2, 0, 0)]])
+    return MicroBatch(torch.zeros((1, 2), dtype=torch.long), torch.arange(2).unsqueeze(0), layout,
                       torch.tensor([1]), torch.tensor([0]), zero, zero.clone(), zero.clone(), [])
 
 

@@ -39,17 +39,21 @@ groups = st.lists(st.tuples(st.integers(1, 40), st.lists(st.integers(0, 12), min
 
 
 @settings(max_examples=60, deadline=None)
-@given(spec=groups, budget=st.integers(8, 200), seed=st.integers(0, 10), share=st.booleans())
-def test_packing_layout_invariants(spec, budget, seed, share):
+@given(spec=groups, budget=st.integers(8, 200), seed=st.integers(0, 10), share=st.booleans(),
+       layout=st.sampled_from(["flat", "rows"]))
+def test_packing_layout_invariants(spec, budget, seed, share, layout):
     rng = random.Random(seed)
     seqs = make_groups(spec, rng)
-    mbs = pack_sequences(seqs, budget, share_prefix=share)
+    mbs = pack_sequences(seqs, budget, share_prefix=share, layout=layout)
     seen = set()
     for mb in mbs:
         rows, width = mb.input_ids.shape
         assert rows * width <= budget or rows == 1  # over budget only for one over-long unit
-        assert mb.attention_mask.shape == (rows, 1, width, width)
-        mask = mb.attention_mask[:, 0].reshape(rows * width, width)
+        if layout == "flat":
+            assert rows == 1 and mb.num_real_tokens == width  # one row, no padding
+        dense = mb.dense_attention_mask()  # the block layout as a dense mask: what each position sees
+        assert dense.shape == (rows, 1, width, width)
+        mask = dense[:, 0].reshape(rows * width, width)
         flat_ids, flat_pos = mb.input_ids.reshape(-1), mb.position_ids.reshape(-1)
         for i, start, end in mb.spans:
             assert i not in seen
@@ -69,6 +73,36 @@ def test_packing_layout_invariants(spec, budget, seed, share):
     assert seen == {i for i, s in enumerate(seqs) if s.response_token_ids}
     assert sum(mb.num_loss_tokens for mb in mbs) == count_loss_tokens(seqs)
     assert 0.0 <= padding_fraction(mbs) < 1.0
+    assert layout == "rows" or padding_fraction(mbs) == 0.0
+
+
+@settings(max_examples=25, deadline=None)
+@given(spec=groups, budget=st.integers(8, 120), seed=st.integers(0, 10), share=st.booleans(),
+       layout=st.sampled_from(["flat", "rows"]))
+def test_block_attention_equals_dense_mask_attention(spec, budget, seed, share, layout):
+    """Block attention gives every non-padding position the output (and the q/k/v gradients) of SDPA with the
+    dense mask, grouped-query heads included."""
+    from actors.packed_attention import block_attention
+
+    rng = random.Random(seed)
+    seqs = make_groups(spec, rng)
+    gen = torch.Generator().manual_seed(seed)
+    for mb in pack_sequences(seqs, budget, share_prefix=share, layout=layout):
+        rows, width = mb.input_ids.shape
+        q = torch.randn(rows, 4, width, 8, generator=gen, dtype=torch.float64, requires_grad=True)
+        k, v = (torch.randn(rows, 2, width, 8, generator=gen, dtype=torch.float64, requires_grad=True)
+                for _ in range(2))
+        real = torch.tensor([[kind != "pad" for kind, s, e, _, _ in blocks for _ in range(s, e)]
+                             for blocks in mb.attention_mask.blocks])  # (rows, width)
+        weight = torch.randn(rows, 4, width, 8, generator=gen, dtype=torch.float64) * real[:, None, :, None]
+        got = block_attention(q, k, v, mb.attention_mask)
+        want = torch.nn.functional.scaled_dot_product_attention(
+            q, k.repeat_interleave(2, dim=1), v.repeat_interleave(2, dim=1), attn_mask=mb.dense_attention_mask())
+        mask = real[:, None, :, None].expand_as(got)
+        assert torch.allclose(got[mask], want[mask], atol=1e-12, rtol=0)
+        grads = [torch.autograd.grad((out * weight).sum(), (q, k, v)) for out in (got, want)]
+        for a, b in zip(*grads):
+            assert torch.allclose(a, b, atol=1e-12, rtol=0)
 
 
 def test_shared_prefix_packing_is_dense_and_deterministic():
@@ -160,8 +194,8 @@ def hf_model(tiny_model_path):
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("share_prefix", [True, False])
-def test_packed_forward_equals_one_by_one(hf_model, share_prefix):
+@pytest.mark.parametrize("share_prefix,layout", [(True, "flat"), (False, "flat"), (True, "rows")])
+def test_packed_forward_equals_one_by_one(hf_model, share_prefix, layout):
     from actors.learner import _PolicyLogprobs
 
     rng = random.Random(3)
@@ -172,7 +206,7 @@ def test_packed_forward_equals_one_by_one(hf_model, share_prefix):
         spec.append((60, [1, 8, 30]))  # over the budget together: the group is split, the prompt repeated
     seqs = make_groups(spec, rng, vocab=vocab)
     wrapper = _PolicyLogprobs(hf_model)
-    packed = pack_sequences(seqs, 96, share_prefix=share_prefix)
+    packed = pack_sequences(seqs, 96, share_prefix=share_prefix, layout=layout)
     assert any(len(m.spans) > m.input_ids.shape[0] for m in packed)  # some rows really hold several sequences
     got = [[] for _ in seqs]
     with torch.no_grad():

@@ -1,0 +1,128 @@
+"""Attention over a packed micro-batch by blocks: each block one SDPA call on the keys it may see.
+
+A packed micro-batch (actors/packing.py) holds shared-prefix units back to back: a prompt, then the responses
+that share it. A prompt token sees the earlier tokens of its prompt; a response token sees its whole prompt and
+the earlier tokens of its own response; padding is seen by nothing. The learner used to give SDPA this as a dense
+(rows, 1, W, W) boolean mask: W^2 bytes per row (1 GiB at W = 32K), and a kernel that computes every one of the
+W^2 scores, most of them masked. Here the micro-batch carries a `BlockLayout` instead, and each block is one
+`scaled_dot_product_attention` call on its own keys only:
+
+* a prompt `[a, b)`: queries and keys `[a, b)`, causal (`is_causal=True`, no mask tensor);
+* a response segment `[s, e)` of a unit whose prompt is `[a, b)`: queries `[s, e)`, keys `[a, b)` then `[s, e)`,
+  with an (e - s, b - a + e - s) boolean mask: the whole prompt, causal within the segment;
+* padding: output 0 (no target reads it, no block sees it).
+
+The cost is the sum over blocks of queries x keys, and the memory of a mask is per response segment, so neither
+grows with W^2. Each query's softmax runs over exactly the keys the dense mask allows, in the same order of
+positions, so the outputs equal the dense-mask attention up to float rounding (tests/actors/test_packing.py).
+
+FlexAttention block masks would express the same layout in one call, but in torch 2.13 FlexAttention has no
+backward on CPU ("FlexAttention does not support backward on CPU"), eager or compiled.
+
+The layout reaches the attention layers through transformers' attention interface: `install(model)` registers
+`packed_attention_forward` under the name "genselect_packed" (it hands any other mask to transformers' SDPA, so
+the model keeps working with ordinary masks) and `_PolicyLogprobs` passes the layout as the model's
+`attention_mask={"full_attention": layout}`, which transformers forwards to every layer untouched.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import torch
+
+NAME = "genselect_packed"
+
+
+@dataclass
+class BlockLayout:
+    """The attention blocks of one packed micro-batch of `rows` rows of `width` positions.
+
+    blocks[r]: the blocks of row r in position order, covering [0, width): tuples
+    (kind, start, end, prompt_start, prompt_end) with kind "prompt" (causal over [start, end)), "response"
+    (keys: the prompt [prompt_start, prompt_end), then [start, end) causally) or "pad" (output 0).
+    """
+    rows: int
+    width: int
+    blocks: list = field(default_factory=list)
+
+    def to(self, *args, **kwargs) -> "BlockLayout":  # the layout is plain data: device moves are no-ops
+        return self
+
+    def dense(self) -> torch.Tensor:
+        """The (rows, 1, width, width) boolean mask with the same visibility (True = attend): the reference."""
+        mask = torch.zeros(self.rows, 1, self.width, self.width, dtype=torch.bool)
+        for r, blocks in enumerate(self.blocks):
+            for kind, s, e, a, b in blocks:
+                # padding sees the earlier padding (never read; an all-False row would make SDPA return NaN)
+                mask[r, 0, s:e, s:e] = torch.ones(e - s, e - s, dtype=torch.bool).tril()
+                if kind == "response":
+                    mask[r, 0, s:e, a:b] = True
+        return mask
+
+    def scored_pairs(self) -> int:
+        """Query-key pairs the blocks compute (upper bound: full rectangles), against rows * width^2 dense."""
+        total = 0
+        for blocks in self.blocks:
+            for kind, s, e, a, b in blocks:
+                if kind != "pad":
+                    total += (e - s) * ((e - s) + (b - a if kind == "response" else 0))
+        return total
+
+
+def _response_mask(prompt_len: int, length: int, device) -> torch.Tensor:
+    """(length, prompt_len + length) bool: every prompt key, then causal over the segment."""
+    causal = torch.ones(length, length, dtype=torch.bool, device=device).tril()
+    return torch.cat([torch.ones(length, prompt_len, dtype=torch.bool, device=device), causal], dim=1)
+
+
+def block_attention(query: torch.Tensor, key: torch.Tensor, value: torch.Tensor, layout: BlockLayout,
+                    scaling=None) -> torch.Tensor:
+    """query (rows, H, W, D), key/value (rows, H_kv, W, D) -> (rows, H, W, D) attention output."""
+    sdpa = torch.nn.functional.scaled_dot_product_attention
+    rows, heads, width, dim = query.shape
+    if key.shape[1] != heads:  # grouped-query attention: one K/V head per group of query heads
+        rep = heads // key.shape[1]
+        key, value = key.repeat_interleave(rep, dim=1), value.repeat_interleave(rep, dim=1)
+    if (rows, width) != (layout.rows, layout.width):
+        raise ValueError(f"attention input {rows}x{width} does not match the layout {layout.rows}x{layout.width}")
+    out_rows = []
+    for r in range(rows):
+        q, k, v = query[r:r + 1], key[r:r + 1], value[r:r + 1]
+        parts = []
+        for kind, s, e, a, b in layout.blocks[r]:
+            if kind == "prompt":
+                parts.append(sdpa(q[:, :, s:e], k[:, :, s:e], v[:, :, s:e], is_causal=True, scale=scaling))
+            elif kind == "response":
+                kk = torch.cat([k[:, :, a:b], k[:, :, s:e]], dim=2)
+                vv = torch.cat([v[:, :, a:b], v[:, :, s:e]], dim=2)
+                parts.append(sdpa(q[:, :, s:e], kk, vv, attn_mask=_response_mask(b - a, e - s, q.device),
+                                  scale=scaling))
+            else:
+                parts.append(q.new_zeros(1, heads, e - s, dim))
+        out_rows.append(torch.cat(parts, dim=2) if len(parts) > 1 else parts[0])
+    return torch.cat(out_rows, dim=0) if rows > 1 else out_rows[0]
+
+
+def packed_attention_forward(module, query, key, value, attention_mask, dropout: float = 0.0, scaling=None,
+                             **kwargs):
+    """transformers attention-interface function: block attention for a BlockLayout, SDPA otherwise."""
+    if isinstance(attention_mask, BlockLayout):
+        if dropout:
+            raise ValueError("block attention has no dropout")
+        return block_attention(query, key, value, attention_mask, scaling).transpose(1, 2).contiguous(), None
+    from transformers.integrations.sdpa_attention import sdpa_attention_forward
+
+    return sdpa_attention_forward(module, query, key, value, attention_mask, dropout=dropout, scaling=scaling,
+                                  **kwargs)
+
+
+def install(model) -> None:
+    """Register the "genselect_packed" attention (and SDPA's mask builder under the same name) and switch
+    `model` to it. Ordinary masks still go to SDPA; a BlockLayout goes to `block_attention`."""
+    from transformers import AttentionInterface
+    from transformers.masking_utils import AttentionMaskInterface, sdpa_mask
+
+    AttentionInterface.register(NAME, packed_attention_forward)
+    AttentionMaskInterface.register(NAME, sdpa_mask)
+    if getattr(model.config, "_attn_implementation", None) != NAME:
+        model.set_attn_implementation(NAME)

@@ -1,0 +1,228 @@
+"""Learner step of the embedded default, without Ray or DeepSpeed: where the time goes, and how it scales.
+
+Builds the default's tiny Qwen3 (3.4M parameters, fp32; `driver.prepare` on configs/default.yaml, cached under
+.cache/) and a GenSelect-shaped batch from the default's dataset: `--prompts` prompts (16, the default's
+prompts_per_step) x `--samples` responses (8), each response one constrained index token, as the default's
+rollout samples them. The batch is packed by `actors.packing.pack_sequences` (the learner's
+`micro_batch_tokens`, 8192) and one learner step is run as the learner runs it: per micro-batch the forward of
+`actors.learner._PolicyLogprobs`, `actors.learner.micro_batch_loss`, backward; then global-norm clipping and
+AdamW. `--attention dense` feeds the dense (rows, 1, W, W) boolean mask to SDPA (the learner before issue 10);
+`--attention blocks` the packed block layout (`actors.packed_attention`, what the learner runs now).
+
+    # step time: median and spread over repeats (1 thread: the learner actor's OMP_NUM_THREADS in the default)
+    python benchmarks/learner_step.py --attention blocks --repeats 15
+    # where the time goes (torch.profiler, top ops by self CPU time)
+    python benchmarks/learner_step.py --attention dense --profile
+    # memory and time of one step on one packed row of W tokens (one GenSelect group: a prompt + G responses)
+    python benchmarks/learner_step.py --attention blocks --row-tokens 4096 --repeats 3
+
+Each run prints a JSON line (and appends it to --out when given): medians, min/max, the machine's load.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import os
+import platform
+import random
+import resource
+import statistics
+import sys
+import time
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(REPO))
+
+
+def default_model_and_tasks(config: str = "configs/default.yaml"):
+    """(model folder, train tasks, tokenizer) of the default run, built or reused by driver.prepare."""
+    from transformers import AutoTokenizer
+
+    from driver.config import load_config
+    from driver.data.dataset import load_dataset
+    from driver.prepare import prepare
+
+    cfg = load_config(str(REPO / config))
+    prepared = prepare(cfg.data, cfg.model, with_model=True, progress=False)
+    return prepared.model_dir, load_dataset(prepared.dataset_dir).train, AutoTokenizer.from_pretrained(
+        prepared.model_dir), cfg
+
+
+def genselect_batch(tasks, tokenizer, prompts: int, samples: int, seed: int = 0) -> list:
+    """`prompts` x `samples` TrainSequences shaped as the default's: the prompt as the rollout encodes it,
+    one constrained index token as the response (uniform behaviour log-probs), group-normalised
+    advantages of the correct/incorrect choice (a group with no signal gets +-1 so every token counts)."""
+    from actors.packing import TrainSequence
+    from driver.models.chat import index_token_ids, prompt_token_ids
+
+    rng = random.Random(seed)
+    out = []
+    for task in tasks[:prompts]:
+        ids = prompt_token_ids(tokenizer, task.prompt)
+        allowed = index_token_ids(tokenizer, task.num_candidates)
+        picks = [rng.randrange(task.num_candidates) for _ in range(samples)]
+        rewards = [float(task.labels[k]) for k in picks]
+        mean = sum(rewards) / samples
+        std = statistics.stdev(rewards) if samples > 1 else 0.0
+        adv = [(r - mean) / (std + 1e-6) if std > 0 else rng.choice([-1.0, 1.0]) for r in rewards]
+        lp = -math.log(task.num_candidates)
+        out += [TrainSequence(ids, [allowed[k]], [lp], a, 0, allowed_token_ids=allowed) for k, a in zip(picks, adv)]
+    return out
+
+
+def long_group(width: int, prompt_len: int, samples: int, vocab: int, seed: int = 0) -> list:
+    """One GenSelect group whose packed unit is exactly `width` input tokens: a `prompt_len` prompt and
+    `samples` unconstrained responses of near-equal length (the paper-scale shape: long responses)."""
+    from actors.packing import TrainSequence
+
+    rng = random.Random(seed)
+    prompt = [rng.randrange(2, vocab) for _ in range(prompt_len)]
+    total = width - prompt_len + samples  # sum of response lengths (each response adds R_j - 1 inputs)
+    lengths = [total // samples + (1 if j < total % samples else 0) for j in range(samples)]
+    return [TrainSequence(prompt, [rng.randrange(2, vocab) for _ in range(r)], [-2.0] * r,
+                          1.0 if j % 2 == 0 else -1.0, 0) for j, r in enumerate(lengths)]
+
+
+def load_model(model_dir):
+    import torch
+    from transformers import AutoModelForCausalLM
+
+    from actors.learner import _PolicyLogprobs
+
+    hf = AutoModelForCausalLM.from_pretrained(str(model_dir), dtype=torch.float32, attn_implementation="sdpa")
+    return _PolicyLogprobs(hf).train()
+
+
+def inputs(mb, attention: str) -> dict:
+    """The learner's forward kwargs for `mb`, with the dense mask or the block layout."""
+    out = {"input_ids": mb.input_ids, "position_ids": mb.position_ids, "target_index": mb.target_index,
+           "target_ids": mb.target_ids, "allowed_ids": mb.allowed_ids}
+    out["attention_mask"] = mb.dense_attention_mask() if attention == "dense" else mb.attention_mask
+    return out
+
+
+class Step:
+    """One learner step: forward/backward of each micro-batch, clip, AdamW (torch; DeepSpeed left out)."""
+
+    def __init__(self, module, algo, lr: float = 3e-4, grad_clip: float = 1.0):
+        import torch
+
+        self.module, self.algo, self.grad_clip = module, algo, grad_clip
+        self.optimizer = torch.optim.AdamW(module.parameters(), lr=lr)
+
+    def __call__(self, packed: list, attention: str, num_tokens: int) -> dict:
+        import torch
+
+        from actors.learner import micro_batch_loss
+
+        timing = {"forward_s": 0.0, "backward_s": 0.0, "optimizer_s": 0.0}
+        cpu0 = time.process_time()
+        self.optimizer.zero_grad(set_to_none=True)
+        for mb in packed:
+            t0 = time.perf_counter()
+            logprobs, _ = self.module(**inputs(mb, attention))
+            loss, _, _, _ = micro_batch_loss(logprobs, mb, self.algo, num_tokens, 1)
+            t1 = time.perf_counter()
+            loss.backward()
+            timing["forward_s"] += t1 - t0
+            timing["backward_s"] += time.perf_counter() - t1
+        t0 = time.perf_counter()
+        torch.nn.utils.clip_grad_norm_(self.module.parameters(), self.grad_clip)
+        self.optimizer.step()
+        timing["optimizer_s"] = time.perf_counter() - t0
+        timing["step_s"] = sum(timing.values())
+        timing["cpu_s"] = time.process_time() - cpu0  # CPU seconds of this process: less sensitive to load
+        return timing
+
+
+def summary(values: list) -> dict:
+    values = sorted(values)
+    return {"median": statistics.median(values), "min": values[0], "max": values[-1],
+            "p90": values[min(len(values) - 1, int(0.9 * len(values)))], "n": len(values)}
+
+
+def peak_rss_mib() -> float:
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+
+
+def main(argv=None) -> dict:
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--attention", choices=("dense", "blocks"), default="blocks")
+    p.add_argument("--threads", type=int, default=1, help="torch threads (the default learner actor: 1)")
+    p.add_argument("--prompts", type=int, default=16)
+    p.add_argument("--samples", type=int, default=8)
+    p.add_argument("--micro-batch-tokens", type=int, default=8192)
+    p.add_argument("--row-tokens", type=int, default=0,
+                   help="instead of the default batch: one packed row of this many tokens (one long group)")
+    p.add_argument("--prompt-tokens", type=int, default=1024, help="prompt length of the --row-tokens group")
+    p.add_argument("--repeats", type=int, default=10)
+    p.add_argument("--warmup", type=int, default=2)
+    p.add_argument("--profile", action="store_true", help="torch.profiler over --repeats steps: top ops")
+    p.add_argument("--top", type=int, default=15)
+    p.add_argument("--out", default="", help="append the JSON result to this file")
+    args = p.parse_args(argv)
+
+    import torch
+
+    from actors.packing import count_loss_tokens, pack_sequences, padding_fraction
+
+    torch.set_num_threads(args.threads)
+    torch.manual_seed(0)
+    model_dir, tasks, tokenizer, cfg = default_model_and_tasks()
+    if args.row_tokens:
+        seqs = long_group(args.row_tokens, args.prompt_tokens, args.samples, len(tokenizer))
+        budget = args.row_tokens
+    else:
+        seqs = genselect_batch(tasks, tokenizer, args.prompts, args.samples)
+        budget = args.micro_batch_tokens
+    packed = pack_sequences(seqs, budget, layout="rows" if args.attention == "dense" else "flat")
+    num_tokens = count_loss_tokens(seqs)
+    step = Step(load_model(model_dir), cfg.algorithm)
+    rss0 = peak_rss_mib()
+    for _ in range(args.warmup):
+        step(packed, args.attention, num_tokens)
+    times = []
+    if args.profile:
+        from torch.profiler import ProfilerActivity, profile
+
+        with profile(activities=[ProfilerActivity.CPU], record_shapes=False) as prof:
+            for _ in range(args.repeats):
+                times.append(step(packed, args.attention, num_tokens))
+        table = prof.key_averages().table(sort_by="self_cpu_time_total", row_limit=args.top)
+        print(table)
+        top = sorted(prof.key_averages(), key=lambda e: -e.self_cpu_time_total)[:args.top]
+        total = sum(e.self_cpu_time_total for e in prof.key_averages())
+        top_ops = [{"op": e.key, "self_s_per_step": e.self_cpu_time_total / 1e6 / args.repeats,
+                    "share": e.self_cpu_time_total / total, "calls_per_step": e.count / args.repeats} for e in top]
+    else:
+        top_ops = None
+        for _ in range(args.repeats):
+            times.append(step(packed, args.attention, num_tokens))
+    result = {
+        "attention": args.attention, "threads": args.threads, "profiled": args.profile,
+        "shape": f"row of {args.row_tokens} tokens (prompt {args.prompt_tokens}, {args.samples} responses)"
+        if args.row_tokens else f"{args.prompts} prompts x {args.samples} responses (default)",
+        "micro_batches": len(packed), "rows_x_width": [tuple(m.input_ids.shape) for m in packed],
+        "input_tokens": sum(m.num_real_tokens for m in packed), "padding_fraction": round(padding_fraction(packed), 4),
+        "sequence_tokens": sum(s.input_length for s in seqs),
+        **{k: summary([t[k] for t in times]) for k in ("step_s", "cpu_s", "forward_s", "backward_s", "optimizer_s")},
+        "peak_rss_mib": round(peak_rss_mib(), 1), "rss_before_steps_mib": round(rss0, 1),
+        "loadavg_before_after": None, "cpu": platform.processor() or platform.machine(), "cores": os.cpu_count(),
+        "torch": torch.__version__,
+    }
+    result["loadavg"] = os.getloadavg()
+    result.pop("loadavg_before_after")
+    if top_ops:
+        result["top_ops"] = top_ops
+    line = json.dumps(result)
+    print(line)
+    if args.out:
+        with open(args.out, "a") as f:
+            f.write(line + "\n")
+    return result
+
+
+if __name__ == "__main__":
+    main()
