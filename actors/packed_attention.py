@@ -87,18 +87,22 @@ def block_attention(query: torch.Tensor, key: torch.Tensor, value: torch.Tensor,
         raise ValueError(f"attention input {rows}x{width} does not match the layout {layout.rows}x{layout.width}")
     out_rows = []
     for r in range(rows):
-        q, k, v = query[r:r + 1], key[r:r + 1], value[r:r + 1]
+        blocks = layout.blocks[r]
+        sizes = [e - s for _, s, e, _, _ in blocks]
+        # split (not slice): the backward of a split is one concatenation, a slice's is a zero tensor of the whole
+        # row per block
+        qs, ks, vs = (x[r:r + 1].split(sizes, dim=2) for x in (query, key, value))
+        start_of = {s: j for j, (_, s, _, _, _) in enumerate(blocks)}
         parts = []
-        for kind, s, e, a, b in layout.blocks[r]:
+        for j, (kind, s, e, a, b) in enumerate(blocks):
             if kind == "prompt":
-                parts.append(sdpa(q[:, :, s:e], k[:, :, s:e], v[:, :, s:e], is_causal=True, scale=scaling))
+                parts.append(sdpa(qs[j], ks[j], vs[j], is_causal=True, scale=scaling))
             elif kind == "response":
-                kk = torch.cat([k[:, :, a:b], k[:, :, s:e]], dim=2)
-                vv = torch.cat([v[:, :, a:b], v[:, :, s:e]], dim=2)
-                parts.append(sdpa(q[:, :, s:e], kk, vv, attn_mask=_response_mask(b - a, e - s, q.device),
-                                  scale=scaling))
+                p = start_of[a]  # the unit's prompt block
+                parts.append(sdpa(qs[j], torch.cat([ks[p], ks[j]], dim=2), torch.cat([vs[p], vs[j]], dim=2),
+                                  attn_mask=_response_mask(b - a, e - s, query.device), scale=scaling))
             else:
-                parts.append(q.new_zeros(1, heads, e - s, dim))
+                parts.append(query.new_zeros(1, heads, e - s, dim))
         out_rows.append(torch.cat(parts, dim=2) if len(parts) > 1 else parts[0])
     return torch.cat(out_rows, dim=0) if rows > 1 else out_rows[0]
 

@@ -112,6 +112,18 @@ class Step:
         self.module, self.algo, self.grad_clip = module, algo, grad_clip
         self.optimizer = torch.optim.AdamW(module.parameters(), lr=lr)
 
+    def logprobs(self, packed: list, attention: str, num_sequences: int) -> list:
+        """Per-sequence target log-probs under the current weights (no grad)."""
+        import torch
+
+        from actors.packing import unpack_per_sequence
+
+        out = [[] for _ in range(num_sequences)]
+        with torch.no_grad():
+            for mb in packed:
+                unpack_per_sequence(self.module(**inputs(mb, attention))[0], mb, out)
+        return out
+
     def __call__(self, packed: list, attention: str, num_tokens: int) -> dict:
         import torch
 
@@ -149,7 +161,8 @@ def peak_rss_mib() -> float:
 
 def main(argv=None) -> dict:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--attention", choices=("dense", "blocks"), default="blocks")
+    p.add_argument("--attention", default="dense,blocks",
+                   help="dense (the old mask), blocks (the learner now), or both, interleaved step by step")
     p.add_argument("--threads", type=int, default=1, help="torch threads (the default learner actor: 1)")
     p.add_argument("--prompts", type=int, default=16)
     p.add_argument("--samples", type=int, default=8)
@@ -177,43 +190,57 @@ def main(argv=None) -> dict:
     else:
         seqs = genselect_batch(tasks, tokenizer, args.prompts, args.samples)
         budget = args.micro_batch_tokens
-    packed = pack_sequences(seqs, budget, layout="rows" if args.attention == "dense" else "flat")
+    modes = args.attention.split(",")
+    runs = {}
+    for mode in modes:  # each mode: its own packing, model copy (same weights) and optimizer
+        packed = pack_sequences(seqs, budget, layout="rows" if mode == "dense" else "flat")
+        runs[mode] = {"packed": packed, "step": Step(load_model(model_dir), cfg.algorithm), "times": []}
     num_tokens = count_loss_tokens(seqs)
-    step = Step(load_model(model_dir), cfg.algorithm)
     rss0 = peak_rss_mib()
+    logprobs = {mode: run["step"].logprobs(run["packed"], mode, len(seqs)) for mode, run in runs.items()}
     for _ in range(args.warmup):
-        step(packed, args.attention, num_tokens)
-    times = []
+        for mode, run in runs.items():
+            run["step"](run["packed"], mode, num_tokens)
+    top_ops = None
     if args.profile:
         from torch.profiler import ProfilerActivity, profile
 
         with profile(activities=[ProfilerActivity.CPU], record_shapes=False) as prof:
             for _ in range(args.repeats):
-                times.append(step(packed, args.attention, num_tokens))
-        table = prof.key_averages().table(sort_by="self_cpu_time_total", row_limit=args.top)
-        print(table)
-        top = sorted(prof.key_averages(), key=lambda e: -e.self_cpu_time_total)[:args.top]
-        total = sum(e.self_cpu_time_total for e in prof.key_averages())
+                for mode, run in runs.items():
+                    run["times"].append(run["step"](run["packed"], mode, num_tokens))
+        print(prof.key_averages().table(sort_by="self_cpu_time_total", row_limit=args.top))
+        events = prof.key_averages()
+        total = sum(e.self_cpu_time_total for e in events)
         top_ops = [{"op": e.key, "self_s_per_step": e.self_cpu_time_total / 1e6 / args.repeats,
-                    "share": e.self_cpu_time_total / total, "calls_per_step": e.count / args.repeats} for e in top]
+                    "share": round(e.self_cpu_time_total / total, 4), "calls_per_step": e.count / args.repeats}
+                   for e in sorted(events, key=lambda e: -e.self_cpu_time_total)[:args.top]]
     else:
-        top_ops = None
-        for _ in range(args.repeats):
-            times.append(step(packed, args.attention, num_tokens))
+        for _ in range(args.repeats):  # interleaved: background load falls on every mode alike
+            for mode, run in runs.items():
+                run["times"].append(run["step"](run["packed"], mode, num_tokens))
     result = {
-        "attention": args.attention, "threads": args.threads, "profiled": args.profile,
-        "shape": f"row of {args.row_tokens} tokens (prompt {args.prompt_tokens}, {args.samples} responses)"
+        "threads": args.threads, "profiled": args.profile, "cpu": platform.processor() or platform.machine(),
+        "cores": os.cpu_count(), "torch": torch.__version__,
+        "shape": f"one row of {args.row_tokens} tokens (prompt {args.prompt_tokens}, {args.samples} responses)"
         if args.row_tokens else f"{args.prompts} prompts x {args.samples} responses (default)",
-        "micro_batches": len(packed), "rows_x_width": [tuple(m.input_ids.shape) for m in packed],
-        "input_tokens": sum(m.num_real_tokens for m in packed), "padding_fraction": round(padding_fraction(packed), 4),
-        "sequence_tokens": sum(s.input_length for s in seqs),
-        **{k: summary([t[k] for t in times]) for k in ("step_s", "cpu_s", "forward_s", "backward_s", "optimizer_s")},
+        "sequence_tokens": sum(s.input_length for s in seqs), "loss_tokens": num_tokens,
         "peak_rss_mib": round(peak_rss_mib(), 1), "rss_before_steps_mib": round(rss0, 1),
-        "loadavg_before_after": None, "cpu": platform.processor() or platform.machine(), "cores": os.cpu_count(),
-        "torch": torch.__version__,
+        "loadavg": os.getloadavg(), "modes": {},
     }
-    result["loadavg"] = os.getloadavg()
-    result.pop("loadavg_before_after")
+    for mode, run in runs.items():
+        packed, times = run["packed"], run["times"]
+        result["modes"][mode] = {
+            "micro_batches": len(packed), "rows_x_width": [tuple(m.input_ids.shape) for m in packed],
+            "input_tokens": sum(m.num_real_tokens for m in packed),
+            "padding_fraction": round(padding_fraction(packed), 4),
+            "attention_pairs": sum(m.attention_mask.scored_pairs() if mode != "dense" else m.padded_tokens *
+                                   m.input_ids.shape[1] for m in packed),
+            **{k: summary([t[k] for t in times]) for k in ("step_s", "cpu_s", "forward_s", "backward_s",
+                                                             "optimizer_s")}}
+    if len(modes) > 1:  # the same weights, the same sequences: the log-probs each mode computes
+        a, b = (torch.tensor(sum(logprobs[m], [])) for m in modes[:2])
+        result["logprob_max_abs_diff"] = float((a - b).abs().max())
     if top_ops:
         result["top_ops"] = top_ops
     line = json.dumps(result)
