@@ -67,6 +67,10 @@ def lr_multiplier(step: int, schedule: str, warmup_steps: int, total_steps: int)
     raise ValueError(f"unknown lr_schedule {schedule!r}")
 
 
+# decoder layers that are exactly: x + attn(input_layernorm(x)), then h + mlp(post_attention_layernorm(h))
+_PRUNABLE_LAYERS = ("Qwen3DecoderLayer", "Qwen2DecoderLayer", "LlamaDecoderLayer", "MistralDecoderLayer")
+
+
 class _PolicyLogprobs(torch.nn.Module):
     """Wraps a HF causal LM: packed inputs -> log-probs and entropies of the target tokens only.
 
@@ -77,20 +81,50 @@ class _PolicyLogprobs(torch.nn.Module):
     then each distribution is the softmax over those ids only, as the constrained sampler drew from it.
     Returns two (N,) fp32 tensors: log pi(target) (with grad) and the entropy of the predictive
     distribution (no grad).
+
+    The last decoder layer's MLP runs only at the target positions too (`last_layer_at_targets`, for pre-norm
+    decoder layers of the kinds in `_PRUNABLE_LAYERS`): nothing reads the other positions after its attention.
+    On the default (one-token responses after ~300-token prompts) that is a quarter of the MLP work.
     """
 
-    def __init__(self, model: torch.nn.Module, temperature: float = 1.0):
+    def __init__(self, model: torch.nn.Module, temperature: float = 1.0, last_layer_at_targets: bool = True):
         super().__init__()
         packed_attention.install(model)
         self.model = model
         self.temperature = temperature
+        base = model.base_model
+        self.last_layer_at_targets = last_layer_at_targets and all(
+            type(layer).__name__ in _PRUNABLE_LAYERS for layer in base.layers) and all(
+            hasattr(base, name) for name in ("embed_tokens", "rotary_emb", "norm"))
 
-    def forward(self, input_ids, position_ids, attention_mask, target_index, target_ids, allowed_ids=None):
+    def _hidden_at_targets(self, input_ids, position_ids, attention_mask, target_index):
+        """Final hidden states (after the last norm) at `target_index` of the flattened (rows * width)."""
+        base = self.model.base_model
         if isinstance(attention_mask, packed_attention.BlockLayout):  # handed to every layer untouched
             attention_mask = {"full_attention": attention_mask, "sliding_attention": attention_mask}
-        hidden = self.model.base_model(input_ids=input_ids, position_ids=position_ids, attention_mask=attention_mask,
-                                       use_cache=False)[0]
-        h = hidden.reshape(-1, hidden.shape[-1]).index_select(0, target_index)
+        if not self.last_layer_at_targets:
+            hidden = base(input_ids=input_ids, position_ids=position_ids, attention_mask=attention_mask,
+                          use_cache=False)[0]
+            return hidden.reshape(-1, hidden.shape[-1]).index_select(0, target_index)
+        # Qwen3Model / LlamaModel.forward without a cache, the last layer's MLP at the targets only
+        layers = base.layers[:base.config.num_hidden_layers]
+        types = getattr(base.config, "layer_types", None) or ["full_attention"] * len(layers)
+        masks = [attention_mask[t] if isinstance(attention_mask, dict) else attention_mask for t in types]
+        hidden = base.embed_tokens(input_ids)
+        position_embeddings = base.rotary_emb(hidden, position_ids)
+        for layer, mask in zip(layers[:-1], masks):
+            hidden = layer(hidden, attention_mask=mask, position_ids=position_ids,
+                           position_embeddings=position_embeddings, use_cache=False)
+        last = layers[-1]
+        attn, _ = last.self_attn(hidden_states=last.input_layernorm(hidden), attention_mask=masks[-1],
+                                 position_ids=position_ids, position_embeddings=position_embeddings)
+        positions, inverse = torch.unique(target_index, return_inverse=True)  # the last prompt token is shared
+        h = (hidden + attn).reshape(-1, hidden.shape[-1]).index_select(0, positions)
+        h = h + last.mlp(last.post_attention_layernorm(h))
+        return base.norm(h).index_select(0, inverse)
+
+    def forward(self, input_ids, position_ids, attention_mask, target_index, target_ids, allowed_ids=None):
+        h = self._hidden_at_targets(input_ids, position_ids, attention_mask, target_index)
         logits = self.model.get_output_embeddings()(h).float()
         if self.temperature != 1.0:
             logits = logits / self.temperature

@@ -85,21 +85,22 @@ def long_group(width: int, prompt_len: int, samples: int, vocab: int, seed: int 
                           1.0 if j % 2 == 0 else -1.0, 0) for j, r in enumerate(lengths)]
 
 
-def load_model(model_dir):
+def load_model(model_dir, mode: str):
+    """The learner's module; "dense" is the learner before issue 10: the whole last layer at every position."""
     import torch
     from transformers import AutoModelForCausalLM
 
     from actors.learner import _PolicyLogprobs
 
     hf = AutoModelForCausalLM.from_pretrained(str(model_dir), dtype=torch.float32, attn_implementation="sdpa")
-    return _PolicyLogprobs(hf).train()
+    return _PolicyLogprobs(hf, last_layer_at_targets=mode in ("blocks", "dense_pruned")).train()
 
 
 def inputs(mb, attention: str) -> dict:
     """The learner's forward kwargs for `mb`, with the dense mask or the block layout."""
     out = {"input_ids": mb.input_ids, "position_ids": mb.position_ids, "target_index": mb.target_index,
            "target_ids": mb.target_ids, "allowed_ids": mb.allowed_ids}
-    out["attention_mask"] = mb.dense_attention_mask() if attention == "dense" else mb.attention_mask
+    out["attention_mask"] = mb.dense_attention_mask() if attention.startswith("dense") else mb.attention_mask
     return out
 
 
@@ -162,7 +163,9 @@ def peak_rss_mib() -> float:
 def main(argv=None) -> dict:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--attention", default="dense,blocks",
-                   help="dense (the old mask), blocks (the learner now), or both, interleaved step by step")
+                   help="comma-separated modes, run interleaved step by step: dense (the learner before: rows, "
+                        "dense mask, whole last layer), blocks (the learner now: flat rows, block attention, last "
+                        "layer's MLP at the targets), blocks_full (blocks, whole last layer), dense_pruned")
     p.add_argument("--threads", type=int, default=1, help="torch threads (the default learner actor: 1)")
     p.add_argument("--prompts", type=int, default=16)
     p.add_argument("--samples", type=int, default=8)
@@ -193,8 +196,8 @@ def main(argv=None) -> dict:
     modes = args.attention.split(",")
     runs = {}
     for mode in modes:  # each mode: its own packing, model copy (same weights) and optimizer
-        packed = pack_sequences(seqs, budget, layout="rows" if mode == "dense" else "flat")
-        runs[mode] = {"packed": packed, "step": Step(load_model(model_dir), cfg.algorithm), "times": []}
+        packed = pack_sequences(seqs, budget, layout="rows" if mode.startswith("dense") else "flat")
+        runs[mode] = {"packed": packed, "step": Step(load_model(model_dir, mode), cfg.algorithm), "times": []}
     num_tokens = count_loss_tokens(seqs)
     rss0 = peak_rss_mib()
     logprobs = {mode: run["step"].logprobs(run["packed"], mode, len(seqs)) for mode, run in runs.items()}
@@ -234,7 +237,7 @@ def main(argv=None) -> dict:
             "micro_batches": len(packed), "rows_x_width": [tuple(m.input_ids.shape) for m in packed],
             "input_tokens": sum(m.num_real_tokens for m in packed),
             "padding_fraction": round(padding_fraction(packed), 4),
-            "attention_pairs": sum(m.attention_mask.scored_pairs() if mode != "dense" else m.padded_tokens *
+            "attention_pairs": sum(m.attention_mask.scored_pairs() if mode.startswith("blocks") else m.padded_tokens *
                                    m.input_ids.shape[1] for m in packed),
             **{k: summary([t[k] for t in times]) for k in ("step_s", "cpu_s", "forward_s", "backward_s",
                                                              "optimizer_s")}}
