@@ -116,12 +116,37 @@ class _PolicyLogprobs(torch.nn.Module):
             hidden = layer(hidden, attention_mask=mask, position_ids=position_ids,
                            position_embeddings=position_embeddings, use_cache=False)
         last = layers[-1]
-        attn, _ = last.self_attn(hidden_states=last.input_layernorm(hidden), attention_mask=masks[-1],
-                                 position_ids=position_ids, position_embeddings=position_embeddings)
         positions, inverse = torch.unique(target_index, return_inverse=True)  # the last prompt token is shared
-        h = (hidden + attn).reshape(-1, hidden.shape[-1]).index_select(0, positions)
+        x = last.input_layernorm(hidden)
+        if isinstance(masks[-1], packed_attention.BlockLayout):  # queries at the targets only
+            attn = self._last_attention_at(last.self_attn, x, position_embeddings, masks[-1], positions)
+        else:
+            attn, _ = last.self_attn(hidden_states=x, attention_mask=masks[-1], position_ids=position_ids,
+                                     position_embeddings=position_embeddings)
+            attn = attn.reshape(-1, attn.shape[-1]).index_select(0, positions)
+        h = hidden.reshape(-1, hidden.shape[-1]).index_select(0, positions) + attn
         h = h + last.mlp(last.post_attention_layernorm(h))
         return base.norm(h).index_select(0, inverse)
+
+    @staticmethod
+    def _last_attention_at(attn, x, position_embeddings, layout, positions):
+        """The attention block's output (o_proj included) at `positions` only: keys and values at every
+        position, queries at `positions` (Qwen3/Llama attention: q/k norms when present, RoPE)."""
+        rows, width, dim = x.shape
+        hd = attn.head_dim
+        q_norm, k_norm = getattr(attn, "q_norm", torch.nn.Identity()), getattr(attn, "k_norm", torch.nn.Identity())
+        cos, sin = position_embeddings  # (rows, width, hd)
+
+        def rotate(t, c, s):  # transformers' apply_rotary_pos_emb, one tensor
+            half = t.shape[-1] // 2
+            return t * c + torch.cat((-t[..., half:], t[..., :half]), dim=-1) * s
+
+        k = rotate(k_norm(attn.k_proj(x).view(rows, width, -1, hd)).transpose(1, 2), cos[:, None], sin[:, None])
+        v = attn.v_proj(x).view(rows, width, -1, hd).transpose(1, 2)
+        q = q_norm(attn.q_proj(x.reshape(-1, dim).index_select(0, positions)).view(len(positions), -1, hd))
+        q = rotate(q, cos.reshape(-1, hd)[positions][:, None], sin.reshape(-1, hd)[positions][:, None])
+        out = packed_attention.query_attention(q, k, v, layout, positions, attn.scaling)
+        return attn.o_proj(out.reshape(len(positions), -1))
 
     def forward(self, input_ids, position_ids, attention_mask, target_index, target_ids, allowed_ids=None):
         h = self._hidden_at_targets(input_ids, position_ids, attention_mask, target_index)

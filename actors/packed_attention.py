@@ -107,6 +107,49 @@ def block_attention(query: torch.Tensor, key: torch.Tensor, value: torch.Tensor,
     return torch.cat(out_rows, dim=0) if rows > 1 else out_rows[0]
 
 
+def query_attention(query: torch.Tensor, key: torch.Tensor, value: torch.Tensor, layout: BlockLayout,
+                    positions: torch.Tensor, scaling=None) -> torch.Tensor:
+    """Attention of a few queries: query (n, H, D) at the sorted flat `positions` (into rows * width) of
+    `layout`, key/value (rows, H_kv, W, D) at every position -> (n, H, D). Each query sees what it sees in
+    `block_attention` (its prompt block causally, or its prompt and its own segment causally)."""
+    sdpa = torch.nn.functional.scaled_dot_product_attention
+    n, heads, dim = query.shape
+    if key.shape[1] != heads:
+        rep = heads // key.shape[1]
+        key, value = key.repeat_interleave(rep, dim=1), value.repeat_interleave(rep, dim=1)
+    cols = positions.tolist()
+    parts, i = [], 0
+    for r in range(layout.rows):
+        blocks = layout.blocks[r]
+        base = r * layout.width
+        if i >= n or cols[i] >= base + layout.width:
+            continue
+        sizes = [e - s for _, s, e, _, _ in blocks]
+        ks, vs = (x[r:r + 1].split(sizes, dim=2) for x in (key, value))
+        start_of = {s: j for j, (_, s, _, _, _) in enumerate(blocks)}
+        for j, (kind, s, e, a, b) in enumerate(blocks):
+            first = i
+            while i < n and cols[i] < base + e:
+                i += 1
+            if i == first:
+                continue
+            if kind == "pad":
+                raise ValueError("a query position in a padding block")
+            seen = torch.tensor([c - base - s for c in cols[first:i]], device=query.device)  # offsets in [s, e)
+            causal = torch.arange(e - s, device=query.device)[None, :] <= seen[:, None]
+            if kind == "prompt":
+                kk, vv, mask = ks[j], vs[j], causal
+            else:
+                p = start_of[a]
+                kk, vv = torch.cat([ks[p], ks[j]], dim=2), torch.cat([vs[p], vs[j]], dim=2)
+                mask = torch.cat([causal.new_ones(i - first, b - a), causal], dim=1)
+            q = query[first:i].transpose(0, 1).unsqueeze(0)  # (1, H, m, D)
+            parts.append(sdpa(q, kk, vv, attn_mask=mask, scale=scaling)[0].transpose(0, 1))
+    if i != n:
+        raise ValueError("query positions outside the layout")
+    return torch.cat(parts, dim=0) if len(parts) > 1 else parts[0]
+
+
 def packed_attention_forward(module, query, key, value, attention_mask, dropout: float = 0.0, scaling=None,
                              **kwargs):
     """transformers attention-interface function: block attention for a BlockLayout, SDPA otherwise."""
