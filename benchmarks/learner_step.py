@@ -33,7 +33,10 @@ import time
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
+# --code DIR: benchmark the actors/ of another checkout (e.g. the commit before a change), data from this one
+_code = sys.argv[sys.argv.index("--code") + 1] if "--code" in sys.argv else str(REPO)
 sys.path.insert(0, str(REPO))
+sys.path.insert(0, _code)
 
 
 def default_model_and_tasks(config: str = "configs/default.yaml"):
@@ -150,6 +153,29 @@ class Step:
         return timing
 
 
+def deepspeed_steps(model_dir, cfg, seqs: list, repeats: int, warmup: int) -> list:
+    """The real thing: `actors.learner.Learner` (DeepSpeed ZeRO-2, one rank, in process) on the default's
+    learner config, `train_step` on `seqs` each time; returns its timing metrics per step."""
+    from actors.learner import Learner
+    from actors.packing import count_loss_tokens
+    from cluster.placement import free_port
+
+    learner = Learner(cfg.learner, cfg.algorithm, str(model_dir), master_port=free_port(),
+                      total_train_steps=cfg.steps)
+    out = []
+    try:
+        for k in range(warmup + repeats):
+            cpu0 = time.process_time()
+            m = learner.train_step(seqs, count_loss_tokens(seqs), k)
+            m["cpu_s"] = time.process_time() - cpu0
+            if k >= warmup:
+                out.append({"step_s": m["seconds"], "cpu_s": m["cpu_s"], "forward_s": m["forward_s"],
+                            "backward_s": m["backward_s"], "optimizer_s": m["optimizer_s"]})
+    finally:
+        learner.shutdown()
+    return out
+
+
 def summary(values: list) -> dict:
     values = sorted(values)
     return {"median": statistics.median(values), "min": values[0], "max": values[-1],
@@ -178,6 +204,9 @@ def main(argv=None) -> dict:
     p.add_argument("--profile", action="store_true", help="torch.profiler over --repeats steps: top ops")
     p.add_argument("--top", type=int, default=15)
     p.add_argument("--out", default="", help="append the JSON result to this file")
+    p.add_argument("--deepspeed", action="store_true",
+                   help="run the real Learner.train_step (DeepSpeed, one rank, in process) instead of the modes")
+    p.add_argument("--code", default=str(REPO), help="checkout whose actors/ is benchmarked (default: this one)")
     args = p.parse_args(argv)
 
     import torch
@@ -193,6 +222,18 @@ def main(argv=None) -> dict:
     else:
         seqs = genselect_batch(tasks, tokenizer, args.prompts, args.samples)
         budget = args.micro_batch_tokens
+    if args.deepspeed:
+        os.environ.setdefault("DS_ACCELERATOR", "cpu")
+        times = deepspeed_steps(model_dir, cfg, seqs, args.repeats, args.warmup)
+        result = {"deepspeed": True, "code": args.code, "threads": args.threads, "loadavg": os.getloadavg(),
+                  "shape": f"{args.prompts} prompts x {args.samples} responses (default)",
+                  **{k: summary([t[k] for t in times]) for k in ("step_s", "cpu_s", "forward_s", "backward_s",
+                                                                 "optimizer_s")}}
+        print(json.dumps(result))
+        if args.out:
+            with open(args.out, "a") as f:
+                f.write(json.dumps(result) + "\n")
+        return result
     modes = args.attention.split(",")
     runs = {}
     for mode in modes:  # each mode: its own packing, model copy (same weights) and optimizer
