@@ -43,7 +43,7 @@ def default_model_and_tasks(config: str = "configs/default.yaml"):
     """(model folder, train tasks, tokenizer) of the default run, built or reused by driver.prepare."""
     from transformers import AutoTokenizer
 
-    from driver.config import load_config
+    from core.config import load_config
     from driver.data.dataset import load_dataset
     from driver.prepare import prepare
 
@@ -57,8 +57,8 @@ def genselect_batch(tasks, tokenizer, prompts: int, samples: int, seed: int = 0)
     """`prompts` x `samples` TrainSequences shaped as the default's: the prompt as the rollout encodes it,
     one constrained index token as the response (uniform behaviour log-probs), group-normalised
     advantages of the correct/incorrect choice (a group with no signal gets +-1 so every token counts)."""
-    from actors.packing import TrainSequence
-    from driver.models.chat import index_token_ids, prompt_token_ids
+    from core.records import TrainSequence
+    from core.chat import index_token_ids, prompt_token_ids
 
     rng = random.Random(seed)
     out = []
@@ -78,7 +78,7 @@ def genselect_batch(tasks, tokenizer, prompts: int, samples: int, seed: int = 0)
 def long_group(width: int, prompt_len: int, samples: int, vocab: int, seed: int = 0) -> list:
     """One GenSelect group whose packed unit is exactly `width` input tokens: a `prompt_len` prompt and
     `samples` unconstrained responses of near-equal length (the paper-scale shape: long responses)."""
-    from actors.packing import TrainSequence
+    from core.records import TrainSequence
 
     rng = random.Random(seed)
     prompt = [rng.randrange(2, vocab) for _ in range(prompt_len)]
