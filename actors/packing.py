@@ -12,12 +12,15 @@ Packing, in three ideas:
   length, so every token sees exactly the context (and RoPE positions) of its own unshared sequence: the
   log-probs, and therefore the gradients (summed through the shared prompt), are those of the separate
   sequences. The first response token is predicted from the last prompt position, shared by the group.
-* **Rows.** Units are placed first-fit-decreasing into rows as wide as the micro-batch's longest unit, so a
-  micro-batch is a `(rows, width)` tensor with `rows * width <= max_tokens` and attention costs
-  `rows * width**2`, not `max_tokens**2`. Several units share a row back to back.
-* **Explicit mask.** Each micro-batch carries a `(rows, 1, width, width)` boolean attention mask (True =
-  attend): causal, within one unit, prompt-or-own-segment. Transformers passes a 4-D mask to SDPA as it is.
-  Row tails are padding (id 0, never a target, their own block).
+* **One row, no padding.** Units are placed first-fit-decreasing into micro-batches of at most `max_tokens`
+  input tokens, back to back in one row (`layout="flat"`, what the learner runs): a `(1, width)` tensor.
+* **Attention blocks, not a mask.** Each micro-batch carries a `BlockLayout` (actors/packed_attention.py): per
+  prompt a causal block, per response segment a block that sees its prompt and itself causally. The learner
+  runs one SDPA call per block, so attention costs the sum over blocks of queries x keys and no mask grows as
+  width^2. `MicroBatch.dense_attention_mask()` gives the same visibility as a `(rows, 1, width, width)` boolean
+  mask (the reference the tests and benchmarks compare with). `layout="rows"` keeps the earlier layout for
+  that dense mask: rows as wide as the longest unit, padded tails (id 0, never a target), `rows * width <=
+  max_tokens`, so the dense mask costs `rows * width**2` rather than `max_tokens**2`.
 
 A unit longer than `max_tokens` is split into several units, each repeating the prompt; a single sequence
 longer than `max_tokens` gets a micro-batch of its own (over budget, never truncated).

@@ -194,8 +194,12 @@ def hf_model(tiny_model_path):
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("share_prefix,layout", [(True, "flat"), (False, "flat"), (True, "rows")])
-def test_packed_forward_equals_one_by_one(hf_model, share_prefix, layout):
+@pytest.mark.parametrize("share_prefix,layout,mask,last_layer_at_targets", [
+    (True, "flat", "blocks", True), (False, "flat", "blocks", True), (True, "rows", "blocks", True),
+    (True, "rows", "dense", True), (True, "rows", "dense", False)])
+def test_packed_forward_equals_one_by_one(hf_model, share_prefix, layout, mask, last_layer_at_targets):
+    """The learner's packed log-probs (block attention or the dense mask; the last layer at the targets only or
+    everywhere) equal one plain transformers forward per sequence."""
     from actors.learner import _PolicyLogprobs
 
     rng = random.Random(3)
@@ -205,13 +209,14 @@ def test_packed_forward_equals_one_by_one(hf_model, share_prefix, layout):
     if share_prefix:
         spec.append((60, [1, 8, 30]))  # over the budget together: the group is split, the prompt repeated
     seqs = make_groups(spec, rng, vocab=vocab)
-    wrapper = _PolicyLogprobs(hf_model)
+    wrapper = _PolicyLogprobs(hf_model, last_layer_at_targets=last_layer_at_targets)
     packed = pack_sequences(seqs, 96, share_prefix=share_prefix, layout=layout)
     assert any(len(m.spans) > m.input_ids.shape[0] for m in packed)  # some rows really hold several sequences
     got = [[] for _ in seqs]
     with torch.no_grad():
         for mb in packed:
-            logprobs, _ = wrapper(mb.input_ids, mb.position_ids, mb.attention_mask, mb.target_index, mb.target_ids)
+            attention = mb.attention_mask if mask == "blocks" else mb.dense_attention_mask()
+            logprobs, _ = wrapper(mb.input_ids, mb.position_ids, attention, mb.target_index, mb.target_ids)
             unpack_per_sequence(logprobs, mb, got)
         for i, s in enumerate(seqs):
             ids = torch.tensor([s.prompt_token_ids + s.response_token_ids])
