@@ -200,6 +200,22 @@ def hf_model(tiny_model_path):
 def test_packed_forward_equals_one_by_one(hf_model, share_prefix, layout, mask, last_layer_at_targets):
     """The learner's packed log-probs (block attention or the dense mask; the last layer at the targets only or
     everywhere) equal one plain transformers forward per sequence."""
+    check_packed_equals_one_by_one(hf_model, share_prefix, layout, mask, last_layer_at_targets)
+
+
+@pytest.mark.slow
+def test_packed_forward_equals_one_by_one_llama():
+    """The same for a Llama-architecture model (SmolLM2's: no q/k norms, its own decoder layer class)."""
+    from transformers import LlamaConfig, LlamaForCausalLM
+
+    torch.manual_seed(0)
+    model = LlamaForCausalLM(LlamaConfig(vocab_size=1000, hidden_size=64, intermediate_size=128, num_hidden_layers=2,
+                                         num_attention_heads=4, num_key_value_heads=2, tie_word_embeddings=True,
+                                         attn_implementation="sdpa")).eval()
+    check_packed_equals_one_by_one(model, True, "flat", "blocks", True)
+
+
+def check_packed_equals_one_by_one(hf_model, share_prefix, layout, mask, last_layer_at_targets):
     from actors.learner import _PolicyLogprobs
 
     rng = random.Random(3)
@@ -210,6 +226,7 @@ def test_packed_forward_equals_one_by_one(hf_model, share_prefix, layout, mask, 
         spec.append((60, [1, 8, 30]))  # over the budget together: the group is split, the prompt repeated
     seqs = make_groups(spec, rng, vocab=vocab)
     wrapper = _PolicyLogprobs(hf_model, last_layer_at_targets=last_layer_at_targets)
+    assert wrapper.last_layer_at_targets == last_layer_at_targets
     packed = pack_sequences(seqs, 96, share_prefix=share_prefix, layout=layout)
     assert any(len(m.spans) > m.input_ids.shape[0] for m in packed)  # some rows really hold several sequences
     got = [[] for _ in seqs]
