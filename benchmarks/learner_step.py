@@ -1,4 +1,4 @@
-"""Learner step of the embedded default, without Ray or DeepSpeed: where the time goes, and how it scales.
+"""Learner step of the embedded default, without Ray: where the time goes, and how it scales.
 
 Builds the default's tiny Qwen3 (3.4M parameters, fp32; `driver.prepare` on configs/default.yaml, cached under
 .cache/) and a GenSelect-shaped batch from the default's dataset: `--prompts` prompts (16, the default's
@@ -6,15 +6,23 @@ prompts_per_step) x `--samples` responses (8), each response one constrained ind
 rollout samples them. The batch is packed by `actors.packing.pack_sequences` (the learner's
 `micro_batch_tokens`, 8192) and one learner step is run as the learner runs it: per micro-batch the forward of
 `actors.learner._PolicyLogprobs`, `actors.learner.micro_batch_loss`, backward; then global-norm clipping and
-AdamW. `--attention dense` feeds the dense (rows, 1, W, W) boolean mask to SDPA (the learner before issue 10);
-`--attention blocks` the packed block layout (`actors.packed_attention`, what the learner runs now).
+AdamW (torch; DeepSpeed left out). Modes (`--attention`, comma-separated, run interleaved step by step on
+copies of the same weights, and their log-probs compared): `dense` is the learner before issue 10 (rows as wide
+as the longest unit, a dense (rows, 1, W, W) boolean mask into SDPA, the whole last layer); `blocks` the learner
+now (one padding-free row, attention by blocks, actors/packed_attention.py, the last layer at the targets);
+`blocks_full` and `dense_pruned` isolate the last-layer change. `--deepspeed` runs the real
+`Learner.train_step` (DeepSpeed ZeRO-2, one rank, in process) instead, and `--code DIR` takes actors/, core/ and
+driver/ from another checkout (the commit before a change) for a before/after of the real thing.
 
-    # step time: median and spread over repeats (1 thread: the learner actor's OMP_NUM_THREADS in the default)
-    python benchmarks/learner_step.py --attention blocks --repeats 15
+    # before/after on the default batch: median and spread (1 thread: the default learner actor's OMP_NUM_THREADS)
+    python benchmarks/learner_step.py --attention dense,blocks --repeats 15
     # where the time goes (torch.profiler, top ops by self CPU time)
     python benchmarks/learner_step.py --attention dense --profile
     # memory and time of one step on one packed row of W tokens (one GenSelect group: a prompt + G responses)
     python benchmarks/learner_step.py --attention blocks --row-tokens 4096 --repeats 3
+    # the real learner step, this checkout and another
+    python benchmarks/learner_step.py --deepspeed
+    PYTHONPATH=../before python benchmarks/learner_step.py --deepspeed --code ../before
 
 Each run prints a JSON line (and appends it to --out when given): medians, min/max, the machine's load.
 """
@@ -33,7 +41,7 @@ import time
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
-# --code DIR: benchmark the actors/ of another checkout (e.g. the commit before a change), data from this one
+# --code DIR: import actors/, core/ and driver/ from another checkout (e.g. the commit before a change)
 _code = sys.argv[sys.argv.index("--code") + 1] if "--code" in sys.argv else str(REPO)
 sys.path.insert(0, str(REPO))
 sys.path.insert(0, _code)
