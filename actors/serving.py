@@ -38,7 +38,7 @@ from fastapi.responses import JSONResponse
 from actors.select_request import (RequestError, SelectorSettings, _client_errors, _field_of, _is_int,
                                    error_response, parse_json, parse_select)
 from actors.weight_board import BOARD_NAMESPACE, check_same_shape, read_model_weights
-from core.algo.genselect import build_prompt, parse_judgment
+from core.algo.genselect import build_prompt, parse_judgment, read_prompt_style
 from core.algo.knockout import DoesNotFit, majority, plan_round
 from core.records import SelectionTask
 
@@ -63,6 +63,7 @@ class SelectorServer:
                                               seed=settings.seed)
         self.worker.version = settings.policy_version
         self.model_path = settings.model
+        self.end_lines = read_prompt_style(settings.model)["solution_end_line"]  # as the model was trained
         self.started = time.time()
         self.counters = {"select": 0, "completions": 0, "client_errors": 0, "server_errors": 0, "swaps": 0,
                          "swap_failures": 0, "board_errors": 0, "knockout_fallbacks": 0}
@@ -127,6 +128,7 @@ class SelectorServer:
                 raise
             if source["kind"] == "path":
                 self.model_path = source["path"]
+                self.end_lines = read_prompt_style(source["path"])["solution_end_line"]
             self.counters["swaps"] += 1
             self.last_swap = {"version": version, "seconds": time.perf_counter() - start,
                               "pause_s": stats.get("pause_s"), "load_s": stats.get("load_s"),
@@ -222,7 +224,7 @@ class SelectorServer:
 
     # ---- /v1/select ------------------------------------------------------------------------------------
     def _prompt_fits(self, problem: str, candidates: list, group: list) -> bool:
-        prompt = build_prompt(problem, [candidates[i] for i in group])
+        prompt = build_prompt(problem, [candidates[i] for i in group], end_lines=self.end_lines)
         return len(self.worker.encode_prompt(prompt)) <= self.s.max_prompt_tokens
 
     async def _select(self, body: bytes) -> dict:
@@ -242,7 +244,8 @@ class SelectorServer:
             tasks = [SelectionTask(prompt_id=f"serve/{i}", problem_id="serve", domain=req["domain"],
                                    problem=problem, candidates=tuple(candidates[j] for j in g),
                                    candidate_answers=tuple(candidates[j] for j in g), labels=(0.0,) * len(g),
-                                   reference="", prompt=build_prompt(problem, [candidates[j] for j in g]))
+                                   reference="", prompt=build_prompt(problem, [candidates[j] for j in g],
+                                                                      end_lines=self.end_lines))
                      for i, g in enumerate(judged)]
             # every group of the round in flight at once: the engine batches them (continuous batching)
             results = await self.worker.generate(tasks, n=k, temperature=req["temperature"],

@@ -50,6 +50,9 @@ class WarmStartConfig:
     lr: float = _f(1e-3, "AdamW learning rate.")
     target: str = _f("format", "'format': the response names a uniformly random candidate (teaches the "
                                "format only); 'oracle': names a correct candidate (a stronger start).")
+    prompt_lm: float = _f(0.0, "Weight of next-token language modelling on the training prompts' own text "
+                               "(problem and candidates; no selection labels): pretraining that builds "
+                               "arithmetic and in-context copying before RL. 0 = response tokens only.")
 
 
 @dataclass
@@ -92,6 +95,9 @@ class DataConfig:
     hedge_wrong_rate: float = _f(0.0, "Procedural generator: probability that a wrong candidate hedges its "
                                       "answer ('This might be wrong.'); a noisy verbal-confidence cue.")
     hedge_correct_rate: float = _f(0.0, "Procedural generator: probability that a correct candidate hedges.")
+    solution_end_line: bool = _f(False, "End each candidate's block with `End of solution {i}.`: the index "
+                                        "again beside the block's final answer (the embedded default: a tiny "
+                                        "model finds a block's label there; data.md).")
     min_candidates: int = _f(2, "Fewest candidates in one selection prompt (paper: 2).")
     max_candidates: int = _f(8, "Most candidates in one selection prompt (paper: 16).")
     prompts_per_problem: int = _f(4, "Selection prompts drawn per kept problem (paper: up to 4).")

@@ -16,6 +16,7 @@ from pathlib import Path
 import numpy as np
 
 from actors.faults import maybe_crash
+from core.algo.genselect import write_prompt_style
 from core.config import to_yaml
 from driver import checkpoint as ckpt
 from driver.report import MetricsLog, Progress, plot_curves, summarize
@@ -406,6 +407,7 @@ class Run:
     def finish(self) -> dict:
         export = self.run_dir / "export"
         self._get([learner.export_hf.remote(str(export)) for learner in self.handles.learners], 600, "export")
+        write_prompt_style(export, self.cfg.data.solution_end_line)  # serving renders prompts the same way
         plot_curves(self.metrics, self.run_dir / "curves.png")
         summary = summarize(self.metrics, time.time() - self.started_at, self.cfg.steps)
         summary["dataset"] = str(self.prepared.dataset_dir)

@@ -25,6 +25,11 @@ PROMPT_HEADER = (
     "You are given a problem and {n} candidate solutions. Some may be wrong. "
     "Check the solutions and pick a correct one."
 )
+# Optional last line of each candidate's block (`DataConfig.solution_end_line`): the block's index written again
+# right after its final answer, so a small model finds a block's label next to the text that decides it.
+SOLUTION_END_LINE = "End of solution {i}."
+# A model folder's prompt style, written beside exported weights so that serving renders prompts as training did.
+PROMPT_STYLE_FILE = "genselect_prompt.json"
 PROMPT_FOOTER = 'Which solution is correct? Finish with "Judgment: IDX" where IDX is a number from 0 to {last}.'
 
 _THINK_RE = re.compile(r"<think>.*?</think>", flags=re.DOTALL)
@@ -44,8 +49,10 @@ def strip_thinking(text: str) -> str:
     return text.strip()
 
 
-def build_prompt(problem: str, candidates: Sequence[str], max_candidate_chars: Optional[int] = None) -> str:
-    """Render the GenSelect prompt for `problem` and `candidates` (shown as Solution 0..N-1).
+def build_prompt(problem: str, candidates: Sequence[str], max_candidate_chars: Optional[int] = None,
+                 end_lines: bool = False) -> str:
+    """Render the GenSelect prompt for `problem` and `candidates` (shown as Solution 0..N-1); with `end_lines`
+    each block ends with `End of solution {i}.` (SOLUTION_END_LINE).
 
     Raises:
         ValueError: fewer than 2 candidates.
@@ -58,10 +65,30 @@ def build_prompt(problem: str, candidates: Sequence[str], max_candidate_chars: O
         body = strip_thinking(candidate)
         if max_candidate_chars is not None and len(body) > max_candidate_chars:
             raise CandidateTooLong(f"candidate {i} has {len(body)} characters (cap {max_candidate_chars})")
-        blocks.append(f"Solution {i}:\n{body}")
+        end = "\n" + SOLUTION_END_LINE.format(i=i) if end_lines else ""
+        blocks.append(f"Solution {i}:\n{body}{end}")
     n = len(candidates)
     parts = [PROMPT_HEADER.format(n=n), f"Problem:\n{problem.strip()}", *blocks, PROMPT_FOOTER.format(last=n - 1)]
     return "\n\n".join(parts)
+
+
+def write_prompt_style(folder, solution_end_line: bool) -> None:
+    """Record in model `folder` how its selection prompts were rendered (read by `read_prompt_style`)."""
+    import json
+    from pathlib import Path
+
+    (Path(folder) / PROMPT_STYLE_FILE).write_text(json.dumps({"solution_end_line": bool(solution_end_line)}))
+
+
+def read_prompt_style(folder) -> dict:
+    """The prompt style recorded in model `folder`: {"solution_end_line": bool}; a folder without the file
+    (any model not trained here) gets the plain GenSelect prompt."""
+    import json
+    from pathlib import Path
+
+    path = Path(folder) / PROMPT_STYLE_FILE
+    style = json.loads(path.read_text()) if path.is_file() else {}
+    return {"solution_end_line": bool(style.get("solution_end_line", False))}
 
 
 class ParseStatus:

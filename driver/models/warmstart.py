@@ -113,6 +113,8 @@ def train_steps(model, tokenizer, tasks: list, ws_cfg, dtype: str, seed: int, pr
         with autocast:
             logits = model(input_ids=ids, attention_mask=mask).logits
             loss = response_loss(logits.float(), labels, uniform_over, index_ids)
+            if ws_cfg.prompt_lm > 0:
+                loss = loss + ws_cfg.prompt_lm * prompt_lm_loss(logits.float(), ids, [len(p) for p, _ in pairs])
         loss.backward()
         torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
         opt.step()
@@ -121,6 +123,17 @@ def train_steps(model, tokenizer, tasks: list, ws_cfg, dtype: str, seed: int, pr
         losses.append(loss.item())
         bar.set_postfix(loss=f"{losses[-1]:.3f}")
     return losses
+
+
+def prompt_lm_loss(logits, ids, prompt_lengths: list):
+    """Mean next-token cross-entropy over the prompt tokens (position t predicts token t+1 while t+1 is
+    still inside the prompt). Shapes: logits (B, T, V), ids (B, T); prompt_lengths[j] tokens of row j."""
+    import torch
+
+    width = ids.shape[1]
+    inside = torch.arange(width - 1).unsqueeze(0) + 1 < torch.tensor(prompt_lengths).unsqueeze(1)
+    nll = torch.nn.functional.cross_entropy(logits[:, :-1].transpose(1, 2), ids[:, 1:], reduction="none")
+    return (nll * inside).sum() / inside.sum().clamp(min=1)
 
 
 def response_loss(logits, labels, uniform_over: list, index_ids):

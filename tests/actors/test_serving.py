@@ -401,3 +401,24 @@ def test_autoscales_from_one_to_two_replicas_under_load(served):
     assert replicas() == 2 and len(seen) == 2
     assert set(seen.values()) == {1}, seen  # the new replica answered only after loading version 1
     assert not failures
+
+
+def test_prompts_follow_the_model_folders_prompt_style(tmp_path):
+    """A folder exported by driver.train records `solution_end_line`; the replica renders prompts that way, and
+    re-reads the style when it swaps to another folder."""
+    from core.algo.genselect import write_prompt_style
+
+    write_prompt_style(tmp_path, True)
+    seen = []
+
+    class Recording(ScriptedWorker):
+        async def generate(self, tasks, **kw):
+            seen.extend(t.prompt for t in tasks)
+            return await super().generate(tasks, **kw)
+
+    server = SelectorServer(settings(model=str(tmp_path)), worker=Recording())
+    _select(server, {"problem": "p", "candidates": ["a RIGHT", "b"], "samples": 1, "temperature": 1.0})
+    assert "a RIGHT\nEnd of solution 0." in seen[0] and "b\nEnd of solution 1." in seen[0]
+    plain = SelectorServer(settings(), worker=Recording())
+    _select(plain, {"problem": "p", "candidates": ["a RIGHT", "b"], "samples": 1, "temperature": 1.0})
+    assert "End of solution" not in seen[1]

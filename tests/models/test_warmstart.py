@@ -92,3 +92,14 @@ def test_response_loss_trains_the_index_towards_uniform_over_valid_indices():
     loss.backward()  # the index position's gradient pushes the 3 valid indices up equally, index 3 down
     grad = logits.grad[0, 2, index_ids]
     assert torch.all(grad[:3] < 0) and grad[3] > 0
+
+
+def test_prompt_lm_loss_covers_prompt_tokens_only():
+    """Position t predicts token t+1 while t+1 is inside the prompt: row 0 (prompt [1, 2, 3]) scores tokens
+    2 and 3, row 1 (prompt [1]) scores nothing; response and padding never count."""
+    torch.manual_seed(0)
+    logits = torch.randn(2, 5, 11)
+    ids, _, _ = warmstart.collate([([1, 2, 3], [4, 5]), ([1], [4, 6, 7])], pad_id=0)
+    logp = torch.log_softmax(logits, -1)
+    expected = -(logp[0, 0, 2] + logp[0, 1, 3]) / 2
+    assert torch.allclose(warmstart.prompt_lm_loss(logits, ids, [3, 1]), expected)

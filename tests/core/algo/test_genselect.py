@@ -70,3 +70,15 @@ def test_unknown_reward_mode_is_an_error():
 
 def test_strip_thinking_unclosed_prefix():
     assert strip_thinking("scratch without open tag</think> Answer: 3") == "Answer: 3"
+
+
+def test_solution_end_lines_repeat_each_index_after_its_block(tmp_path):
+    from core.algo.genselect import read_prompt_style, write_prompt_style
+
+    plain = build_prompt("p", ["Answer: 1", "Answer: 2"])
+    closed = build_prompt("p", ["Answer: 1", "Answer: 2"], end_lines=True)
+    assert "End of solution" not in plain
+    assert "Solution 0:\nAnswer: 1\nEnd of solution 0.\n\nSolution 1:\nAnswer: 2\nEnd of solution 1.\n\n" in closed
+    assert read_prompt_style(tmp_path) == {"solution_end_line": False}  # a folder not trained here
+    write_prompt_style(tmp_path, True)
+    assert read_prompt_style(tmp_path) == {"solution_end_line": True}
