@@ -258,6 +258,7 @@ class RolloutWorker:
         except asyncio.CancelledError:
             if call_id not in self._aborted:
                 raise
+            asyncio.current_task().uncancel()  # the cancel was ours and ends here, as RolloutAborted
             self._counters["aborted_calls"] += 1
             raise RolloutAborted(f"rollout worker {self.worker_index}: {what} aborted (call {call_id})") from None
         finally:
