@@ -39,7 +39,7 @@ import weakref
 from pathlib import Path
 from typing import Optional
 
-from actors.faults import maybe_crash
+from actors.faults import maybe_crash, maybe_stall
 from actors.vllm_plugin import OWNER_ENV
 from core.chat import answer_prefix, full_response, index_token_ids
 from core.records import Rollout, RolloutGroup, SelectionTask
@@ -57,6 +57,10 @@ SHUTDOWN_TIMEOUT_S = 30.0
 
 class RolloutTimeout(TimeoutError):
     """A generate call ran past RolloutConfig.request_timeout_s (its requests were aborted)."""
+
+
+class RolloutAborted(RuntimeError):
+    """A generate call was ended by `abort(call_id)` (its requests were aborted in the engine)."""
 
 
 class WeightUpdateError(RuntimeError):
@@ -146,14 +150,23 @@ class RolloutWorker:
         )
         self.engine = AsyncLLM.from_engine_args(args)
         self.start_seconds = time.perf_counter() - start
+        self._init_state()
+        ref = weakref.ref(self)
+        atexit.register(lambda: ref() is not None and ref()._shutdown_now())
+
+    def _init_state(self) -> None:
+        """The admission gate, the update's bookkeeping and the counters (tests set these up around a fake
+        engine)."""
         self._cond: Optional[asyncio.Condition] = None
         self._pause_depth = 0
         self._in_flight = 0
         self._update_lock: Optional[asyncio.Lock] = None
         self._broken: Optional[str] = None
-        self._counters = {"requests": 0, "timeouts": 0, "updates": 0, "update_failures": 0}
-        ref = weakref.ref(self)
-        atexit.register(lambda: ref() is not None and ref()._shutdown_now())
+        self._counters = {"requests": 0, "timeouts": 0, "aborted_calls": 0, "updates": 0, "update_failures": 0,
+                          "updates_aborted": 0}
+        self._calls: dict = {}       # call id -> the asyncio task of a generate/sample call (for abort)
+        self._aborted: set = set()   # call ids being aborted
+        self._last_update: dict = {"state": "none"}
 
     # ---- admission gate ---------------------------------------------------------------------------
     def _condition(self) -> asyncio.Condition:
@@ -204,28 +217,70 @@ class RolloutWorker:
         return encode_prompt(self.tokenizer, prompt)
 
     async def generate(self, tasks: list, n: Optional[int] = None, temperature: Optional[float] = None,
-                       max_tokens: Optional[int] = None) -> list:
+                       max_tokens: Optional[int] = None, call_id: Optional[str] = None) -> list:
         """G = n (default cfg.samples_per_prompt) responses per task, one request per task with n=G.
 
         All requests are in flight at once. Returns one RolloutGroup per task, in order. Raises
-        RolloutTimeout (all requests aborted) past cfg.request_timeout_s.
+        RolloutTimeout past the call's deadline (`cfg.request_timeout_s`, or derived from the call's size:
+        core/deadlines.py) and RolloutAborted when `abort(call_id)` ends it; either way every request of the
+        call has been aborted in the engine when it raises.
         """
         from vllm import SamplingParams
         from vllm.sampling_params import RequestOutputKind
 
+        from core.deadlines import generate_deadline_s
+
         maybe_crash("rollout_generate")
+        n = n or self.cfg.samples_per_prompt
         params = SamplingParams(
-            n=n or self.cfg.samples_per_prompt, temperature=self.cfg.temperature if temperature is None
-            else temperature, top_p=self.cfg.top_p, max_tokens=max_tokens or self.cfg.max_response_tokens,
-            logprobs=0, output_kind=RequestOutputKind.FINAL_ONLY,
+            n=n, temperature=self.cfg.temperature if temperature is None else temperature, top_p=self.cfg.top_p,
+            max_tokens=max_tokens or self.cfg.max_response_tokens, logprobs=0,
+            output_kind=RequestOutputKind.FINAL_ONLY,
         )
-        calls = [self._generate_one(task, params) for task in tasks]
+        prompts = [self.encode_prompt(task.prompt) for task in tasks]
+        deadline = generate_deadline_s(self.cfg, max(map(len, prompts), default=0), len(tasks) * n,
+                                       params.max_tokens)
+        calls = [self._generate_one(task, ids, params) for task, ids in zip(tasks, prompts)]
+        return await self._bounded(calls, deadline, call_id, f"generate of {len(tasks)} prompts")
+
+    async def _bounded(self, calls: list, deadline: float, call_id: Optional[str], what: str) -> list:
+        """Run `calls` concurrently under `deadline`, abortable as `call_id`. On a timeout or an abort the
+        pending coroutines are cancelled, and vLLM aborts a request whose generator is cancelled, before this
+        raises: nothing of the call is left running in the engine."""
+        call_id = call_id or uuid.uuid4().hex
+        self._calls[call_id] = asyncio.current_task()
         try:
-            return list(await asyncio.wait_for(asyncio.gather(*calls), self.cfg.request_timeout_s))
+            return list(await asyncio.wait_for(asyncio.gather(*calls), deadline))
         except asyncio.TimeoutError:
             self._counters["timeouts"] += 1
-            raise RolloutTimeout(f"rollout worker {self.worker_index}: generate of {len(tasks)} prompts "
-                                 f"exceeded request_timeout_s={self.cfg.request_timeout_s}") from None
+            raise RolloutTimeout(f"rollout worker {self.worker_index}: {what} exceeded its deadline of "
+                                 f"{deadline:.0f} s (requests aborted)") from None
+        except asyncio.CancelledError:
+            if call_id not in self._aborted:
+                raise
+            asyncio.current_task().uncancel()  # the cancel was ours and ends here, as RolloutAborted
+            self._counters["aborted_calls"] += 1
+            raise RolloutAborted(f"rollout worker {self.worker_index}: {what} aborted (call {call_id})") from None
+        finally:
+            self._calls.pop(call_id, None)
+            self._aborted.discard(call_id)
+
+    async def abort(self, call_id: Optional[str] = None, wait_s: float = 30.0) -> dict:
+        """Abort the generate/sample call `call_id` (every call when None): its engine requests are aborted
+        and it raises RolloutAborted. Returns once they have ended (at most `wait_s`): {"aborted": calls,
+        "in_flight": admitted requests left}. The driver calls this when its own deadline for a call passes,
+        so an abandoned call never runs on into the next weight sync."""
+        ids = list(self._calls) if call_id is None else [c for c in (call_id,) if c in self._calls]
+        tasks = []
+        for c in ids:
+            task = self._calls.get(c)
+            if task is not None and not task.done() and task is not asyncio.current_task():
+                self._aborted.add(c)
+                task.cancel()
+                tasks.append(task)
+        if tasks:
+            await asyncio.wait(tasks, timeout=wait_s)
+        return {"aborted": len(tasks), "in_flight": self._in_flight}
 
     def allowed_token_ids(self, num_candidates: int) -> Optional[list]:
         """Constrained decoding (`rollout.constrain_index`): for a model whose prompt ends in the answer prefix,
@@ -257,8 +312,7 @@ class RolloutWorker:
             await self._release()
         return final, version, start - queued, time.perf_counter() - start
 
-    async def _generate_one(self, task: SelectionTask, params) -> RolloutGroup:
-        prompt_ids = self.encode_prompt(task.prompt)
+    async def _generate_one(self, task: SelectionTask, prompt_ids: list, params) -> RolloutGroup:
         allowed = self.allowed_token_ids(task.num_candidates)
         if allowed is not None:  # one index token: the whole response, complete by construction
             params = params.clone()
@@ -278,22 +332,21 @@ class RolloutWorker:
                                     "cached_prompt_tokens": final.num_cached_tokens or 0})
 
     async def sample_solutions(self, problems: list, n: int, temperature: float, max_tokens: int,
-                               seed: Optional[int] = None) -> list:
+                               seed: Optional[int] = None, call_id: Optional[str] = None) -> list:
         """A generator's solutions: ``n`` samples for each ``(problem_id, problem_text, domain)`` of
         `problems`, one request with n samples each, all in flight at once (model-sampled candidates,
         docs/data.md). The prompt is `core.chat.format_generator_prompt` (no constrained decoding, no answer
         prefix). ``seed``: each request gets ``seed + its position``, so a rerun samples the same texts.
 
         Returns one list of ``n`` Rollouts per problem, in order (``response_text`` = the generated text,
-        ``prompt_id`` = the problem id, behaviour log-probs included). Raises RolloutTimeout past
-        cfg.request_timeout_s."""
+        ``prompt_id`` = the problem id, behaviour log-probs included). Raises RolloutTimeout past the call's
+        deadline (as `generate`) and RolloutAborted on `abort(call_id)`."""
         from vllm import SamplingParams
         from vllm.sampling_params import RequestOutputKind
 
         from core.chat import generator_prompt_token_ids
 
-        async def one(i: int, problem_id: str, text: str, domain: str) -> list:
-            prompt_ids = list(generator_prompt_token_ids(self.tokenizer, text, domain))
+        async def one(i: int, prompt_ids: list, problem_id: str, text: str, domain: str) -> list:
             params = SamplingParams(n=n, temperature=temperature, top_p=1.0, max_tokens=max_tokens, logprobs=0,
                                     seed=None if seed is None else seed + i,
                                     output_kind=RequestOutputKind.FINAL_ONLY)
@@ -305,13 +358,12 @@ class RolloutWorker:
                             timings={"generate_s": seconds})
                     for c in sorted(final.outputs, key=lambda c: c.index)]
 
-        calls = [one(i, *problem) for i, problem in enumerate(problems)]
-        try:
-            return list(await asyncio.wait_for(asyncio.gather(*calls), self.cfg.request_timeout_s))
-        except asyncio.TimeoutError:
-            self._counters["timeouts"] += 1
-            raise RolloutTimeout(f"rollout worker {self.worker_index}: sampling {len(problems)} problems "
-                                 f"exceeded request_timeout_s={self.cfg.request_timeout_s}") from None
+        from core.deadlines import generate_deadline_s
+
+        prompts = [list(generator_prompt_token_ids(self.tokenizer, text, domain)) for _, text, domain in problems]
+        calls = [one(i, ids, *problem) for i, (ids, problem) in enumerate(zip(prompts, problems))]
+        deadline = generate_deadline_s(self.cfg, max(map(len, prompts), default=0), len(problems) * n, max_tokens)
+        return await self._bounded(calls, deadline, call_id, f"sampling {len(problems)} problems")
 
     async def compute_logprobs(self, prompt_token_ids: list, response_token_ids: list) -> list:
         """Temperature-1 log-probs the engine's current weights give each of `response_token_ids`
@@ -381,32 +433,73 @@ class RolloutWorker:
         return {**stats, "tensors": len(names)}
 
     async def _update(self, version: int, load) -> dict:
-        """pause -> session(begin, await load(), finish) -> reset prefix cache -> version -> resume."""
+        """drain -> load session -> version -> resume, each phase timed and its outcome kept (`update_state`).
+
+        drain: `pause()`, wait until every admitted request has finished. Cancelling the update here (the sync's
+        deadline passed: the broadcaster cancels the call) touches nothing: the engine keeps its version, says so
+        (state "aborted", phase "drain") and serves again. load: begin the reload session, `await load()`,
+        finish it, reset the prefix cache. Not interruptible: stopped half-way the engine would hold a mix of
+        old and new layers, so a cancel waits for the session's end and the outcome stands (state "done" with
+        the new version, or "failed": `health()["ok"]` false and generate refuses until an update succeeds).
+        """
         self._condition()
         async with self._update_lock:
             start = time.perf_counter()
-            await self.pause()
-            paused = time.perf_counter()
+            old = self.version
+            self._last_update = {"state": "draining", "version": version, "engine_version": old}
+            paused_here = False
             try:
-                await self._rpc("genselect_begin_update")
-                try:
-                    await load()
-                finally:
-                    finish = await self._rpc("genselect_finish_update")
-                if finish["missing"]:
-                    raise WeightUpdateError(f"engine parameters not updated: {finish['missing']}")
-                await self._reset_prefix_cache()
-                self.version, self._broken = version, None
-                self._counters["updates"] += 1
+                await self.pause()
+                paused_here = True
+                await maybe_stall("rollout_update_drain")  # tests: an in-flight request that does not finish
             except BaseException as e:
-                self._counters["update_failures"] += 1
-                self._broken = f"weight update to version {version} failed: {e!r}"
+                if paused_here:
+                    await self.resume()
+                self._counters["updates_aborted"] += 1
+                self._last_update = {"state": "aborted", "phase": "drain", "version": version,
+                                     "engine_version": old, "error": repr(e)}
+                raise
+            paused = time.perf_counter()
+            self._last_update = {"state": "loading", "version": version, "engine_version": old}
+            session = asyncio.ensure_future(self._load_session(version, load))
+            try:
+                await asyncio.shield(session)
+            except asyncio.CancelledError:
+                await asyncio.wait([session])  # let the engine leave its reload session; its outcome stands
                 raise
             finally:
                 await self.resume()
             done = time.perf_counter()
-            return {"version": version, "seconds": done - start, "pause_s": paused - start,
+            return {"version": version, "seconds": done - start, "pause_s": paused - start, "drain_s": paused - start,
                     "load_s": done - paused, "worker_index": self.worker_index}
+
+    async def _load_session(self, version: int, load) -> None:
+        """One reload session in the engine: begin, load(), finish, reset the prefix cache; then the version."""
+        try:
+            await self._rpc("genselect_begin_update")
+            try:
+                await maybe_stall("rollout_update_load")  # tests: a transfer that stalls inside the session
+                await load()
+            finally:
+                finish = await self._rpc("genselect_finish_update")
+            if finish["missing"]:
+                raise WeightUpdateError(f"engine parameters not updated: {finish['missing']}")
+            await self._reset_prefix_cache()
+            self.version, self._broken = version, None
+            self._counters["updates"] += 1
+            self._last_update = {"state": "done", "version": version, "engine_version": version}
+        except BaseException as e:
+            self._counters["update_failures"] += 1
+            self._broken = f"weight update to version {version} failed: {e!r}"
+            self._last_update = {"state": "failed", "phase": "load", "version": version, "engine_version": None,
+                                 "error": repr(e)}
+            raise
+
+    def update_state(self) -> dict:
+        """The last weight update's outcome: {"state": "none" | "draining" | "aborted" | "loading" | "done" |
+        "failed", "version" (the one asked for), "engine_version" (the version the engine's weights are at;
+        None when a failed load left them inconsistent), "phase", "error"}, plus "policy_version"."""
+        return {**self._last_update, "policy_version": self.version}
 
     async def _rpc(self, method: str, *args):
         """collective_rpc on the (single) worker; returns that worker's result."""

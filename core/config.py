@@ -129,7 +129,14 @@ class RolloutConfig:
     kv_cache_gib: float = _f(1.0, "KV cache size per engine on CPU (VLLM_CPU_KVCACHE_SPACE).")
     gpu_memory_utilization: float = _f(0.85, "Fraction of GPU memory for vLLM (GPU only).")
     enforce_eager: bool = _f(True, "Disable graph capture / torch.compile (faster start on CPU).")
-    request_timeout_s: float = _f(600.0, "Deadline for one generation call; on expiry it is re-issued.")
+    request_timeout_s: float = _f(0.0, "Deadline for one generation call; on expiry its requests are aborted in the "
+                                       "engine and it is re-issued. 0 (default): derived per call from the prompt "
+                                       "budget, max_response_tokens, max_num_seqs and min_decode_tokens_per_s "
+                                       "(core/deadlines.py, docs/rollout.md#timeouts); > 0: used as it is.")
+    min_decode_tokens_per_s: float = _f(4.0, "Slowest per-sequence decode rate (tokens/s, engine batch full) still "
+                                             "considered healthy; the derived generate and sync deadlines allow "
+                                             "this rate (prompt tokens at 10x it). Conservative: raise it to "
+                                             "detect hung engines sooner.")
     num_cpus: float = _f(1.0, "CPUs reserved per rollout actor.")
     num_gpus: float = _f(0.0, "GPUs reserved per rollout actor.")
 
@@ -222,7 +229,11 @@ class WeightSyncConfig:
     """Learner -> rollout engines weight broadcast."""
     backend: str = _f("object_store", "'object_store' (CPU default) or 'nccl' (GPU learner and engines).")
     bucket_mb: int = _f(256, "Bucket size for bucketed transfers.")
-    timeout_s: float = _f(300.0, "Deadline for one whole sync.")
+    timeout_s: float = _f(0.0, "Deadline for one whole sync. 0 (default): derived, the drain deadline (in-flight "
+                               "generation finishing at rollout.min_decode_tokens_per_s) plus transfer_timeout_s "
+                               "(core/deadlines.py; the run's config.yaml records the value); > 0: used as it is.")
+    transfer_timeout_s: float = _f(120.0, "The part of a derived sync deadline for moving and loading the weights "
+                                          "(after the drain).")
 
 
 @dataclass
@@ -386,6 +397,10 @@ def _check(cfg: TrainConfig) -> None:
         ("rollout.max_response_tokens", r.max_response_tokens > a.overlong_buffer_len,
          "must exceed algorithm.overlong_buffer_len"),
         ("rollout.num_workers", r.num_workers >= 1, "must be >= 1"),
+        ("rollout.min_decode_tokens_per_s", r.min_decode_tokens_per_s > 0, "must be > 0"),
+        ("rollout.request_timeout_s", r.request_timeout_s >= 0, "must be >= 0 (0: derived)"),
+        ("weight_sync.timeout_s", cfg.weight_sync.timeout_s >= 0, "must be >= 0 (0: derived)"),
+        ("weight_sync.transfer_timeout_s", cfg.weight_sync.transfer_timeout_s > 0, "must be > 0"),
         ("learner.num_ranks", cfg.learner.num_ranks >= 1, "must be >= 1"),
         ("weight_sync.backend", cfg.weight_sync.backend != "nccl"
          or (cfg.learner.num_gpus >= 1 and r.num_gpus >= 1),
@@ -490,6 +505,9 @@ def _resolve(cfg: TrainConfig) -> TrainConfig:
     is written into the run folder."""
     cfg.algorithm.ratio_reference = resolve_ratio_reference(cfg.algorithm.ratio_reference, cfg.max_staleness,
                                                             cfg.model.dtype, cfg.learner.dtype)
+    from core.deadlines import sync_deadline_s
+
+    cfg.weight_sync.timeout_s = sync_deadline_s(cfg)  # 0: derived from the generation limits; else kept
     return cfg
 
 

@@ -13,12 +13,14 @@ from __future__ import annotations
 import logging
 import math
 import time
+import uuid
 from collections import Counter
 from dataclasses import dataclass, field
 
 from driver.curriculum import mean_gain
 
 log = logging.getLogger("genselect.collect")
+ABORT_WAIT_S = 60.0  # how long the driver waits for a rollout actor to confirm an abort
 
 
 @dataclass
@@ -29,6 +31,8 @@ class Issued:
     ref: object
     version: int
     issued_at: float = field(default_factory=time.time)
+    generate_ref: object = None   # the rollout actor's generate call (aborted when the driver gives up on it)
+    call_id: str = ""
 
 
 @dataclass
@@ -43,8 +47,11 @@ class Collected:
 class RolloutCollector:
     """Issues generation + verification and assembles batches; see the module docstring."""
 
-    def __init__(self, handles, tasks_by_id: dict, stream, rollout_cfg, on_worker_restart):
+    def __init__(self, handles, tasks_by_id: dict, stream, rollout_cfg, on_worker_restart, deadline_s=None):
+        """deadline_s(prompts) -> seconds the driver waits for one call of that many prompts (generation and
+        scoring; core.deadlines.collect_deadline_s); default: rollout_cfg.request_timeout_s."""
         self.handles = handles
+        self.deadline_s = deadline_s or (lambda prompts: rollout_cfg.request_timeout_s)
         self.tasks = tasks_by_id
         self.stream = stream
         self.cfg = rollout_cfg
@@ -73,9 +80,11 @@ class RolloutCollector:
 
     def _call(self, worker: int, prompt_ids: list, version: int) -> Issued:
         tasks = [self.tasks[i] for i in prompt_ids]
-        generated = self.handles.rollouts[worker].generate.remote(tasks)
+        call_id = f"c{worker}-{uuid.uuid4().hex[:12]}"
+        generated = self.handles.rollouts[worker].generate.remote(tasks, call_id=call_id)
         verifier = self.handles.verifiers[worker % len(self.handles.verifiers)]
-        return Issued(worker, list(prompt_ids), verifier.score_groups.remote(generated), version)
+        return Issued(worker, list(prompt_ids), verifier.score_groups.remote(generated), version,
+                      generate_ref=generated, call_id=call_id)
 
     # -- waiting --------------------------------------------------------------------------------------
     def _wait(self, call: Issued) -> list:
@@ -85,19 +94,35 @@ class RolloutCollector:
 
         for attempt in range(4):
             try:
-                groups = ray.get(call.ref, timeout=self.cfg.request_timeout_s)
+                groups = ray.get(call.ref, timeout=self.deadline_s(len(call.prompt_ids)))
                 self.inflight.remove(call)
                 return groups
             except (RayActorError, GetTimeoutError, RayTaskError) as err:
                 self.counters["rollout/reissued_calls"] += 1
                 log.warning("rollout worker %d failed on %d prompts (%s); re-issuing (attempt %d)",
                             call.worker, len(call.prompt_ids), type(err).__name__, attempt + 1)
-                ray.cancel(call.ref, force=False)
+                self._abort(call)
                 self.on_worker_restart(call.worker)
                 fresh = self._call(call.worker, call.prompt_ids, call.version)
                 self.inflight[self.inflight.index(call)] = fresh
                 call = fresh
         raise RuntimeError(f"rollout worker {call.worker} failed 4 times on the same prompts; giving up")
+
+    def _abort(self, call: Issued) -> None:
+        """Stop a call the driver gave up on before anything else happens (the restart's weight sync): the
+        rollout actor aborts its engine requests and answers once they are gone, so an abandoned call never
+        runs on into the next sync (whose drain would wait for it). A dead actor's engine died with it."""
+        import ray
+
+        ray.cancel(call.ref, force=False)  # the verifier's scoring of it
+        if call.generate_ref is None:
+            return
+        try:
+            ray.get(self.handles.rollouts[call.worker].abort.remote(call.call_id), timeout=ABORT_WAIT_S)
+            self.counters["rollout/aborted_calls"] += 1
+        except Exception as err:  # the actor died (Ray restarts it with an idle engine) or does not answer
+            log.warning("rollout worker %d: aborting call %s failed (%s)", call.worker, call.call_id,
+                        type(err).__name__)
 
     def collect(self, calls: list, version: int, need: int, keep, max_rounds: int) -> Collected:
         """Wait for `calls`, then refill with fresh generation rounds (issued at `version`) until `need`

@@ -147,6 +147,9 @@ def summarize(log: MetricsLog, wall_seconds: float, steps: int) -> dict:
         "final_parse_failure_rate": last.get("parse_failure_rate"),
         "time_per_step": split,
         "weight_sync_gbps": _mean([r.get("sync/gbps", math.nan) for r in train]),
+        # mean seconds per sync of its phases (docs/rollout.md#timeouts): drain, transfer, load
+        "weight_sync_split": {k: _mean([r.get(f"sync/{k}", math.nan) for r in train if r.get("time/sync_s")])
+                              for k in ("drain_s", "transfer_s", "load_s")},
         "dropped_stale_samples": sum(r.get("staleness/dropped_groups", 0) for r in train),
     }
 

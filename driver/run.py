@@ -156,8 +156,11 @@ class Run:
         self.broadcaster = WeightSyncBroadcaster(self.cfg.weight_sync, self.handles.learners,
                                                  self.handles.rollouts, board=board)
         self.stream = self._curriculum()
+        from core.deadlines import collect_deadline_s
+
         self.collector = RolloutCollector(self.handles, {t.prompt_id: t for t in self.train_tasks}, self.stream,
-                                          self.cfg.rollout, self._restore_worker)
+                                          self.cfg.rollout, self._restore_worker,
+                                          deadline_s=lambda prompts: collect_deadline_s(self.cfg, prompts))
 
     def _start_serving(self):
         """serve.live: the selection service (driver/serve.py) beside the trainer, on the starting weights;
@@ -370,6 +373,7 @@ class Run:
         return result
 
     def _evaluate_on(self, tasks: list, samples: int, step: int) -> dict:
+        from core.deadlines import generate_deadline_s
         from driver.evaluate import by_size, by_slip_kind, choose_remote, selection_metrics
 
         from ray.exceptions import RayActorError
@@ -377,8 +381,9 @@ class Run:
         started = time.time()
         for attempt in (1, 2):
             try:
-                choices, sampled = choose_remote(self.handles.rollouts[0], tasks, self.cfg.rollout.request_timeout_s,
-                                                 samples)
+                deadline = generate_deadline_s(self.cfg.rollout, self.cfg.data.max_prompt_tokens,
+                                               len(tasks) * max(1, samples))
+                choices, sampled = choose_remote(self.handles.rollouts[0], tasks, deadline, samples)
                 break
             except RayActorError as err:  # the engine died (or its node): once Ray restarted it, evaluate again
                 if attempt == 2:

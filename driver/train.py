@@ -64,7 +64,9 @@ def train_loop(run, start_step: int, steps: int) -> None:
                         collected.stats.get("collect/rounds"))
         run.record_step(step, collected, train_metrics, {
             "time/step_s": time.time() - started, "time/wait_rollout_s": waited, "time/train_s": train_s,
-            "time/sync_s": sync_stats["seconds"], "sync/gbps": sync_stats.get("gbps", 0.0)})
+            "time/sync_s": sync_stats["seconds"], "sync/gbps": sync_stats.get("gbps", 0.0),
+            # the sync's phases: in-flight generation finishing, weights moving, weights loading (rollout.md)
+            **{f"sync/{k}": sync_stats.get(k, 0.0) for k in ("drain_s", "transfer_s", "load_s")}})
         if run.should_evaluate(step + 1):
             run.evaluate(step + 1)
         if (step + 1) % cfg.checkpoint_every == 0 or step + 1 == steps:

@@ -254,7 +254,12 @@ class RaySampler:
         parts = [problems[i::len(workers)] for i in range(len(workers))]
         refs = [w.sample_solutions.remote(part, n, temperature, max_tokens, seed + 1_000 * i)
                 for i, (w, part) in enumerate(zip(workers, parts)) if part]
-        results = ray.get(refs, timeout=self.rollout_cfg.request_timeout_s + 60)
+        from core.deadlines import generate_deadline_s
+
+        # the generator prompt's token count is at most its characters plus the template's
+        prompt_tokens = max((len(p[1]) for p in problems), default=0) + 512
+        biggest = max(len(part) for part in parts) * n
+        results = ray.get(refs, timeout=generate_deadline_s(self.rollout_cfg, prompt_tokens, biggest, max_tokens) + 60)
         out = [None] * len(problems)
         for i, groups in enumerate(results):
             out[i::len(workers)] = groups

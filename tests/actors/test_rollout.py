@@ -6,6 +6,7 @@ async Ray actor would); the last test shuts it down and checks processes and /de
 """
 from __future__ import annotations
 
+import dataclasses
 import os
 import pickle
 import time
@@ -386,6 +387,46 @@ def test_timeout_aborts_generate(engine, rh):
         worker.cfg = cfg
     assert loop.run(worker.health())["in_flight"] == 0
     assert len(loop.run(worker.generate([rh.make_task(2)], max_tokens=2))[0].rollouts) == G
+
+
+@pytest.mark.slow
+def test_timeout_leaves_the_engine_idle_before_an_update(engine, reference, rh):
+    """Issue #10 item 5 on the real engine: a generate call that times out, and one the driver aborts, leave no
+    request in the engine (its output processor has none unfinished) by the time they raise, so the next weight
+    update's drain has nothing to wait for."""
+    import asyncio
+
+    from actors.rollout import RolloutAborted
+
+    worker, loop, _ = engine
+    processor = worker.engine.output_processor
+    cfg = worker.cfg
+    worker.cfg = RolloutConfig(samples_per_prompt=G, max_response_tokens=2000, max_num_seqs=64,
+                               request_timeout_s=0.5, constrain_index=False)
+    tasks = [rh.make_task(i) for i in range(16)]
+    try:
+        with pytest.raises(RolloutTimeout):
+            loop.run(worker.generate(tasks))
+        assert processor.get_num_unfinished_requests() == 0
+        assert loop.run(worker.health())["in_flight"] == 0
+
+        worker.cfg = dataclasses.replace(worker.cfg, request_timeout_s=600.0)
+        call = loop.submit(worker.generate(tasks, call_id="driver-gave-up"))
+        for _ in range(500):
+            if processor.get_num_unfinished_requests() > 0:
+                break
+            time.sleep(0.01)
+        answer = loop.run(worker.abort("driver-gave-up"))
+        assert answer == {"aborted": 1, "in_flight": 0}
+        with pytest.raises(RolloutAborted):
+            call.result(60)
+        assert processor.get_num_unfinished_requests() == 0
+    finally:
+        worker.cfg = cfg
+    state = {k: v.detach().numpy().copy() for k, v in reference.state_dict().items()}
+    stats = loop.run(worker.update_weights_from_object_store(state, worker.policy_version()))
+    assert stats["drain_s"] < 1.0, stats  # nothing left to drain
+    assert loop.run(worker.health())["ok"]
 
 
 @pytest.mark.slow

@@ -217,6 +217,111 @@ def test_hung_learner_raises_timeout_naming_it(ray_cluster):
         ray.kill(hung)
 
 
+class SmallLearner:
+    """A learner whose export is one small tensor (the sync-boundary test needs no model)."""
+
+    def __init__(self):
+        self.exports = 0
+
+    def export_weights(self, rank0_only: bool = False, widen: bool = True) -> dict:
+        self.exports += 1
+        return {"model.w": np.full((8, 8), float(self.exports), dtype=np.float32)}
+
+    def export_count(self) -> int:
+        return self.exports
+
+
+class _FakeAsyncLLM:
+    """The engine at the RolloutWorker's boundary: answers the weight receiver's calls, generates nothing."""
+
+    errored = False
+
+    async def collective_rpc(self, method, args=()):
+        return [{"missing": []} if method == "genselect_finish_update" else None]
+
+    async def reset_prefix_cache(self):
+        return True
+
+    async def check_health(self):
+        return None
+
+    def shutdown(self, timeout=None):
+        return None
+
+
+def fake_engine_worker(index: int, stall_marker=None):
+    """The real RolloutWorker (gate, update phases, update_state) around a fake engine; with `stall_marker`,
+    its first update's drain stalls through the GENSELECT_FAULT hang injection (actors/faults.py), as an
+    in-flight request that never finishes would."""
+    import os
+
+    from actors.rollout import RolloutWorker
+    from core.config import RolloutConfig, WeightSyncConfig
+
+    if stall_marker:
+        os.environ.update(GENSELECT_FAULT=f"rollout_update_drain:1:{stall_marker}", GENSELECT_FAULT_ACTION="hang:3600")
+    worker = object.__new__(RolloutWorker)
+    worker.cfg, worker.sync_cfg = RolloutConfig(), WeightSyncConfig(bucket_mb=1)
+    worker.worker_index, worker.version, worker.tied_embeddings = index, 0, False
+    worker.engine, worker.start_seconds = _FakeAsyncLLM(), 0.0
+    worker._init_state()
+    return worker
+
+
+def test_sync_timeout_leaves_engines_on_a_known_version(ray_cluster, tmp_path):
+    """Issue #10 item 5: a fault at the sync boundary (one engine's drain never ends) makes the sync miss its
+    deadline. The late update is cancelled, so that engine keeps version 0 and says so, the healthy one holds
+    version 1, the learner is not left inside anything (it answers at once), and the next sync starts clean and
+    brings both to version 1. The stats split drain, transfer and load."""
+    from actors.weight_sync import WeightSyncBroadcaster, WeightSyncTimeout
+    from core.config import WeightSyncConfig
+
+    ray = ray_cluster
+    learner = ray.remote(num_cpus=0)(SmallLearner).remote()
+    engines = [ray.remote(num_cpus=0)(_FakeEngineActor).remote(index, marker)
+               for index, marker in ((0, None), (1, str(tmp_path / "stalled")))]
+    try:
+        broadcaster = WeightSyncBroadcaster(WeightSyncConfig(timeout_s=8), learner, engines)
+        start = time.perf_counter()
+        with pytest.raises(WeightSyncTimeout, match=r"rollout\[1\]") as info:
+            broadcaster.sync(1)
+        assert time.perf_counter() - start < 60
+        healthy, stalled = info.value.engines
+        assert healthy["state"] == "done" and healthy["engine_version"] == 1
+        assert stalled["state"] == "aborted" and stalled["phase"] == "drain" and stalled["engine_version"] == 0
+        assert "rollout[1]: aborted, serving version 0" in str(info.value)
+        health = ray.get(engines[1].health.remote(), timeout=30)
+        assert health["ok"] and not health["paused"] and health["version"] == 0
+        assert ray.get(learner.export_count.remote(), timeout=5) == 1
+        stats = broadcaster.sync(1)  # clean: the stall fired once (its marker exists)
+        assert ray.get([h.policy_version.remote() for h in engines]) == [1, 1]
+        assert {"drain_s", "transfer_s", "load_s"} <= set(stats)
+        assert stats["transfer_s"] >= stats["export_seconds"] and stats["seconds"] > 0
+        assert stats["drain_s"] + stats["transfer_s"] + stats["load_s"] <= stats["seconds"] + 1e-6
+    finally:
+        for h in engines + [learner]:
+            ray.kill(h)
+
+
+class _FakeEngineActor:
+    """Ray actor wrapper: the fake-engine RolloutWorker's async methods, as the real actor exposes them."""
+
+    def __init__(self, index: int, stall_marker=None):
+        self.w = fake_engine_worker(index, stall_marker)
+
+    async def update_weights_from_object_store(self, weights: dict, version: int) -> dict:
+        return await self.w.update_weights_from_object_store(weights, version)
+
+    def update_state(self) -> dict:
+        return self.w.update_state()
+
+    def policy_version(self) -> int:
+        return self.w.policy_version()
+
+    async def health(self) -> dict:
+        return await self.w.health()
+
+
 def test_unknown_backend_is_rejected():
     from actors.weight_sync import WeightSyncBroadcaster
     from core.config import WeightSyncConfig

@@ -119,3 +119,50 @@ def test_resume_guarantee_prompts_once_batches_may_differ():
     assert straight[0][:shorter] == resumed[0][:shorter]  # one order of new prompts
     assert resumed[3][:2] == straight[3][:2]  # identical up to the checkpoint ...
     assert resumed[3] != straight[3]  # ... and not after it: regenerated groups were filtered differently
+
+
+def test_a_call_past_the_drivers_deadline_is_aborted_before_the_restart_sync(monkeypatch):
+    """Issue #10 item 5: when the driver gives up on a generation call (its deadline passed), the rollout
+    actor's generate call itself is aborted (its engine requests too) and confirmed *before* the restart's weight
+    sync, whose drain would otherwise wait for the abandoned call. (Before: only the verifier's scoring was
+    cancelled; the generate call ran on.)"""
+    import ray
+    from ray.exceptions import GetTimeoutError
+
+    from driver.collect import Issued
+
+    events, deadlines = [], []
+
+    class Remote:
+        def __init__(self, name):
+            self.name = name
+
+        def remote(self, *args, **kwargs):
+            events.append((self.name, kwargs.get("call_id", args[0] if args else None)))
+            return (self.name, len(events))
+
+    rollout = SimpleNamespace(generate=Remote("generate"), abort=Remote("abort"))
+    verifier = SimpleNamespace(score_groups=Remote("score"))
+    handles = SimpleNamespace(rollouts=[rollout], verifiers=[verifier])
+    groups = [_group(0, [1.0, 0.0])]
+
+    def fake_get(ref, timeout=None):
+        if ref[0] == "score" and ref[1] <= 2:  # the first call's scoring never comes back in time
+            deadlines.append(timeout)
+            raise GetTimeoutError("deadline")
+        return {"aborted": 1, "in_flight": 0} if ref[0] == "abort" else groups
+
+    monkeypatch.setattr(ray, "get", fake_get)
+    monkeypatch.setattr(ray, "cancel", lambda ref, force=False: events.append(("cancel", ref[0])))
+    collector = RolloutCollector(handles, {"q0/p0": groups[0].task}, SimpleNamespace(cap=2), None,
+                                 lambda worker: events.append(("restart", worker)),
+                                 deadline_s=lambda prompts: 123.0 * prompts)
+    call = collector._call(0, ["q0/p0"], 0)
+    collector.inflight.append(call)
+    assert isinstance(call, Issued) and call.call_id
+    assert collector._wait(call) == groups
+    assert deadlines == [123.0]
+    names = [e[0] for e in events]
+    assert names[:5] == ["generate", "score", "cancel", "abort", "restart"], events
+    assert events[3][1] == call.call_id  # the abandoned call, by its id
+    assert collector.counters["rollout/aborted_calls"] == 1 and not collector.inflight
