@@ -66,12 +66,13 @@ def problems_with_candidates(data_cfg, count: int, k: int = 64, seed: int = 90_0
     return out
 
 
-def training_problems(model: str) -> frozenset:
-    """Problem texts of the training split of the run that exported `model` (runs/X/summary.json 'dataset')."""
+def training_problems(model: str, dataset: str = "") -> frozenset:
+    """Problem texts of the training split of `dataset`, default: of the run that exported `model`
+    (runs/X/summary.json 'dataset')."""
     try:
         from driver.data.dataset import load_dataset
 
-        dataset = json.loads((Path(model).parent / "summary.json").read_text())["dataset"]
+        dataset = dataset or json.loads((Path(model).parent / "summary.json").read_text())["dataset"]
         return frozenset(t.problem for t in load_dataset(dataset, bad_rows="skip").train)
     except (OSError, KeyError, ValueError) as e:
         print(f"no training set to exclude: {e!r}", flush=True)
@@ -142,6 +143,8 @@ def main(argv=None) -> int:
     parser.add_argument("--stages", default="throughput,knockout,mixed,swap,death",
                         help="comma list of: throughput (with the direct baseline), knockout, mixed, swap, death")
     parser.add_argument("--knockout-problems", type=int, default=40)
+    parser.add_argument("--training-dataset", default="",
+                        help="dataset folder whose training problems the knockout skips (default: the run's)")
     parser.add_argument("--knockout-no-cue", action="store_true",
                         help="also knockout on candidates without the hedging cue (hedge rates 0)")
     parser.add_argument("--replicas", type=int, default=1, help="Serve replicas (fixed; 1 CPU reserved in all)")
@@ -228,7 +231,7 @@ def main(argv=None) -> int:
                                                             / report["direct"][c]["rps"])
 
     if "knockout" in stages:  # on the model as loaded (before the swap below changes the weights)
-        data_cfg, exclude = (run_cfg or cfg).data, training_problems(model)
+        data_cfg, exclude = (run_cfg or cfg).data, training_problems(model, args.training_dataset)
         report["knockout_problems"] = {"count": args.knockout_problems, "excluded_training_problems": len(exclude)}
         for cue in (True, False) if args.knockout_no_cue else (True,):
             ko = problems_with_candidates(data_cfg, args.knockout_problems, exclude=exclude, cue=cue)
