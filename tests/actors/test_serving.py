@@ -413,9 +413,15 @@ def test_replica_killed_under_load_is_replaced(served):
 
     from benchmarks.serve import kill_replica_under_load
 
-    def post(body):
-        r = _post(served.url + "/v1/select", body)
-        return r.status_code, r.json()
+    def post(body):  # a client that never dies: every answer is counted, JSON or not (the proxy's 500 is text)
+        try:
+            r = _post(served.url + "/v1/select", body)
+        except Exception as e:
+            return -1, {"error": repr(e)}
+        try:
+            return r.status_code, r.json()
+        except ValueError:
+            return r.status_code, {}
 
     bodies = [{"problem": f"What is {a} + 5?", "candidates": [str(a + 5), str(a + 6), str(a + 4)]} for a in range(4)]
     version = requests.get(served.url + "/healthz", timeout=30).json()["policy_version"]
