@@ -40,22 +40,43 @@ def pct(values, q):
     return values[min(len(values) - 1, int(round(q / 100 * (len(values) - 1))))] if values else None
 
 
-def problems_with_candidates(data_cfg, count: int, k: int = 64, seed: int = 90_001) -> list:
-    """[{problem, candidates (k), correct (k bools), answers}] of unseen procedural problems with >= 1 correct."""
+def problems_with_candidates(data_cfg, count: int, k: int = 64, seed: int = 90_001, exclude=frozenset(),
+                             cue: bool = True) -> list:
+    """[{problem, candidates (k), correct (k bools), answers}] of unseen procedural problems with >= 1 correct
+    among the first 8 (the training data's generator settings, `data_cfg`; a seed the training data never used;
+    problems whose text is in `exclude`, e.g. a training set's, are skipped). cue=False: no hedging sentences."""
+    import dataclasses
+
     from driver.data import procedural
     from driver.data.sources import procedural_spec
 
-    rows = procedural.generate(count * 3, k, seed, procedural_spec(data_cfg))
+    spec = procedural_spec(data_cfg)
+    if not cue:
+        spec = dataclasses.replace(spec, hedge_wrong_rate=0.0, hedge_correct_rate=0.0)
+    rows = procedural.generate(count * 3, k, seed, spec)
     out = []
     for r in rows:
         answers = [c.rsplit("Answer:", 1)[1].strip() for c in r["candidates"]]
         correct = [a == r["answer"] for a in answers]
-        if any(correct[:8]):  # every N >= 8 then has a correct candidate (pass@N = 1)
+        if any(correct[:8]) and r["problem"] not in exclude:  # every N >= 8 then has a correct candidate
             out.append({"problem": r["problem"], "candidates": r["candidates"], "correct": correct,
                         "answers": answers})
         if len(out) == count:
             break
     return out
+
+
+def training_problems(model: str, dataset: str = "") -> frozenset:
+    """Problem texts of the training split of `dataset`, default: of the run that exported `model`
+    (runs/X/summary.json 'dataset')."""
+    try:
+        from driver.data.dataset import load_dataset
+
+        dataset = dataset or json.loads((Path(model).parent / "summary.json").read_text())["dataset"]
+        return frozenset(t.problem for t in load_dataset(dataset, bad_rows="skip").train)
+    except (OSError, KeyError, ValueError) as e:
+        print(f"no training set to exclude: {e!r}", flush=True)
+        return frozenset()
 
 
 def run_load(fn, bodies: list, concurrency: int) -> dict:
@@ -121,6 +142,12 @@ def main(argv=None) -> int:
     parser.add_argument("--out", default=str(REPO / "benchmarks/results/serve.json"))
     parser.add_argument("--stages", default="throughput,knockout,mixed,swap,death",
                         help="comma list of: throughput (with the direct baseline), knockout, mixed, swap, death")
+    parser.add_argument("--knockout-problems", type=int, default=40)
+    parser.add_argument("--training-dataset", default="",
+                        help="dataset folder whose training problems the knockout skips (default: the run's)")
+    parser.add_argument("--knockout-no-cue", action="store_true",
+                        help="also knockout on candidates without the hedging cue (hedge rates 0)")
+    parser.add_argument("--replicas", type=int, default=1, help="Serve replicas (fixed; 1 CPU reserved in all)")
     parser.add_argument("--access-log", action="store_true", help="keep Serve's per-request access log")
     parser.add_argument("--throughput-optimized", action="store_true",
                         help="RAY_SERVE_THROUGHPUT_OPTIMIZED=1 (user code on the replica's main loop, buffered logs)")
@@ -145,11 +172,15 @@ def main(argv=None) -> int:
         from driver.prepare import prepare
 
         model = str(Path(prepare(cfg.data, cfg.model, eval_prompts=50).model_dir).resolve())
+    from driver.serve import run_config_of
+
+    run_cfg = run_config_of(model)  # the training run's data and rollout settings, when the model has one
     problems = problems_with_candidates(cfg.data, args.problems)
     bodies8 = [{"problem": p["problem"], "candidates": p["candidates"][:8]} for p in problems]
     report = {"machine": {"platform": platform.platform(), "cpus": __import__("os").cpu_count(),
                           "python": platform.python_version()},
-              "model": model, "problems": len(problems), "started": time.strftime("%Y-%m-%d %H:%M:%S")}
+              "model": model, "run_config": run_cfg is not None, "problems": len(problems),
+              "started": time.strftime("%Y-%m-%d %H:%M:%S")}
 
     if args.throughput_optimized:
         import os
@@ -157,12 +188,14 @@ def main(argv=None) -> int:
         os.environ["RAY_SERVE_THROUGHPUT_OPTIMIZED"] = "1"
     report["throughput_optimized"] = args.throughput_optimized
     ray.init(address="local", include_dashboard=False, log_to_driver=False, runtime_env={"env_vars": default_env()})
-    serve_cfg = dataclasses.replace(cfg.serve, port=free_port(), num_cpus=1.0, min_replicas=1, max_replicas=1,
+    serve_cfg = dataclasses.replace(cfg.serve, port=free_port(), num_cpus=1.0 / args.replicas,
+                                    min_replicas=args.replicas,
+                                    max_replicas=args.replicas,
                                     max_ongoing_requests=64, access_log=args.access_log)
-    report["access_log"] = args.access_log
+    report["access_log"], report["replicas"] = args.access_log, args.replicas
     url = f"http://127.0.0.1:{serve_cfg.port}"
     t0 = time.perf_counter()
-    handle, settings = start(model, serve_cfg, cfg, policy_version=0)
+    handle, settings = start(model, serve_cfg, run_cfg or cfg, policy_version=0)
     report["serve_start_s"] = time.perf_counter() - t0
     post = http_post(url + "/v1/select")
     print(f"serve app up in {report['serve_start_s']:.0f} s at {url}", flush=True)
@@ -198,14 +231,19 @@ def main(argv=None) -> int:
                                                             / report["direct"][c]["rps"])
 
     if "knockout" in stages:  # on the model as loaded (before the swap below changes the weights)
-        report["knockout"] = knockout(post, problems)
+        data_cfg, exclude = (run_cfg or cfg).data, training_problems(model, args.training_dataset)
+        report["knockout_problems"] = {"count": args.knockout_problems, "excluded_training_problems": len(exclude)}
+        for cue in (True, False) if args.knockout_no_cue else (True,):
+            ko = problems_with_candidates(data_cfg, args.knockout_problems, exclude=exclude, cue=cue)
+            report["knockout" if cue else "knockout_no_cue"] = knockout(post, ko)
     rng = random.Random(0)
     if "mixed" in stages:
         report["mixed"] = mixed_load(post, bodies8, args.requests, rng)
     if "swap" in stages:
         report["swap"] = swap_under_load(post, bodies8, url, model, Path(tempfile.mkdtemp()) / "swap_model", rng)
     if "death" in stages:  # 4. a replica killed under load: Serve replaces it; count the failures meanwhile
-        report["replica_death"] = kill_replica_under_load(post, bodies8, url, serve_cfg)
+        report["replica_death"] = kill_replica_under_load(post, bodies8, serve_cfg.app_name,
+                                                          correct=[p["correct"][:8] for p in problems])
         print(f"replica death: {report['replica_death']}", flush=True)
     stop(serve_cfg)
     serve.shutdown()
@@ -276,10 +314,12 @@ def swap_under_load(post, bodies8, url, model, new_dir, rng) -> dict:
     return out
 
 
-def knockout(post, problems) -> dict:
-    """Accuracy / latency of /v1/select (greedy, one sample) for N = 8..64 next to majority@N and random@N on
-    the same candidates (majority ties split evenly)."""
+def knockout(post, problems, chunks: int = 3) -> dict:
+    """Accuracy / latency of /v1/select (greedy, one sample, one client) for N = 8..64 next to majority@N and
+    random@N on the same candidates (majority ties split evenly). Spread: the accuracies of `chunks` equal,
+    disjoint parts of the problems."""
     out = {}
+    size = len(problems) // chunks
     for n in (8, 16, 32, 64):
         acc, lat, maj, rnd, rounds, unparsed = [], [], [], [], [], 0
         for p in problems:
@@ -301,7 +341,9 @@ def knockout(post, problems) -> dict:
             rnd.append(sum(correct) / n)
         out[n] = {"accuracy": statistics.mean(acc), "majority": statistics.mean(maj),
                   "random": statistics.mean(rnd), "p50_s": pct(lat, 50), "p99_s": pct(lat, 99),
-                  "rounds": statistics.mean(rounds), "unparsed_final": unparsed, "problems": len(problems)}
+                  "rounds": statistics.mean(rounds), "unparsed_final": unparsed, "problems": len(problems),
+                  "chunks": {name: [statistics.mean(v[i * size:(i + 1) * size]) for i in range(chunks)]
+                             for name, v in (("accuracy", acc), ("majority", maj), ("random", rnd))}}
         print(f"knockout N={n}: {out[n]}", flush=True)
     return out
 
@@ -325,52 +367,81 @@ def write_perturbed(model: str, out: Path) -> None:
             shutil.copy(f, out / f.name)
 
 
-def kill_replica_under_load(post, bodies, url, serve_cfg) -> dict:
-    """4 clients load the app; its replica is killed; Serve starts another. Count what failed meanwhile."""
+def kill_replica_under_load(post, bodies, app_name: str, clients: int = 4, correct=None,
+                            timeout_s: float = 300.0) -> dict:
+    """`clients` threads load the app with `bodies`; one replica's actor is killed (`ray.kill`, no restart: a
+    dead process, as an OOM kill would leave); Serve starts a replacement. Reports the requests sent and failed
+    (by status), those sent while the deployment ran short of a replica, the seconds until Serve runs as many
+    replicas as before again (one of them new), and the answers after recovery: every body sent once more, its
+    index compared with its answer before the kill (and with `correct[i][index]`, per-candidate bools, if
+    given)."""
+    import ray
+    from ray import serve
+
+    from driver.serve import DEPLOYMENT
+
+    def running() -> int:
+        return serve.status().applications[app_name].deployments[DEPLOYMENT].replica_states.get("RUNNING", 0)
+
+    def replicas() -> set:
+        return {a["name"] for a in ray.util.list_named_actors(all_namespaces=True)
+                if a["namespace"] == "serve" and f"#{DEPLOYMENT}#" in a["name"]}
+
+    def answers() -> list:
+        return [post(b) for b in bodies]
+
+    before = answers()
+    count, names = running(), replicas()
     results, stop_load = [], threading.Event()
 
-    def loader():
+    def loader(seed):
+        rng = random.Random(seed)
         while not stop_load.is_set():
             s0 = time.perf_counter()
-            status, _ = post(bodies[random.randrange(len(bodies))])
+            status, _ = post(bodies[rng.randrange(len(bodies))])
             results.append((status, s0, time.perf_counter()))
 
-    threads = [threading.Thread(target=loader) for _ in range(4)]
+    threads = [threading.Thread(target=loader, args=(i,)) for i in range(clients)]
     for t in threads:
         t.start()
+    replaced = None
     try:
-        return _kill_and_wait(results, url)
+        time.sleep(3)
+        victim = sorted(names)[0]
+        killed = time.perf_counter()
+        ray.kill(ray.get_actor(victim, namespace="serve"), no_restart=True)
+        while time.perf_counter() - killed < timeout_s:
+            if running() >= count and replicas() - names:
+                replaced = time.perf_counter()
+                break
+            time.sleep(0.5)
+        time.sleep(3)
     finally:
         stop_load.set()
         for t in threads:
             t.join()
-
-
-def _kill_and_wait(results: list, url: str) -> dict:
-    """Kill the (only) replica's actor while `results` fills; wait until /healthz answers again."""
-    import ray
-    import requests
-
-    time.sleep(3)
-    replica = [a for a in ray.util.list_named_actors(all_namespaces=True)
-               if a["namespace"] == "serve" and "SelectorServer" in a["name"]][0]
-    killed = time.perf_counter()
-    ray.kill(ray.get_actor(replica["name"], namespace="serve"), no_restart=True)
-    back = None
-    while time.perf_counter() - killed < 300:
-        try:
-            if requests.get(url + "/healthz", timeout=5).status_code == 200:
-                back = time.perf_counter()
-                break
-        except requests.RequestException:
-            pass
-        time.sleep(0.5)
-    time.sleep(3)
-    after = [r for r in results if r[1] >= killed]
-    return {"requests": len(results), "after_kill": len(after),
-            "failed": sum(1 for r in results if r[0] != 200),
-            "failed_statuses": sorted({r[0] for r in results if r[0] != 200}),
-            "down_s": (back - killed) if back else None}
+    after = answers()
+    end = replaced or time.perf_counter()
+    down = [r for r in results if killed <= r[1] < end]
+    failed: dict = {}
+    for r in results:
+        if r[0] != 200:
+            failed[r[0]] = failed.get(r[0], 0) + 1
+    ok_after = [i for i, (status, _) in enumerate(after) if status == 200]
+    out = {"replicas": count, "clients": clients, "killed": victim, "sent": len(results),
+           "failed": sum(failed.values()), "failed_by_status": failed,
+           "sent_while_short": len(down), "failed_while_short": sum(1 for r in down if r[0] != 200),
+           "replacement_running_s": (replaced - killed) if replaced else None,
+           "after": {"requests": len(after), "ok": len(ok_after),
+                     "same_index_as_before": sum(1 for i in ok_after if before[i][0] == 200
+                                                 and after[i][1].get("index") == before[i][1].get("index")),
+                     "policy_versions": sorted({after[i][1].get("policy_version") for i in ok_after})}}
+    if correct is not None:
+        def acc(rows):
+            return sum(1 for i, (status, res) in enumerate(rows) if status == 200 and res.get("index") is not None
+                       and correct[i][res["index"]]) / len(rows)
+        out["accuracy_before"], out["after"]["accuracy"] = acc(before), acc(after)
+    return out
 
 
 class DirectSelector:

@@ -403,6 +403,34 @@ def test_autoscales_from_one_to_two_replicas_under_load(served):
     assert not failures
 
 
+
+@pytest.mark.slow
+def test_replica_killed_under_load_is_replaced(served):
+    """One replica's actor killed under load (1 of 2 after the autoscaling test): Serve starts a replacement,
+    which catches up to the served version from the board; the load run reports how many requests failed meanwhile
+    (by status) and how long until the replacement ran."""
+    import requests
+
+    from benchmarks.serve import kill_replica_under_load
+
+    def post(body):  # a client that never dies: every answer is counted, JSON or not (the proxy's 500 is text)
+        try:
+            r = _post(served.url + "/v1/select", body)
+        except Exception as e:
+            return -1, {"error": repr(e)}
+        try:
+            return r.status_code, r.json()
+        except ValueError:
+            return r.status_code, {}
+
+    bodies = [{"problem": f"What is {a} + 5?", "candidates": [str(a + 5), str(a + 6), str(a + 4)]} for a in range(4)]
+    version = requests.get(served.url + "/healthz", timeout=30).json()["policy_version"]
+    out = kill_replica_under_load(post, bodies, served.serve_cfg.app_name, clients=3, timeout_s=240)
+    print(f"\nreplica killed under load: {out}")
+    assert out["replacement_running_s"] is not None and out["sent"] > 0
+    assert out["failed"] == sum(out["failed_by_status"].values())  # reported, not necessarily 0
+    assert out["after"]["ok"] == len(bodies) and out["after"]["policy_versions"] == [version]
+
 def test_prompts_follow_the_model_folders_prompt_style(tmp_path):
     """A folder exported by driver.train records `solution_end_line`; the replica renders prompts that way, and
     re-reads the style when it swaps to another folder."""
