@@ -281,6 +281,8 @@ def test_sync_timeout_leaves_engines_on_a_known_version(ray_cluster, tmp_path):
     engines = [ray.remote(num_cpus=0)(_FakeEngineActor).remote(index, marker)
                for index, marker in ((0, None), (1, str(tmp_path / "stalled")))]
     try:
+        # every actor up first (start-up under CI load can take longer than the sync deadline under test)
+        ray.get([h.policy_version.remote() for h in engines] + [learner.export_count.remote()], timeout=180)
         broadcaster = WeightSyncBroadcaster(WeightSyncConfig(timeout_s=8), learner, engines)
         start = time.perf_counter()
         with pytest.raises(WeightSyncTimeout, match=r"rollout\[1\]") as info:
@@ -297,7 +299,9 @@ def test_sync_timeout_leaves_engines_on_a_known_version(ray_cluster, tmp_path):
         assert ray.get([h.policy_version.remote() for h in engines]) == [1, 1]
         assert {"drain_s", "transfer_s", "load_s"} <= set(stats)
         assert stats["transfer_s"] >= stats["export_seconds"] and stats["seconds"] > 0
-        assert stats["drain_s"] + stats["transfer_s"] + stats["load_s"] <= stats["seconds"] + 1e-6
+        # drain and load are timed in the engines (slowest of each), transfer in the broadcaster: their sum may
+        # pass the whole by the clocks' jitter, not by a phase counted twice
+        assert stats["drain_s"] + stats["transfer_s"] + stats["load_s"] <= stats["seconds"] + 0.01
     finally:
         for h in engines + [learner]:
             ray.kill(h)
