@@ -37,6 +37,9 @@ class FakeRun:
             return [_group(p, [1.0, 1.0] if p in flat else [1.0, 0.0], call.version) for p in call.prompt_ids]
         self.collector._wait = wait
 
+    def policy_logprobs(self, sequences):  # only an off-policy estimator calls it (not this test's grpo)
+        raise AssertionError("policy_logprobs called by an on-policy estimator")
+
     def learner_step(self, batch, step):
         self.calls.append(("learner_step", step, [len(s) for s in batch.shards], batch.global_num_tokens))
         return {"learner/loss": 0.0, **batch.stats}, 0.1
