@@ -11,7 +11,8 @@ Targets (`WarmStartConfig.target`):
 * `oracle`: the response names a correct candidate (one drawn uniformly among the correct ones). A stronger
   start; also the learnability check of a dataset: a tiny model trained this way must beat majority@N.
 
-Loss: next-token cross-entropy on the response tokens only (`Judgment: IDX` + EOS), the prompt formatted
+Loss: next-token cross-entropy on the response tokens (`Judgment: IDX` + EOS), plus `prompt_lm` x the mean
+next-token loss over the prompt's own tokens (`prompt_lm_loss`; 0 = response only), the prompt formatted
 by `core.chat.format_prompt` exactly as rollout and learner format it. Plain torch AdamW on CPU,
 fp32 weights with bf16 autocast when `dtype == "bfloat16"`; batches are grouped by length to waste little
 compute on padding. The result is cached (folder keyed by warm-start config + dataset hash + base model)
