@@ -28,6 +28,7 @@ import itertools
 import logging
 import re
 import threading
+import time
 from dataclasses import dataclass
 from typing import Optional
 
@@ -192,6 +193,7 @@ def check_answer(answer: str, reference: str, timeout_s: Optional[int] = None) -
     from math_verify import verify
     from math_verify.errors import TimeoutException
 
+    parse_started = time.monotonic()
     try:
         gold = answer_forms(reference, timeout_s)
         if not _has_math(gold):
@@ -203,10 +205,13 @@ def check_answer(answer: str, reference: str, timeout_s: Optional[int] = None) -
         return Verdict(0.0, TIMEOUT, f"math-verify parse timed out after {timeout_s}s")
     except Exception as e:  # noqa: BLE001 -- an "error" verdict, counted by the caller, never a silent 0
         return Verdict(0.0, ERROR, f"parse failed: {type(e).__name__}: {e}")
+    if timeout_s and time.monotonic() - parse_started >= timeout_s and not (gold and pred):
+        return Verdict(0.0, TIMEOUT, f"math-verify parse timed out after {timeout_s}s (alarm swallowed)")
     if not pred:
         return Verdict(0.0, OK, "answer not parseable")
     failure = None
     for g, p in itertools.product(gold, pred):
+        started = time.monotonic()
         try:
             if verify(g, p, timeout_seconds=timeout_s, raise_on_error=True, allow_set_relation_comp=True):
                 return Verdict(1.0, OK)
@@ -214,6 +219,10 @@ def check_answer(answer: str, reference: str, timeout_s: Optional[int] = None) -
             return Verdict(0.0, TIMEOUT, f"math-verify comparison timed out after {timeout_s}s")
         except Exception as e:  # noqa: BLE001 -- reported as an "error" verdict, never a silent 0
             failure = failure or f"{type(e).__name__}: {e}"
+        if timeout_s and time.monotonic() - started >= timeout_s:
+            # The alarm fired inside sympy code that catches broad exceptions, so verify answered False:
+            # a comparison that ran out its time is a timeout, not a wrong answer.
+            return Verdict(0.0, TIMEOUT, f"math-verify comparison timed out after {timeout_s}s (alarm swallowed)")
     return Verdict(0.0, ERROR, f"comparison failed: {failure}") if failure else Verdict(0.0, OK)
 
 

@@ -216,3 +216,19 @@ def test_without_its_own_timeouts_the_process_deadline_is_the_timeout():
 def test_an_unreadable_formula_reference_is_an_error_not_a_text_answer():
     assert check_answer("1/2", "\\frac{1}{").status == "error"
     assert check_answer("1/2", "").status == "error"
+
+
+def test_a_comparison_that_ran_out_its_time_is_a_timeout_even_when_sympy_swallowed_the_alarm(monkeypatch):
+    """sympy catches broad exceptions in places, so math-verify's alarm can end as a plain False (seen under CI
+    load); a comparison that used up its time is still a timeout verdict, never a wrong answer."""
+    import time
+
+    import math_verify
+
+    def slow_false(*args, **kwargs):
+        time.sleep(1.05)
+        return False
+
+    monkeypatch.setattr(math_verify, "verify", slow_false)
+    verdict = check_answer("2x+1", "1+3x", timeout_s=1)
+    assert verdict.status == "timeout" and "swallowed" in verdict.detail
