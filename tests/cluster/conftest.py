@@ -1,8 +1,12 @@
-"""Helpers for the cluster tests: the `ray` CLI with a cluster's token, job submission, the state API."""
+"""Helpers for the cluster tests: the `ray` CLI with a cluster's token, job submission, the state API, and
+simulated multi-node clusters on this machine."""
+import contextlib
 import json
 import os
+import shutil
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -128,3 +132,36 @@ def cluster_helpers():
     return {"RayClient": RayClient, "wait_for": wait_for, "train_records": train_records, "PINS": PINS,
             "wait_for_step": wait_for_step,
             "ROOT": ROOT}
+
+
+@contextlib.contextmanager
+def _simulated_cluster(prefix: str, node_resources: list, connect: bool = False):
+    """A `ray.cluster_utils.Cluster`: a 1-CPU head plus one 1-CPU node per dict of custom resources in
+    `node_resources`, with the fast node-death detection of `cluster.local`. Yields (cluster, nodes, temp);
+    `connect=True` also attaches this process (ray.init) for the duration."""
+    import ray
+    from ray.cluster_utils import Cluster
+
+    from cluster.local import FAST_HEALTH_CHECKS
+
+    temp = tempfile.mkdtemp(prefix=prefix, dir="/tmp")  # short: Ray's socket paths live under it
+    cluster = Cluster(initialize_head=True, connect=False, head_node_args={
+        "num_cpus": 1, "include_dashboard": False, "temp_dir": temp, "_system_config": FAST_HEALTH_CHECKS})
+    try:
+        nodes = [cluster.add_node(num_cpus=1, resources=resources, temp_dir=tempfile.mkdtemp(prefix="n", dir=temp))
+                 for resources in node_resources]
+        cluster.wait_for_nodes(timeout=120)
+        if connect:
+            ray.init(address=cluster.address, log_to_driver=False)
+        yield cluster, nodes, temp
+    finally:
+        if connect:
+            ray.shutdown()
+        cluster.shutdown()
+        shutil.rmtree(temp, ignore_errors=True)
+
+
+@pytest.fixture
+def simulated_cluster():
+    """The `_simulated_cluster` context manager, for tests that shape their own simulated nodes."""
+    return _simulated_cluster

@@ -4,8 +4,6 @@ node offers that resource; the bounded wait the driver uses while Ray restarts a
 (cluster/recovery.py: `wait_for_actors` with a `PlacementWatch`) stops with an error naming `rollout_node`
 after its grace, instead of waiting forever. Once a node offering it is back, the same actor is restarted
 there and answers (the driver's side of that, `resume=auto`, is tests/cluster/test_multinode_resume.py)."""
-import shutil
-import tempfile
 import time
 
 import pytest
@@ -37,25 +35,10 @@ class Probe:
 
 
 @pytest.fixture
-def two_nodes():
-    """A head (1 CPU) and one node offering rollout_node, with the fast node-death detection of cluster.local."""
-    import ray
-    from ray.cluster_utils import Cluster
-
-    from cluster.local import FAST_HEALTH_CHECKS
-
-    temp = tempfile.mkdtemp(prefix="rlost", dir="/tmp")  # short: Ray's socket paths live under it
-    cluster = Cluster(initialize_head=True, connect=False, head_node_args={
-        "num_cpus": 1, "include_dashboard": False, "temp_dir": temp, "_system_config": FAST_HEALTH_CHECKS})
-    try:
-        node = cluster.add_node(num_cpus=1, resources={"rollout_node": 1})
-        cluster.wait_for_nodes(timeout=120)
-        ray.init(address=cluster.address, log_to_driver=False)
-        yield cluster, node
-    finally:
-        ray.shutdown()
-        cluster.shutdown()
-        shutil.rmtree(temp, ignore_errors=True)
+def two_nodes(simulated_cluster):
+    """A head (1 CPU) and one node offering rollout_node, with this process attached; yields (cluster, node)."""
+    with simulated_cluster("rlost", [{"rollout_node": 1}], connect=True) as (cluster, nodes, _):
+        yield cluster, nodes[0]
 
 
 @pytest.mark.slow  # starts Ray (two nodes, two small actors); about 40 s on the 2-core machine

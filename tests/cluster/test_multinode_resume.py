@@ -5,7 +5,6 @@ error that names `rollout_node` (not 300 s of retries, not a hang). A rollout no
 command (resume=auto) continues from the last checkpoint to the end: every step once, every prompt used once."""
 import json
 import os
-import shutil
 import subprocess
 import sys
 import tempfile
@@ -26,23 +25,11 @@ PINS = ["cluster.learner_node_resource=learner_node", "cluster.rollout_node_reso
 
 
 @pytest.fixture
-def four_nodes():
-    from ray.cluster_utils import Cluster
-
-    from cluster.local import FAST_HEALTH_CHECKS
-
-    temp = tempfile.mkdtemp(prefix="rres", dir="/tmp")  # short: Ray's socket paths live under it
-    cluster = Cluster(initialize_head=True, connect=False, head_node_args={
-        "num_cpus": 1, "include_dashboard": False, "temp_dir": temp, "_system_config": FAST_HEALTH_CHECKS})
-    try:
-        nodes = {role: cluster.add_node(num_cpus=1, resources={f"{role}_node": 1},
-                                        temp_dir=tempfile.mkdtemp(prefix="n", dir=temp))
-                 for role in ("learner", "rollout", "verifier")}
-        cluster.wait_for_nodes(timeout=120)
-        yield cluster, nodes, temp
-    finally:
-        cluster.shutdown()
-        shutil.rmtree(temp, ignore_errors=True)
+def four_nodes(simulated_cluster):
+    """Head, then one node per role offering `{role}_node`; yields (cluster, {role: node}, temp)."""
+    roles = ("learner", "rollout", "verifier")
+    with simulated_cluster("rres", [{f"{role}_node": 1} for role in roles]) as (cluster, nodes, temp):
+        yield cluster, dict(zip(roles, nodes)), temp
 
 
 def _train(cluster, run_dir: Path, log: Path) -> subprocess.Popen:
