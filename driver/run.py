@@ -57,10 +57,11 @@ class Run:
 
     def _nocue_heldout(self) -> list:
         """When the training data carries the hedge cue: held-out prompts built without it, from problems of
-        another seed (never seen in training), tokenized by the same model. Else []."""
+        another seed (never seen in training or pretraining), tokenized by the same model. Else []."""
         import dataclasses
 
         from driver.data.dataset import load_dataset
+        from driver.models.pretrain import pretraining_problems
         from driver.prepare import prepare
 
         d = self.cfg.data
@@ -70,7 +71,7 @@ class Run:
                                        num_problems=min(d.num_problems, 1000), heldout_fraction=0.5)
         model_cfg = dataclasses.replace(self.cfg.model, name=str(self.prepared.model_dir))
         built = prepare(data_cfg, model_cfg, with_model=False)
-        seen = {t.problem for t in self.train_tasks}
+        seen = {t.problem for t in self.train_tasks} | pretraining_problems(self.cfg.model.pretrain)
         heldout = [t for t in load_dataset(built.dataset_dir).heldout if t.problem not in seen]
         return heldout[: self.cfg.eval_prompts] if self.cfg.eval_prompts else heldout
 

@@ -1,0 +1,147 @@
+"""Language-model pretraining of the tiny selector on correct worked solutions, before the warm-start.
+
+Why. The warm-start's `prompt_lm` term trains next-token prediction on the selection prompts, where most
+candidates carry a slip; a model trained that way predicts only ~11% of the result tokens of a correct
+solution's lines (`7 + 5 = ` -> `12`), so it cannot tell a slipped line from a correct one, and RL taught it
+to read the hedging cue only (BENCHMARKS.md, issue 7, session 6). Next-token prediction on *correct* worked
+solutions of fresh procedural problems teaches the arithmetic and the copying between lines (56% of line
+results exact after 600 steps of 32), with no selection labels at all: every text is a correct solution, and no
+candidate is ever compared with another.
+
+Corpus: `steps x batch_size` procedural problems (`driver.data.procedural`, candidate error rate 0, seed
+`model.pretrain.seed`), each written as `Problem:\\n{problem}\\n\\nSolution:\\n{solution}\\n` + EOS, every text
+used once. Problems whose text is in `exclude` (the held-out sets) are dropped, so held-out problems are never
+seen in any training stage; `pretraining_problems` regenerates the same set for other held-out sets to
+exclude. Plain torch AdamW on CPU with a linear warm-up; the result is cached beside the base model (folder keyed
+by the config, the base model and the excluded set) with `pretrain.json` (loss, seconds, texts).
+"""
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import json
+import random
+import shutil
+import time
+from pathlib import Path
+
+STATS_FILE = "pretrain.json"
+# Part of the cache key: bumped whenever the same config would train a different model.
+PRETRAIN_VERSION = 1
+
+
+def solution_texts(cfg, exclude: frozenset = frozenset()) -> list:
+    """The pretraining corpus: `cfg.steps * cfg.batch_size` correct worked solutions of procedural problems,
+    minus those whose problem text is in `exclude`. Deterministic for (cfg, exclude)."""
+    from driver.data import procedural
+
+    rows = procedural.generate(cfg.steps * cfg.batch_size, 1, cfg.seed, procedural.ProceduralSpec(error_rate=0.0))
+    return [f"Problem:\n{r['problem']}\n\nSolution:\n{r['candidates'][0]}\n" for r in rows
+            if r["problem"] not in exclude]
+
+
+def pretraining_problems(cfg) -> frozenset:
+    """Problem texts the pretraining corpus may contain (before exclusion): held-out sets built later (the
+    no-cue one) drop these. Empty when pretraining is off."""
+    from driver.data import procedural
+
+    if cfg.steps <= 0:
+        return frozenset()
+    rows = procedural.generate(cfg.steps * cfg.batch_size, 1, cfg.seed, procedural.ProceduralSpec(error_rate=0.0))
+    return frozenset(r["problem"] for r in rows)
+
+
+def pretrain_dir(base_dir, cfg, exclude: frozenset) -> Path:
+    """Cache folder of a pretrained model: beside the base model, keyed by everything that shapes it."""
+    base_dir = Path(base_dir)
+    blob = json.dumps({"pretrain": dataclasses.asdict(cfg), "base": base_dir.name, "version": PRETRAIN_VERSION,
+                       "exclude": hashlib.sha256("\n".join(sorted(exclude)).encode()).hexdigest()}, sort_keys=True)
+    return base_dir.with_name(f"{base_dir.name}-pt-{hashlib.sha256(blob.encode()).hexdigest()[:12]}")
+
+
+def lm_batch(tokenizer, texts: list):
+    """Right-padded (input_ids, attention_mask) of `texts` + EOS. Shapes: (len(texts), longest)."""
+    import torch
+
+    seqs = [tokenizer(t)["input_ids"] + [tokenizer.eos_token_id] for t in texts]
+    pad = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else tokenizer.eos_token_id
+    ids = torch.full((len(seqs), max(map(len, seqs))), pad, dtype=torch.long)
+    mask = torch.zeros_like(ids)
+    for j, s in enumerate(seqs):
+        ids[j, :len(s)] = torch.tensor(s)
+        mask[j, :len(s)] = 1
+    return ids, mask
+
+
+def lm_loss(logits, ids, mask):
+    """Mean next-token cross-entropy over the real (unpadded) tokens. Shapes: logits (B, T, V), ids/mask (B, T)."""
+    import torch
+
+    nll = torch.nn.functional.cross_entropy(logits[:, :-1].transpose(1, 2), ids[:, 1:], reduction="none")
+    inside = mask[:, 1:].float()
+    return (nll * inside).sum() / inside.sum().clamp(min=1)
+
+
+def train_lm(model, tokenizer, texts: list, cfg, seed: int, progress: bool = True) -> list:
+    """`cfg.steps` AdamW steps of `cfg.batch_size` texts each (each text used once, shuffled); per-step losses."""
+    import torch
+    from tqdm import tqdm
+
+    order = list(range(len(texts)))
+    random.Random(f"pretrain-{seed}").shuffle(order)
+    opt = torch.optim.AdamW(model.parameters(), lr=cfg.lr, weight_decay=0.0)
+    warmup = max(1, cfg.steps // 20)
+    sched = torch.optim.lr_scheduler.LambdaLR(opt, lambda s: min(1.0, (s + 1) / warmup))
+    steps = min(cfg.steps, len(texts) // cfg.batch_size)
+    losses = []
+    model.train()
+    bar = tqdm(range(steps), desc="pretrain (worked solutions)", disable=not progress, leave=False)
+    for step in bar:
+        ids, mask = lm_batch(tokenizer, [texts[i] for i in order[step * cfg.batch_size:(step + 1) * cfg.batch_size]])
+        loss = lm_loss(model(input_ids=ids, attention_mask=mask).logits.float(), ids, mask)
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+        opt.step()
+        sched.step()
+        opt.zero_grad(set_to_none=True)
+        losses.append(loss.item())
+        bar.set_postfix(loss=f"{losses[-1]:.3f}")
+    return losses
+
+
+def pretrain(base_dir, cfg, exclude: frozenset, out_dir, seed: int = 0, threads: int = 2,
+             progress: bool = True) -> tuple:
+    """Pretrain the model in `base_dir` on worked solutions and save it to `out_dir` (atomic; reused if there).
+
+    Returns (out_dir, stats) where stats is what `pretrain.json` holds.
+    """
+    import torch
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    from driver.models.warmstart import torch_threads
+
+    out_dir = Path(out_dir)
+    if (out_dir / STATS_FILE).exists():
+        return out_dir, json.loads((out_dir / STATS_FILE).read_text())
+    t0 = time.time()
+    texts = solution_texts(cfg, exclude)
+    with torch_threads(threads):
+        torch.manual_seed(seed)
+        tokenizer = AutoTokenizer.from_pretrained(base_dir)
+        model = AutoModelForCausalLM.from_pretrained(base_dir, dtype=torch.float32)
+        losses = train_lm(model, tokenizer, texts, cfg, seed, progress)
+    stats = {**dataclasses.asdict(cfg), "texts": len(texts), "excluded": cfg.steps * cfg.batch_size - len(texts),
+             "steps_run": len(losses), "seconds": round(time.time() - t0, 1),
+             "loss_first": losses[0] if losses else None,
+             "loss_last10": sum(losses[-10:]) / max(1, len(losses[-10:])), "base_model": str(base_dir)}
+    tmp = out_dir.with_name(out_dir.name + ".tmp")
+    shutil.rmtree(tmp, ignore_errors=True)
+    tmp.mkdir(parents=True)
+    model.save_pretrained(tmp, safe_serialization=True)
+    tokenizer.save_pretrained(tmp)
+    for extra in Path(base_dir).glob("genselect_model.json"):
+        shutil.copy(extra, tmp / extra.name)
+    (tmp / STATS_FILE).write_text(json.dumps(stats, indent=2))
+    shutil.rmtree(out_dir, ignore_errors=True)
+    tmp.rename(out_dir)
+    return out_dir, stats

@@ -1,0 +1,64 @@
+"""Pretraining on worked solutions (driver/models/pretrain.py): a corpus of correct solutions only, held-out
+problems excluded, each text used once; the stage runs before the warm-start in `prepare`, is cached, and the
+config refuses it where it means nothing."""
+import pytest
+import torch
+
+from core.config import ConfigError, DataConfig, ModelConfig, PretrainConfig, TinyModelConfig, WarmStartConfig
+from core.config import load_config
+from driver.data.slips import slip_kind
+from driver.models import pretrain
+
+
+def test_the_corpus_is_correct_solutions_of_fresh_problems_minus_the_excluded_ones():
+    cfg = PretrainConfig(steps=5, batch_size=8)
+    texts = pretrain.solution_texts(cfg)
+    assert len(texts) == 40 and len(set(texts)) == 40
+    problems = [t.split("\n")[1] for t in texts]
+    assert all(slip_kind(t.split("Solution:\n")[1]) == "none" for t in texts)
+    held = frozenset(problems[:7])
+    kept = pretrain.solution_texts(cfg, exclude=held)
+    assert len(kept) == 33 and not any(t.split("\n")[1] in held for t in kept)
+    assert pretrain.pretraining_problems(cfg) == frozenset(problems)
+    assert pretrain.pretraining_problems(PretrainConfig(steps=0)) == frozenset()
+
+
+def test_lm_loss_ignores_padding():
+    logits = torch.randn(2, 5, 11)
+    ids = torch.randint(0, 11, (2, 5))
+    mask = torch.tensor([[1, 1, 1, 1, 1], [1, 1, 1, 0, 0]])
+    nll = torch.nn.functional.cross_entropy(logits[:, :-1].transpose(1, 2), ids[:, 1:], reduction="none")
+    expected = (nll[0].sum() + nll[1, :2].sum()) / 6
+    assert torch.allclose(pretrain.lm_loss(logits, ids, mask), expected)
+
+
+def test_prepare_pretrains_then_warm_starts_learns_and_caches(tmp_path):
+    from driver.data.dataset import load_dataset
+    from driver.prepare import prepare
+
+    data = DataConfig(num_problems=60, out_dir=str(tmp_path / "ds"), max_candidates=4)
+    model = ModelConfig(cache_dir=str(tmp_path / "models"),
+                        tiny=TinyModelConfig(hidden_size=64, num_layers=2, num_heads=2, num_kv_heads=1,
+                                             intermediate_size=128),
+                        pretrain=PretrainConfig(steps=40, batch_size=8, lr=3e-3),
+                        warm_start=WarmStartConfig(steps=5, batch_size=8, lr=3e-3))
+    prepared = prepare(data, model, with_model=True, progress=False, eval_prompts=8)
+    pretrained = prepared.warm_start_stats["base_model"]
+    assert "-pt-" in pretrained and "-pt-" in prepared.model_dir.name  # warm-started from the pretrained model
+    import json
+    from pathlib import Path
+
+    stats = json.loads((Path(pretrained) / pretrain.STATS_FILE).read_text())
+    held = load_dataset(prepared.dataset_dir).heldout
+    assert stats["steps_run"] >= 39 and stats["loss_last10"] < 0.6 * stats["loss_first"]
+    assert stats["excluded"] == len(pretrain.pretraining_problems(model.pretrain) & {t.problem for t in held})
+    again = prepare(data, model, with_model=True, progress=False, eval_prompts=8)  # cached, both stages
+    assert again.model_dir == prepared.model_dir
+
+
+def test_the_config_refuses_pretraining_where_it_means_nothing():
+    load_config("smoke", ["model.pretrain.steps=10"])
+    with pytest.raises(ConfigError, match="model.pretrain.steps.*procedural_math"):
+        load_config("smoke", ["model.pretrain.steps=10", "data.source=reasoning_gym"])
+    with pytest.raises(ConfigError, match="model.pretrain.batch_size"):
+        load_config("smoke", ["model.pretrain.steps=10", "model.pretrain.batch_size=0"])
