@@ -37,3 +37,18 @@ def test_rl_skips_groups_with_equal_rewards_and_pushes_towards_correct_indices()
     loss, _ = learnability.policy_loss(torch.log_softmax(logits, -1), [_task([0.0, 1.0])], index_ids, "rl", 64)
     loss.backward()
     assert logits.grad[0, 1] < 0 < logits.grad[0, 0]  # gradient descent raises the correct index's logit
+
+
+def test_curriculum_probe_runs_and_reports_every_evaluation(tmp_path, monkeypatch):
+    """benchmarks/curriculum_probe.py end to end on the smoke config (its tiny model, a few steps)."""
+    import json
+
+    spec = importlib.util.spec_from_file_location(
+        "curriculum_probe", Path(__file__).resolve().parent.parent.parent / "benchmarks" / "curriculum_probe.py")
+    probe = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(probe)
+    monkeypatch.setattr(probe, "ROOT", tmp_path)
+    assert probe.main(["smoke", "--steps", "26", "--margin", "-1", "--window", "1"]) == 0
+    out = json.loads((tmp_path / "benchmarks" / "results" / "curriculum-probe.json").read_text())
+    assert [e["step"] for e in out["evals"]] == [0, 25]
+    assert out["admitted"] and all(0 <= e["greedy"] <= 1 and 0 <= e["sampled"] <= 1 for e in out["evals"])
