@@ -21,7 +21,6 @@ import dataclasses
 import hashlib
 import json
 import random
-import shutil
 import time
 from pathlib import Path
 
@@ -118,7 +117,7 @@ def pretrain(base_dir, cfg, exclude: frozenset, out_dir, seed: int = 0, threads:
     import torch
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
-    from driver.models.warmstart import torch_threads
+    from driver.models.warmstart import save_model_folder, torch_threads
 
     out_dir = Path(out_dir)
     if (out_dir / STATS_FILE).exists():
@@ -134,14 +133,5 @@ def pretrain(base_dir, cfg, exclude: frozenset, out_dir, seed: int = 0, threads:
              "steps_run": len(losses), "seconds": round(time.time() - t0, 1),
              "loss_first": losses[0] if losses else None,
              "loss_last10": sum(losses[-10:]) / max(1, len(losses[-10:])), "base_model": str(base_dir)}
-    tmp = out_dir.with_name(out_dir.name + ".tmp")
-    shutil.rmtree(tmp, ignore_errors=True)
-    tmp.mkdir(parents=True)
-    model.save_pretrained(tmp, safe_serialization=True)
-    tokenizer.save_pretrained(tmp)
-    for extra in Path(base_dir).glob("genselect_model.json"):
-        shutil.copy(extra, tmp / extra.name)
-    (tmp / STATS_FILE).write_text(json.dumps(stats, indent=2))
-    shutil.rmtree(out_dir, ignore_errors=True)
-    tmp.rename(out_dir)
+    save_model_folder(model, tokenizer, base_dir, out_dir, {STATS_FILE: stats})
     return out_dir, stats

@@ -235,6 +235,14 @@ def warm_start(base_dir, train_tasks: list, heldout_tasks: list, ws_cfg, out_dir
              "seconds": round(time.time() - t0, 1), "loss_first": losses[0] if losses else None,
              "loss_last10": sum(losses[-10:]) / max(1, len(losses[-10:])), "heldout": heldout,
              "base_model": str(base_dir)}
+    save_model_folder(model, tokenizer, base_dir, out_dir, {STATS_FILE: stats})
+    return out_dir, stats
+
+
+def save_model_folder(model, tokenizer, base_dir, out_dir, json_files: dict) -> None:
+    """Write a trained model folder atomically: weights, tokenizer, the base model's `genselect_model.json`
+    and `json_files` ({name: dict}), in `{out_dir}.tmp` renamed to `out_dir` once complete."""
+    out_dir = Path(out_dir)
     tmp = out_dir.with_name(out_dir.name + ".tmp")
     shutil.rmtree(tmp, ignore_errors=True)
     tmp.mkdir(parents=True)
@@ -242,7 +250,7 @@ def warm_start(base_dir, train_tasks: list, heldout_tasks: list, ws_cfg, out_dir
     tokenizer.save_pretrained(tmp)
     for extra in Path(base_dir).glob("genselect_model.json"):
         shutil.copy(extra, tmp / extra.name)
-    (tmp / STATS_FILE).write_text(json.dumps(stats, indent=2))
+    for name, content in json_files.items():
+        (tmp / name).write_text(json.dumps(content, indent=2))
     shutil.rmtree(out_dir, ignore_errors=True)
     tmp.rename(out_dir)
-    return out_dir, stats
