@@ -86,6 +86,8 @@ def train_lm(model, tokenizer, texts: list, cfg, seed: int, progress: bool = Tru
     import torch
     from tqdm import tqdm
 
+    from driver.models.warmstart import clipped_step
+
     order = list(range(len(texts)))
     random.Random(f"pretrain-{seed}").shuffle(order)
     opt = torch.optim.AdamW(model.parameters(), lr=cfg.lr, weight_decay=0.0)
@@ -98,12 +100,7 @@ def train_lm(model, tokenizer, texts: list, cfg, seed: int, progress: bool = Tru
     for step in bar:
         ids, mask = lm_batch(tokenizer, [texts[i] for i in order[step * cfg.batch_size:(step + 1) * cfg.batch_size]])
         loss = lm_loss(model(input_ids=ids, attention_mask=mask).logits.float(), ids, mask)
-        loss.backward()
-        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
-        opt.step()
-        sched.step()
-        opt.zero_grad(set_to_none=True)
-        losses.append(loss.item())
+        losses.append(clipped_step(loss, model, opt, sched))
         bar.set_postfix(loss=f"{losses[-1]:.3f}")
     return losses
 

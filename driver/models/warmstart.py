@@ -116,14 +116,22 @@ def train_steps(model, tokenizer, tasks: list, ws_cfg, dtype: str, seed: int, pr
             loss = response_loss(logits.float(), labels, uniform_over, index_ids)
             if ws_cfg.prompt_lm > 0:
                 loss = loss + ws_cfg.prompt_lm * prompt_lm_loss(logits.float(), ids, [len(p) for p, _ in pairs])
-        loss.backward()
-        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
-        opt.step()
-        sched.step()
-        opt.zero_grad(set_to_none=True)
-        losses.append(loss.item())
+        losses.append(clipped_step(loss, model, opt, sched))
         bar.set_postfix(loss=f"{losses[-1]:.3f}")
     return losses
+
+
+def clipped_step(loss, model, opt, sched) -> float:
+    """Backward, clip the gradient norm to 1, step the optimizer and the schedule, zero the gradients;
+    returns the loss value."""
+    import torch
+
+    loss.backward()
+    torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+    opt.step()
+    sched.step()
+    opt.zero_grad(set_to_none=True)
+    return loss.item()
 
 
 def prompt_lm_loss(logits, ids, prompt_lengths: list):
