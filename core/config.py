@@ -497,6 +497,9 @@ def _generator_rules(cfg: TrainConfig) -> list:
         ("data.source", d.source in PROBLEM_SOURCES,
          f"cannot feed task=generator: the policy samples its own solutions; name where the problems come from "
          f"({', '.join(PROBLEM_SOURCES)})"),
+        ("data.generator", not d.generator,
+         "is the sampler of data.source=model; with task=generator the generator trained is model.name ('tiny' or "
+         "a local model folder)"),
         ("model.name", cfg.model.name != "tiny" or d.source == "procedural_math",
          "with task=generator builds the embedded generator, warm-started on the worked solutions of "
          "data.source=procedural_math (give a local model folder for other problem sources)"),

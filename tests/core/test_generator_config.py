@@ -26,6 +26,7 @@ def test_the_generator_config_loads_with_every_estimator():
 @pytest.mark.parametrize("overrides, key, words", [
     (["data.source=model", "data.generator=/x"], "data.source", "samples its own solutions"),
     (["data.source=humaneval"], "model.name", "procedural_math"),
+    (["data.generator=/some/folder"], "data.generator", "model.name"),
     (["verifier.reward=partial"], "verifier.reward", "math problems"),
     (["eval_samples=1"], "eval_samples", "K"),
     (["rollout.samples_per_prompt=1"], "rollout.samples_per_prompt", ">= 2"),
