@@ -42,7 +42,7 @@ from typing import Optional
 from actors.faults import maybe_crash, maybe_stall
 from actors.vllm_plugin import OWNER_ENV
 from core.chat import answer_prefix, full_response, index_token_ids
-from core.records import Rollout, RolloutGroup, SelectionTask
+from core.records import Rollout, RolloutGroup, SelectionTask, SolveTask
 
 EXTENSION = "actors.vllm_extension.WeightReceiver"
 # KV block size on CPU. vLLM's CPU default is 128 and only full blocks are prefix-cached, so up to 127
@@ -237,11 +237,21 @@ class RolloutWorker:
             max_tokens=max_tokens or self.cfg.max_response_tokens, logprobs=0,
             output_kind=RequestOutputKind.FINAL_ONLY,
         )
-        prompts = [self.encode_prompt(task.prompt) for task in tasks]
+        prompts = [self.task_prompt_ids(task) for task in tasks]
         deadline = generate_deadline_s(self.cfg, max(map(len, prompts), default=0), len(tasks) * n,
                                        params.max_tokens)
         calls = [self._generate_one(task, ids, params) for task, ids in zip(tasks, prompts)]
         return await self._bounded(calls, deadline, call_id, f"generate of {len(tasks)} prompts")
+
+    def task_prompt_ids(self, task) -> list:
+        """Prompt token ids of a task: a GenSelect prompt (`SelectionTask`, formatted by `core.chat.format_prompt`)
+        or a problem a generator solves (`SolveTask`, `task=generator`: `core.chat.format_generator_prompt`, the
+        same prompt as model-sampled candidates)."""
+        if isinstance(task, SolveTask):
+            from core.chat import generator_prompt_token_ids
+
+            return list(generator_prompt_token_ids(self.tokenizer, task.problem, task.domain))
+        return self.encode_prompt(task.prompt)
 
     async def _bounded(self, calls: list, deadline: float, call_id: Optional[str], what: str) -> list:
         """Run `calls` concurrently under `deadline`, abortable as `call_id`. On a timeout or an abort the
@@ -312,8 +322,9 @@ class RolloutWorker:
             await self._release()
         return final, version, start - queued, time.perf_counter() - start
 
-    async def _generate_one(self, task: SelectionTask, prompt_ids: list, params) -> RolloutGroup:
-        allowed = self.allowed_token_ids(task.num_candidates)
+    async def _generate_one(self, task, prompt_ids: list, params) -> RolloutGroup:
+        solving = isinstance(task, SolveTask)  # a generator writes free text: no index constraint, no prefix
+        allowed = None if solving else self.allowed_token_ids(task.num_candidates)
         if allowed is not None:  # one index token: the whole response, complete by construction
             params = params.clone()
             params.allowed_token_ids, params.max_tokens = allowed, 1
@@ -323,7 +334,7 @@ class RolloutWorker:
         rollouts = [Rollout(
             prompt_id=task.prompt_id, prompt_token_ids=prompt_ids, response_token_ids=list(c.token_ids),
             behaviour_logprobs=[c.logprobs[i][t].logprob for i, t in enumerate(c.token_ids)],
-            response_text=full_response(self.tokenizer, c.text), policy_version=version,
+            response_text=c.text if solving else full_response(self.tokenizer, c.text), policy_version=version,
             finish_reason="stop" if allowed is not None else str(c.finish_reason),  # one index: complete
             timings=dict(timings), allowed_token_ids=allowed,
         ) for c in sorted(final.outputs, key=lambda c: c.index)]

@@ -4,7 +4,9 @@ GenSelect's reward (Learning Generative Selection for Best-of-N, arXiv 2602.0214
 candidate is correct, else 0; for code the continuous variant is the chosen candidate's unit-test pass fraction
 (the reward max@k training needs, arXiv 2510.23393). `score(task, rollouts)` parses each response's last
 `Judgment: IDX` (`core.algo.genselect.parse_judgment`), verifies each chosen candidate once, and writes
-`reward`, `judgment`, `parse_status`, `verifier_status` and `timings["verify_s"]` into the rollouts.
+`reward`, `judgment`, `parse_status`, `verifier_status` and `timings["verify_s"]` into the rollouts. A
+`SolveTask` (`task=generator`: the policy is a generator) has no candidates: each response's own stated answer
+or program is verified, and its reward is that verdict (`_score_solutions`).
 
 * math: math-verify (`parse` + `verify`, gold = `task.reference`) in worker processes: its timeouts use
   `signal.alarm`, which raises outside a process's main thread -- in a threaded or async Ray actor it would
@@ -29,19 +31,21 @@ import threading
 import time
 from collections import Counter, OrderedDict
 from concurrent.futures import Future, ThreadPoolExecutor
-from typing import Any, Callable, Optional, Sequence
+from typing import Any, Callable, NamedTuple, Optional, Sequence
 
 from actors.math_check import (ERROR, OK, TIMEOUT, ProcessPool, Verdict, check_answer, math_timeout, run_check,
                                warm_up)
 from core.algo.genselect import ParseStatus, parse_judgment, selection_reward
 from core.config import VerifierConfig
-from core.records import Rollout, SelectionTask
+from core.records import Rollout, SelectionTask, SolveTask
+from actors.solutions import code_program, stated_answer
 
 log = logging.getLogger(__name__)
 
 DOMAINS = ("math", "code")
 REWARD_MODES = ("binary", "partial")
 PARSE_FAILURE = "parse_failure"
+NO_ANSWER = "no_answer"  # parse status of a generator's math solution that states no final answer
 _CACHED_STATUSES = (OK,)  # a timeout or error may be transient (a loaded machine, a crashed worker): retried
 
 
@@ -120,6 +124,8 @@ class VerifierPool:
             raise RuntimeError("VerifierPool is closed")
         if task.domain not in DOMAINS:
             raise ValueError(f"task {task.prompt_id}: unknown domain {task.domain!r}; expected one of {DOMAINS}")
+        if isinstance(task, SolveTask):
+            return self._score_solutions(task, rollouts)
         judgments = [parse_judgment(r.response_text, task.num_candidates) for r in rollouts]
         verdicts, seconds = self._verdicts(task, sorted({j.index for j in judgments if j.ok}))
         counts: Counter = Counter(rollouts=len(rollouts))
@@ -143,6 +149,49 @@ class VerifierPool:
         with self._lock:
             self._counts.update(counts)
         return rollouts
+
+    def _score_solutions(self, task: SolveTask, rollouts: list[Rollout]) -> list[Rollout]:
+        """A generator's solutions (`task=generator`): each response's stated final answer (math,
+        `actors.solutions.stated_answer`) or program (code, `actors.solutions.code_program`) is verified, each
+        distinct one once; the reward is its score (math: 1/0; code: 1 when every test passes, or the pass
+        fraction with `reward=partial`). A math solution that states no answer scores 0 with status
+        `parse_failure` (`parse_status` "no_answer"): the policy's mistake, trained on as a wrong answer."""
+        checks, keys = {}, []
+        for rollout in rollouts:
+            if task.domain == "code":
+                answer = code_program(task.problem, task.entry_point, rollout.response_text)
+            else:
+                answer = stated_answer(rollout.response_text)
+            key = None if answer is None else (task.prompt_id, "answer", answer)
+            keys.append(key)
+            if key is not None:
+                checks[key] = _Check(task.domain, answer, task.reference, task.entry_point,
+                                     f"{task.prompt_id}#{len(checks)}")
+        verdicts, seconds = self._run_checks(checks)
+        counts: Counter = Counter(rollouts=len(rollouts))
+        for rollout, key in zip(rollouts, keys):
+            rollout.timings["verify_s"] = 0.0
+            if key is None:
+                rollout.reward, rollout.verifier_status, rollout.parse_status = 0.0, PARSE_FAILURE, NO_ANSWER
+                counts[f"parse_failures/{NO_ANSWER}"] += 1
+                continue
+            rollout.parse_status = ParseStatus.OK
+            if key in seconds:
+                rollout.timings["verify_s"] = seconds.pop(key)
+            else:
+                counts["cache_hits"] += 1
+            verdict = verdicts[key]
+            rollout.verifier_status = verdict.status
+            rollout.reward = self._solution_reward(verdict)
+            counts[f"rollout_status/{verdict.status}"] += 1
+        with self._lock:
+            self._counts.update(counts)
+        return rollouts
+
+    def _solution_reward(self, verdict: Verdict) -> float:
+        if verdict.status != OK:
+            return 0.0
+        return verdict.score if self.cfg.reward == "partial" else float(verdict.score >= 1.0)
 
     def score_groups(self, groups: list) -> list:
         """Score every RolloutGroup of one generation call; `extras["verify_s"]` gets each group's wall time.
@@ -169,7 +218,7 @@ class VerifierPool:
             replaced = self._math.replaced if self._math is not None else 0
             out = {key: c[key] for key in ("rollouts", "verified", "ok", "timeouts", "errors", "cache_hits")}
             out["workers_replaced"] = replaced - self._replaced_seen
-            reasons = (ParseStatus.NO_JUDGMENT, ParseStatus.OUT_OF_RANGE, ParseStatus.MALFORMED_INDEX)
+            reasons = (ParseStatus.NO_JUDGMENT, ParseStatus.OUT_OF_RANGE, ParseStatus.MALFORMED_INDEX, NO_ANSWER)
             for reason in reasons:
                 out[f"parse_failures/{reason}"] = c[f"parse_failures/{reason}"]
             out["parse_failures"] = sum(out[f"parse_failures/{reason}"] for reason in reasons)
@@ -229,60 +278,69 @@ class VerifierPool:
 
     def _verdicts(self, task: SelectionTask, indices: list) -> tuple:
         """({idx: Verdict}, {idx: seconds of a verification run now}) for the chosen candidates `indices`."""
+        checks = {(task.prompt_id, idx): _Check(task.domain, task.candidate_answers[idx], task.reference,
+                                                task.entry_point, f"{task.prompt_id}#{idx}") for idx in indices}
+        verdicts, seconds = self._run_checks(checks)
+        return ({key[1]: v for key, v in verdicts.items()}, {key[1]: v for key, v in seconds.items()})
+
+    def _run_checks(self, checks: dict) -> tuple:
+        """({key: Verdict}, {key: seconds of a verification run now}) for `checks` ({cache key: _Check}); cached
+        verdicts are reused."""
         verdicts, seconds = {}, {}
-        for idx in indices:
-            cached = self._cache_get((task.prompt_id, idx))
+        for key in checks:
+            cached = self._cache_get(key)
             if cached is not None:
-                verdicts[idx] = cached
-        missing = [idx for idx in indices if idx not in verdicts]
-        if missing and task.domain == "math":  # start-up errors (SandboxUnavailable, ...) propagate here
+                verdicts[key] = cached
+        missing = [key for key in checks if key not in verdicts]
+        domains = {checks[key].domain for key in missing}
+        if "math" in domains:  # start-up errors (SandboxUnavailable, ...) propagate here
             self._math_pool()
-        elif missing:
+        if "code" in domains:
             self._sandbox_pool()
-        pending = {idx: self._submit(task, idx) for idx in missing}
-        for idx, future in pending.items():
-            verdicts[idx], seconds[idx] = future.result()
-            self._record(task, idx, verdicts[idx], seconds[idx])
+        pending = {key: self._submit(checks[key]) for key in missing}
+        for key, future in pending.items():
+            verdicts[key], seconds[key] = future.result()
+            self._record(key, checks[key], verdicts[key], seconds[key])
         return verdicts, seconds
 
-    def _submit(self, task: SelectionTask, idx: int) -> "Future":
+    def _submit(self, check: "_Check") -> "Future":
         self._slots.acquire()  # the bounded queue: blocks while processes + queue_size are pending
-        future = self._threads.submit(self._verify, task, idx)
+        future = self._threads.submit(self._verify, check)
         future.add_done_callback(lambda _: self._slots.release())
         return future
 
-    def _verify(self, task: SelectionTask, idx: int) -> tuple:
-        """(Verdict, seconds) for candidate `idx` of `task`; never raises."""
+    def _verify(self, check: "_Check") -> tuple:
+        """(Verdict, seconds) for one answer or program; never raises."""
         start = time.monotonic()
         try:
-            if task.domain == "math":
+            if check.domain == "math":
                 outcome = self._math_pool().run(
-                    run_check, (self._check_fn, task.candidate_answers[idx], task.reference, self._math_timeout),
+                    run_check, (self._check_fn, check.answer, check.reference, self._math_timeout),
                     self.cfg.timeout_s)
                 if outcome.status == OK:
                     return outcome.value, outcome.seconds
                 return Verdict(0.0, outcome.status, str(outcome.value)), outcome.seconds
-            verdict, status = check_code(self._sandbox_pool(), task, idx, self.cfg.timeout_s)
+            verdict, status = check_program(self._sandbox_pool(), check, self.cfg.timeout_s)
             with self._lock:
                 self._counts[f"code_status/{status}"] += 1
             return verdict, time.monotonic() - start
         except Exception as e:  # noqa: BLE001 -- reported as an "error" verdict and counted
             return Verdict(0.0, ERROR, f"{type(e).__name__}: {e}"), time.monotonic() - start
 
-    def _record(self, task: SelectionTask, idx: int, verdict: Verdict, seconds: float) -> None:
-        key = {OK: "ok", TIMEOUT: "timeouts"}.get(verdict.status, "errors")
+    def _record(self, key: tuple, check: "_Check", verdict: Verdict, seconds: float) -> None:
+        status = {OK: "ok", TIMEOUT: "timeouts"}.get(verdict.status, "errors")
         with self._lock:
             self._counts["verified"] += 1
-            self._counts[key] += 1
+            self._counts[status] += 1
             self._seconds_sum += seconds
             self._seconds_max = max(self._seconds_max, seconds)
             if verdict.status in _CACHED_STATUSES:
-                self._cache[(task.prompt_id, idx)] = verdict
+                self._cache[key] = verdict
                 while len(self._cache) > self._cache_size:
                     self._cache.popitem(last=False)
         if verdict.status != OK:
-            log.warning("verifier %s: %s (%s) candidate %d after %.2fs: %s", verdict.status, task.prompt_id,
-                        task.domain, idx, seconds, verdict.detail)
+            log.warning("verifier %s: %s (%s) after %.2fs: %s", verdict.status, check.task_id, check.domain,
+                        seconds, verdict.detail)
 
     def _cache_get(self, key: tuple) -> Optional[Verdict]:
         with self._lock:
@@ -311,19 +369,35 @@ def start_sandbox(cfg: VerifierConfig) -> Any:
     return SandboxPool(sandbox_cfg)
 
 
-def check_code(sandbox: Any, task: SelectionTask, idx: int, deadline_s: float) -> tuple:
-    """Run candidate `idx` against `task.reference` in the sandbox: (Verdict, sandbox status).
+class _Check(NamedTuple):
+    """One verification: a math answer against its reference, or a program against its tests."""
+    domain: str
+    answer: str          # math: the answer string; code: the program
+    reference: str       # math: the reference answer; code: the test program or stdin/stdout cases
+    entry_point: str     # code: the function under test ("" for stdin/stdout cases)
+    task_id: str         # for the sandbox and the logs
 
-    HumanEval-style `check(candidate)` tests when `task.entry_point` is set, else stdin/stdout cases (a JSON
+
+def check_code(sandbox: Any, task: SelectionTask, idx: int, deadline_s: float) -> tuple:
+    """Run candidate `idx` of `task` against `task.reference` in the sandbox: (Verdict, sandbox status); see
+    `check_program`."""
+    return check_program(sandbox, _Check("code", task.candidate_answers[idx], task.reference, task.entry_point,
+                                         f"{task.prompt_id}#{idx}"), deadline_s)
+
+
+def check_program(sandbox: Any, check: _Check, deadline_s: float) -> tuple:
+    """Run `check.answer` (a program) against `check.reference` in the sandbox: (Verdict, sandbox status).
+
+    HumanEval-style `check(candidate)` tests when `check.entry_point` is set, else stdin/stdout cases (a JSON
     list). The verdict's score is the unit-test pass fraction; what the *solution* does (fails, hangs, floods
     its output, runs out of memory) is a verdict about the candidate ("ok", with the tests it passed); a
     sandbox failure or unparseable tests is "error"; no result within `deadline_s` is "timeout".
     """
     from concurrent.futures import TimeoutError as FutureTimeout
     from sandbox.pool import CodeTask
-    code_task = CodeTask(solution=task.candidate_answers[idx], tests=task.reference,
-                         format="assert" if task.entry_point else "stdio", entry_point=task.entry_point or None,
-                         task_id=f"{task.prompt_id}#{idx}")
+    code_task = CodeTask(solution=check.answer, tests=check.reference,
+                         format="assert" if check.entry_point else "stdio", entry_point=check.entry_point or None,
+                         task_id=check.task_id)
     future = sandbox.submit(code_task)
     try:
         result = future.result(timeout=deadline_s)
@@ -335,4 +409,4 @@ def check_code(sandbox: Any, task: SelectionTask, idx: int, deadline_s: float) -
     return Verdict(result.pass_fraction, OK, f"{result.status}: {result.passed}/{result.total}"), result.status
 
 
-__all__ = ["VerifierPool", "start_sandbox", "check_code", "DOMAINS", "PARSE_FAILURE"]
+__all__ = ["VerifierPool", "start_sandbox", "check_code", "check_program", "DOMAINS", "PARSE_FAILURE", "NO_ANSWER"]

@@ -321,6 +321,9 @@ class ServeConfig:
 @dataclass
 class TrainConfig:
     """The main job: asynchronous DAPO training of a GenSelect selector."""
+    task: str = _f("selector", "What the policy learns: 'selector' (GenSelect: pick the best of N candidates) or "
+                               "'generator' (write solutions to the problems of data.source, rewarded by the "
+                               "verifier pool; advantages from algorithm.advantage_estimator; docs/generator.md).")
     run_dir: str = _f("runs/default", "Output folder: checkpoints, metrics, curves, summary, export.")
     seed: int = _f(0, "Global seed (data order, sampling seeds).")
     steps: int = _f(60, "Learner steps.")
@@ -329,7 +332,9 @@ class TrainConfig:
                                "0 = strictly synchronous on-policy.")
     eval_every: int = _f(10, "Evaluate on the held-out set every this many steps (0: start and end only).")
     eval_prompts: int = _f(200, "Held-out prompts per evaluation (0: all).")
-    eval_samples: int = _f(4, "Temperature-1 responses per held-out prompt for the sampled accuracy (0: off).")
+    eval_samples: int = _f(4, "Temperature-1 responses per held-out prompt for the sampled accuracy (0: off). "
+                               "task=generator: K, the solutions sampled per held-out problem for pass@1..pass@K "
+                               "(at rollout.temperature; >= 2).")
     eval_without_cue: bool = _f(True, "With a hedge cue in the data: also evaluate (at the start and the end) on "
                                       "held-out prompts built without it, from unseen problems.")
     checkpoint_every: int = _f(10, "Write an atomic checkpoint every this many steps.")
@@ -353,6 +358,7 @@ class ConfigError(ValueError):
 
 
 _CHOICES = {
+    "task": ("selector", "generator"),
     "model.dtype": ("float32", "bfloat16"),
     "learner.dtype": ("float32", "bfloat16"),
     "model.warm_start.target": ("format", "oracle"),
@@ -428,6 +434,7 @@ def _check(cfg: TrainConfig) -> None:
         ("algorithm.eps_high", a.eps_high > 0, "must be > 0"),
         ("algorithm.dual_clip_c", a.dual_clip_c > 1, "must be > 1"),
         *_estimator_rules(cfg),
+        *_generator_rules(cfg),
         ("algorithm.max_num_gen_batches", a.max_num_gen_batches >= 1, "must be >= 1"),
         ("rollout.top_p", r.top_p == 1.0, "must be 1.0: the learner scores the full distribution "
          "(logits / temperature), so a nucleus-renormalised behaviour policy makes the ratio wrong"),
@@ -493,6 +500,36 @@ def _estimator_rules(cfg: TrainConfig) -> list:
              f"ignored (leave them at 0 and 1, or use bon_p_estimate=group)"),
         ]
     return rules
+
+
+PROBLEM_SOURCES = ("procedural_math", "reasoning_gym", "humaneval", "file")
+
+
+def _generator_rules(cfg: TrainConfig) -> list:
+    """(key, ok, message) rules of `task=generator` (the policy writes solutions; driver/generator_run.py),
+    checked before any actor starts. What needs the file system (the model folder, every code problem having
+    tests) is checked by `driver.generator_run.preflight`, also before any actor starts."""
+    if cfg.task != "generator":
+        return []
+    d = cfg.data
+    return [
+        ("data.source", d.source in PROBLEM_SOURCES,
+         f"cannot feed task=generator: the policy samples its own solutions; name where the problems come from "
+         f"({', '.join(PROBLEM_SOURCES)})"),
+        ("data.generator", not d.generator,
+         "is the sampler of data.source=model; with task=generator the generator trained is model.name ('tiny' or "
+         "a local model folder)"),
+        ("model.name", cfg.model.name != "tiny" or d.source == "procedural_math",
+         "with task=generator builds the embedded generator, warm-started on the worked solutions of "
+         "data.source=procedural_math (give a local model folder for other problem sources)"),
+        ("verifier.reward", cfg.verifier.reward == "binary" or d.source in ("humaneval", "file"),
+         f"'partial' is a unit-test pass fraction, but data.source={d.source!r} has math problems (use binary)"),
+        ("eval_samples", cfg.eval_samples >= 2,
+         "is K, the solutions sampled per held-out problem for pass@1..pass@K with task=generator: must be >= 2"),
+        ("curriculum.enabled", not cfg.curriculum.enabled,
+         "must be false with task=generator (the curriculum grows the number of candidates of selection prompts)"),
+        ("serve.live", not cfg.serve.live, "must be false with task=generator (the service serves a selector)"),
+    ]
 
 
 def estimator_params(algo: AlgorithmConfig) -> dict:

@@ -1,4 +1,5 @@
-"""The records that travel between actors: a selection task (`SelectionTask`), a sampled selector response
+"""The records that travel between actors: a selection task (`SelectionTask`) or a problem for a generator
+(`SolveTask`, `task=generator`), a sampled response
 (`Rollout`) and its group of G (`RolloutGroup`), and what the learner trains on (`TrainSequence`).
 
 Small dataclasses instead of dicts with ad-hoc keys (ARCHITECTURE.md, "Contracts worth keeping
@@ -69,6 +70,35 @@ class SelectionTask:
             if len(values[key]) != n:
                 raise ValueError(f"field {key!r} has {len(values[key])} entries for {n} candidates")
         return cls(**values)
+
+
+@dataclass(frozen=True)
+class SolveTask:
+    """One problem for a *generator* to solve (`task=generator`, driver/generator_run.py): the policy writes a
+    solution, the verifier pool checks its final answer (math) or runs its program against the tests (code).
+
+    Attributes:
+        prompt_id: unique id of the task (the problem id; the unit of data-order bookkeeping).
+        problem_id: id of the source problem (train/held-out splits are made by problem).
+        domain: "math" or "code".
+        problem: the problem statement (code: the prompt a completion continues, HumanEval style).
+        reference: the reference answer (math) or the test program (code).
+        entry_point: function under test (code); "" for math.
+    """
+    prompt_id: str
+    problem_id: str
+    domain: str
+    problem: str
+    reference: str
+    entry_point: str = ""
+
+    @property
+    def num_candidates(self) -> int:
+        """A generator's task shows no candidates (the selector's curriculum and metrics skip it)."""
+        return 0
+
+    def to_dict(self) -> dict:
+        return dataclasses.asdict(self)
 
 
 @dataclass

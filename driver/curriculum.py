@@ -31,9 +31,10 @@ def stage_caps(start: int, largest: int) -> list:
 
 def mean_gain(groups: list, num_candidates: int) -> float | None:
     """Mean over `groups` whose task has `num_candidates` candidates of (mean reward - random@N);
-    None when there is no such group. random@N is the fraction of correct candidates."""
+    None when there is no such group (a generator's tasks have no candidates). random@N is the fraction of
+    correct candidates."""
     gains = [sum(r.reward for r in g.rollouts) / len(g.rollouts) - sum(g.task.correct) / len(g.task.correct)
-             for g in groups if g.task.num_candidates == num_candidates and g.rollouts]
+             for g in groups if g.task.num_candidates == num_candidates and g.task.num_candidates and g.rollouts]
     return sum(gains) / len(gains) if gains else None
 
 

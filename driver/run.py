@@ -38,11 +38,24 @@ class Run:
 
     # -- lifecycle ------------------------------------------------------------------------------------
     def __enter__(self) -> "Run":
-        from driver.prepare import prepare
-
         self.run_dir.mkdir(parents=True, exist_ok=True)
         self._log_to_file()
+        try:
+            self._prepare()
+            (self.run_dir / "config.yaml").write_text(to_yaml(self.cfg))
+            self._start_ray()
+            self._launch()
+        except BaseException:  # `with` calls no __exit__ when __enter__ raises: release what was taken
+            self.__exit__(None, None, None)
+            raise
+        return self
+
+    def _prepare(self) -> None:
+        """Before any actor starts: the dataset and the model folder (`self.prepared`), the training tasks and
+        the held-out ones. A selector's: GenSelect prompts (driver/prepare.py); driver/generator_run.py
+        overrides it for `task=generator`."""
         from driver.data.dataset import load_dataset
+        from driver.prepare import prepare
 
         self.prepared = prepare(self.cfg.data, self.cfg.model, eval_prompts=self.cfg.eval_prompts or 200,
                                 rollout_cfg=self.cfg.rollout)
@@ -50,10 +63,6 @@ class Run:
         self.train_tasks, self.heldout = data.train, data.heldout
         self.eval_tasks = self.heldout[: self.cfg.eval_prompts] if self.cfg.eval_prompts else self.heldout
         self.nocue_tasks = self._nocue_heldout()
-        (self.run_dir / "config.yaml").write_text(to_yaml(self.cfg))
-        self._start_ray()
-        self._launch()
-        return self
 
     def _nocue_heldout(self) -> list:
         """When the training data carries the hedge cue: held-out prompts built without it, from problems of

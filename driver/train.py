@@ -1,4 +1,5 @@
-"""The main job: asynchronous on-policy DAPO training of a GenSelect selector on Ray.
+"""The main job: asynchronous on-policy DAPO training of a GenSelect selector on Ray (or, with
+`task=generator`, of a generator that writes solutions: driver/generator_run.py, the same loop).
 
     python -m driver.train [CONFIG] [key=value ...]        (CONFIG: a name in configs/ or a YAML path)
     python -m driver.train CONFIG --plan [key=value ...]   print the placement (actor -> node type, resources,
@@ -106,8 +107,13 @@ def main(argv=None) -> int:
     from driver.data.problem import DataError
     from driver.run import Run, RunFailed
 
+    run_class = Run
+    if cfg.task == "generator":  # the same loop; the tasks, their scoring and the evaluation differ
+        from driver.generator_run import GeneratorRun
+
+        run_class = GeneratorRun
     try:
-        with Run(cfg) as run:
+        with run_class(cfg) as run:
             start = run.start()
             train_loop(run, start, cfg.steps)
             summary = run.finish()
@@ -118,8 +124,11 @@ def main(argv=None) -> int:
         print(f"\ntraining stopped: {err} (actor logs: {Path(cfg.run_dir) / 'logs'})", file=sys.stderr)
         return 1
     print(f"\nsummary: {Path(cfg.run_dir) / 'summary.json'}")
-    for key in ("steps", "wall_seconds", "start_accuracy", "final_accuracy", "majority_accuracy",
-                "random_accuracy", "pass_at_n"):
+    keys = (("steps", "wall_seconds", "step_seconds", "k", "start_pass_at_1", "final_pass_at_1", "start_pass_at_n",
+             "final_pass_at_n") if cfg.task == "generator" else
+            ("steps", "wall_seconds", "start_accuracy", "final_accuracy", "majority_accuracy", "random_accuracy",
+             "pass_at_n"))
+    for key in keys:
         print(f"  {key:<18} {summary.get(key)}")
     return 0
 

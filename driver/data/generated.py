@@ -16,7 +16,6 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import json
-import re
 import sys
 import time
 from pathlib import Path
@@ -75,17 +74,12 @@ def generator_identity(path: str) -> str:
 
 
 # ------------------------------------------------------------------------------------------ candidates
-_CODE_BLOCK = re.compile(r"```(?:python|py)?[ \t]*\n(.*?)```", re.DOTALL)
-
-
 def code_program(problem: RawProblem, text: str) -> str:
-    """The program a code candidate is judged as. A ```python block (a chat model's reply; the last one) that
-    defines the entry point is the program itself; any other text is a completion of the prompt (HumanEval
-    convention): prompt + text."""
-    blocks = _CODE_BLOCK.findall(text)
-    if blocks and re.search(rf"^\s*def\s+{re.escape(problem.entry_point)}\s*\(", blocks[-1], re.MULTILINE):
-        return blocks[-1]
-    return problem.problem + (blocks[-1] if blocks else text)
+    """The program a code candidate is judged as (`actors.solutions.code_program`: a ```python block defining the
+    entry point, else a completion of the prompt)."""
+    from actors.solutions import code_program as program
+
+    return program(problem.problem, problem.entry_point, text)
 
 
 def with_samples(problem: RawProblem, texts: list) -> RawProblem:
