@@ -18,7 +18,6 @@ import dataclasses
 import hashlib
 import json
 import random
-import shutil
 import sys
 import time
 from pathlib import Path
@@ -85,7 +84,7 @@ def warm_start_generator(base_dir, data, ws_cfg, out_dir, dtype: str = "float32"
     from tqdm import tqdm
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
-    from driver.models.warmstart import collate, length_batches, torch_threads
+    from driver.models.warmstart import clipped_step, collate, length_batches, save_model_folder, torch_threads
 
     started = time.time()
     out_dir = Path(out_dir)
@@ -111,24 +110,10 @@ def warm_start_generator(base_dir, data, ws_cfg, out_dir, dtype: str = "float32"
             ids, mask, labels = collate(batch, pad)
             with autocast:
                 loss = model(input_ids=ids, attention_mask=mask, labels=labels).loss
-            loss.backward()
-            torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
-            opt.step()
-            sched.step()
-            opt.zero_grad(set_to_none=True)
-            losses.append(loss.item())
+            losses.append(clipped_step(loss, model, opt, sched))
     stats = {"steps": ws_cfg.steps, "batch_size": ws_cfg.batch_size, "lr": ws_cfg.lr, "dtype": dtype, "seed": seed,
              "problems": len(pairs), "seconds": round(time.time() - started, 1), "loss_first": losses[0],
              "loss_last10": sum(losses[-10:]) / len(losses[-10:]), "base_model": str(base_dir),
              "prompt_example": format_generator_prompt(tokenizer, data.train[0].problem, data.train[0].domain)}
-    tmp = out_dir.with_name(out_dir.name + ".tmp")
-    shutil.rmtree(tmp, ignore_errors=True)
-    tmp.mkdir(parents=True)
-    model.save_pretrained(tmp, safe_serialization=True)
-    tokenizer.save_pretrained(tmp)
-    for extra in Path(base_dir).glob("genselect_model.json"):
-        shutil.copy(extra, tmp / extra.name)
-    (tmp / STATS_FILE).write_text(json.dumps(stats, indent=2))
-    shutil.rmtree(out_dir, ignore_errors=True)
-    tmp.rename(out_dir)
+    save_model_folder(model, tokenizer, base_dir, out_dir, {STATS_FILE: stats})
     return stats
