@@ -38,6 +38,8 @@ class TinyModelConfig:
     num_kv_heads: int = _f(2, "Key/value heads (grouped-query attention).")
     intermediate_size: int = _f(768, "MLP hidden width.")
     vocab_size: int = _f(1024, "BPE vocabulary size of the tokenizer trained locally on the task text.")
+    split_digits: bool = _f(True, "Pre-split numbers one digit per token (true), or let BPE learn whole-number "
+                                  "tokens (false: a line like `7 * 8 = 56` is then a lookup over whole tokens).")
     max_position_embeddings: int = _f(4096, "Longest sequence (prompt + response) the model accepts.")
 
 

@@ -67,7 +67,8 @@ def tiny_dir(model_cfg, corpus_texts: list) -> Path:
 def tokenizer_key(model_cfg) -> str:
     """A string identifying the tokenizer `resolve_model` will give (for the dataset hash)."""
     if model_cfg.name == "tiny":
-        return f"tiny-bpe:vocab={model_cfg.tiny.vocab_size}"  # trained on the dataset's own text
+        digits = "" if model_cfg.tiny.split_digits else ":whole-numbers"
+        return f"tiny-bpe:vocab={model_cfg.tiny.vocab_size}{digits}"  # trained on the dataset's own text
     if model_cfg.name == "smollm2-135m":
         return f"smollm2-135m:{smollm2.package_version()}"
     path = validate_hf_folder(model_cfg.name)

@@ -19,17 +19,18 @@ PAD_TOKEN = "<|pad|>"
 SPECIAL_TOKENS = [EOS_TOKEN, PAD_TOKEN]
 
 
-def train_tokenizer(texts: Iterable[str], vocab_size: int):
+def train_tokenizer(texts: Iterable[str], vocab_size: int, split_digits: bool = True):
     """Train a byte-level BPE tokenizer on `texts`; returns a transformers PreTrainedTokenizerFast.
 
-    Digits are pre-split one per token. The result is deterministic for the same texts and vocab size.
+    With `split_digits`, digits are pre-split one per token; without, a run of digits is one pre-token, so BPE
+    merges the frequent numbers into single tokens. Deterministic for the same texts and settings.
     """
     from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
     from transformers import PreTrainedTokenizerFast
 
     tokenizer = Tokenizer(models.BPE(unk_token=None))
     tokenizer.pre_tokenizer = pre_tokenizers.Sequence([
-        pre_tokenizers.Digits(individual_digits=True),
+        pre_tokenizers.Digits(individual_digits=split_digits),
         pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=True),
     ])
     tokenizer.decoder = decoders.ByteLevel()
@@ -79,7 +80,7 @@ def build_tiny_model(shape, texts: Iterable[str], out_dir: str | Path, seed: int
     out_dir = Path(out_dir)
     tmp = out_dir.with_name(out_dir.name + ".tmp")
     _remove(tmp)
-    tokenizer = train_tokenizer(texts, shape.vocab_size)
+    tokenizer = train_tokenizer(texts, shape.vocab_size, getattr(shape, "split_digits", True))
     torch.manual_seed(seed)
     model = Qwen3ForCausalLM(qwen3_config(shape, tokenizer))
     model.generation_config.eos_token_id = tokenizer.eos_token_id

@@ -21,6 +21,17 @@ def test_tokenizer_is_deterministic_and_splits_digits(corpus):
     assert len(a) <= 1024 and a.eos_token_id is not None and a.pad_token_id is not None
 
 
+def test_whole_number_tokenizer_keeps_frequent_numbers_whole_and_has_its_own_key(corpus):
+    whole = train_tokenizer(corpus, 1024, split_digits=False)
+    ids = whole("12 + 7 = 19", add_special_tokens=False)["input_ids"]
+    pieces = [whole.decode([i]).strip() for i in ids]
+    assert "12" in pieces or "19" in pieces  # numbers of the corpus merge into single tokens
+    assert whole.decode(ids) == "12 + 7 = 19"
+    split, merged = ModelConfig(), ModelConfig(tiny=TinyModelConfig(split_digits=False))
+    assert registry.tokenizer_key(split) != registry.tokenizer_key(merged)  # another dataset hash
+    assert registry.tiny_dir(split, corpus) != registry.tiny_dir(merged, corpus)  # another model folder
+
+
 def test_saved_folder_loads_with_transformers_and_ties_lm_head(tiny_dir):
     from safetensors import safe_open
     from transformers import AutoModelForCausalLM, AutoTokenizer
