@@ -2,10 +2,16 @@
 
     python -m driver.evaluate --model runs/default/export --dataset .cache/datasets/<name> [--prompts 200]
 
+    python -m driver.evaluate ... --knockout-window 2    # select by a knockout tournament of pairs
+
 prints GenSelect@N (the selector's accuracy) next to pass@1, majority@N, random@N and pass@N, each with a
 95% bootstrap confidence interval over *problems* (prompts of one problem are averaged first), and writes
 the same as JSON. The selector answers greedily (temperature 0), one response per prompt; the chosen
 candidate is scored with the labels the verifiers gave at synthesis (math-verify / sandboxed unit tests).
+With `--knockout-window W`, every prompt of more than W candidates is selected by a knockout tournament
+(core/algo/knockout.py, NeMo-Skills' GenSelect for N beyond the window, REFERENCE.md): balanced groups of at
+most W candidates, one greedy judgment each, the winners go on to the next round; the same prompts, labels and
+metrics, so the two modes compare directly.
 """
 from __future__ import annotations
 
@@ -18,7 +24,8 @@ from pathlib import Path
 from typing import Optional, Sequence
 
 from core.algo import metrics as M
-from core.algo.genselect import parse_judgment
+from core.algo.genselect import build_prompt, parse_judgment
+from core.algo.knockout import plan_round
 
 BASELINES = ("genselect", "pass_at_1", "majority", "random", "pass_at_n")
 
@@ -101,6 +108,39 @@ async def choose(worker, tasks: Sequence, max_tokens: Optional[int] = None) -> l
     return [parse_judgment(g.rollouts[0].response_text, g.task.num_candidates).index for g in groups]
 
 
+def sub_task(task, members: Sequence[int], end_lines: bool):
+    """`task` restricted to the candidates `members` (in that order), its prompt rendered again."""
+    from dataclasses import replace
+
+    pick = lambda values: tuple(values[i] for i in members)  # noqa: E731
+    return replace(task, prompt_id=f"{task.prompt_id}/ko{'-'.join(map(str, members))}",
+                   candidates=pick(task.candidates), candidate_answers=pick(task.candidate_answers),
+                   labels=pick(task.labels), prompt=build_prompt(task.problem, pick(task.candidates),
+                                                                 end_lines=end_lines))
+
+
+async def choose_knockout(worker, tasks: Sequence, window: int, end_lines: bool,
+                          max_tokens: Optional[int] = None) -> list:
+    """Greedy knockout selections (indices into each task's candidates; None = the final judgment did not
+    parse). Each round judges every task's groups in one batch; a group whose judgment does not parse
+    advances its first member (the serving rule, docs/serving.md)."""
+    members = [list(range(t.num_candidates)) for t in tasks]
+    while any(len(m) > 1 for m in members):
+        plans = {i: plan_round(m, window, lambda g: True) for i, m in enumerate(members) if len(m) > 1}
+        judged = [(i, g) for i, plan in plans.items() for g in plan if len(g) > 1]
+        results = await worker.generate([sub_task(tasks[i], g, end_lines) for i, g in judged], n=1,
+                                        temperature=0.0, max_tokens=max_tokens)
+        picks = {}
+        for (i, g), result in zip(judged, results):
+            parsed = parse_judgment(result.rollouts[0].response_text, len(g))
+            picks[(i, tuple(g))] = g[parsed.index] if parsed.ok else None
+        for i, plan in plans.items():
+            final = len(plan) == 1
+            winners = [g[0] if len(g) == 1 else picks[(i, tuple(g))] for g in plan]
+            members[i] = winners if final else [w if w is not None else g[0] for w, g in zip(winners, plan)]
+    return [m[0] if m else None for m in members]
+
+
 def choose_remote(rollout_handle, tasks: Sequence, timeout_s: float, samples: int = 0) -> tuple:
     """Greedy choices through a Ray actor handle (used by the training driver), and, with `samples > 0`,
     the sampled accuracy of that many temperature-1 responses per prompt (else None)."""
@@ -130,6 +170,8 @@ def _parse_args(argv: Sequence[str]) -> argparse.Namespace:
     parser.add_argument("--split", default="heldout", choices=["heldout", "train"])
     parser.add_argument("--prompts", type=int, default=0, help="evaluate the first N prompts (0: all)")
     parser.add_argument("--max-tokens", type=int, default=None, help="response budget (default: config's)")
+    parser.add_argument("--knockout-window", type=int, default=0,
+                        help="select by a knockout tournament of groups of at most this many candidates (>= 2)")
     parser.add_argument("--dtype", default="float32", choices=["float32", "bfloat16"])
     parser.add_argument("--out", default=None, help="JSON output (default: MODEL/eval_<split>.json)")
     return parser.parse_args(argv)
@@ -149,6 +191,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     if not tasks:
         print(f"no prompts in {args.dataset} ({args.split})", file=sys.stderr)
         return 2
+    if args.knockout_window == 1 or args.knockout_window < 0:
+        print("--knockout-window must be 0 (off) or at least 2", file=sys.stderr)
+        return 2
+    end_lines = bool(json.loads((Path(args.dataset) / "manifest.json").read_text())["config"]
+                     .get("solution_end_line", False))
     cfg = RolloutConfig(samples_per_prompt=1)
     if args.max_tokens:
         cfg.max_response_tokens = args.max_tokens
@@ -156,15 +203,19 @@ def main(argv: Sequence[str] | None = None) -> int:
     async def run() -> list:
         worker = RolloutWorker(cfg, args.model, dtype=args.dtype)
         try:
+            if args.knockout_window:
+                return await choose_knockout(worker, tasks, args.knockout_window, end_lines)
             return await choose(worker, tasks)
         finally:
             await worker.shutdown()
 
     choices = asyncio.run(run())
     result = selection_metrics(tasks, choices)
-    result.update({"model": str(args.model), "dataset": str(args.dataset), "split": args.split})
+    result.update({"model": str(args.model), "dataset": str(args.dataset), "split": args.split,
+                   "knockout_window": args.knockout_window, "by_size": by_size(tasks, choices)})
     print(format_table(result))
-    out = Path(args.out) if args.out else Path(args.model) / f"eval_{args.split}.json"
+    suffix = f"_knockout{args.knockout_window}" if args.knockout_window else ""
+    out = Path(args.out) if args.out else Path(args.model) / f"eval_{args.split}{suffix}.json"
     out.write_text(json.dumps(result, indent=1))
     print(f"wrote {out}")
     return 0

@@ -1,0 +1,62 @@
+"""Knockout evaluation (`python -m driver.evaluate --knockout-window W`): rounds over sub-prompts, one batch
+per round, winners mapped back to the full task's indices, unparseable judgments handled as serving does."""
+import asyncio
+import re
+from types import SimpleNamespace
+
+from core.algo.genselect import render_judgment
+from core.records import SelectionTask
+from driver.evaluate import choose_knockout, sub_task
+
+
+def _task(texts, pid="p"):
+    return SelectionTask(prompt_id=pid, problem_id=pid, domain="math", problem="Compute 1 + 1.",
+                         candidates=tuple(texts), candidate_answers=tuple(str(i) for i in range(len(texts))),
+                         labels=tuple(float("good" in t) for t in texts), reference="2", prompt="full prompt")
+
+
+class Judge:
+    """A fake engine: names the first candidate of the sub-prompt whose text says `good`, else the last one;
+    answers garbage when the sub-prompt holds a `mute` candidate. Records the batch of every call."""
+
+    def __init__(self):
+        self.batches = []
+
+    async def generate(self, tasks, n, temperature, max_tokens=None):
+        self.batches.append(list(tasks))
+        out = []
+        for t in tasks:
+            shown = re.findall(r"Solution \d+:\n(\S+)", t.prompt)
+            assert list(shown) == list(t.candidates)  # the prompt was rendered for the sub-task
+            pick = next((i for i, c in enumerate(shown) if "good" in c), len(shown) - 1)
+            text = "no idea" if any("mute" in c for c in shown) else render_judgment(pick)
+            out.append(SimpleNamespace(rollouts=[SimpleNamespace(response_text=text)]))
+        return out
+
+
+def test_pairs_knockout_finds_the_good_candidate_in_log2_rounds_batched_across_tasks():
+    tasks = [_task(["a", "b", "c", "d", "e", "good-f", "g"], "x"), _task(["good-a", "b"], "y"),
+             _task(["a", "b", "c"], "z")]
+    judge = Judge()
+    choices = asyncio.run(choose_knockout(judge, tasks, window=2, end_lines=True))
+    assert choices == [5, 0, 2]
+    assert len(judge.batches) == 3  # rounds for 7 candidates in pairs; the others ride along in round 1
+    assert len(judge.batches[0]) == 3 + 1 + 1  # task x: 4 groups of which 3 pairs; y: 1 pair; z: 1 pair + 1 bye
+    assert "End of solution 0." in judge.batches[0][0].prompt
+
+
+def test_unparseable_group_advances_its_first_member_and_an_unparseable_final_is_none():
+    judge = Judge()
+    early = _task(["b", "mute-a", "good-c", "d"], "early")  # round 1 group (0, 1) cannot be judged: 0 goes on
+    final = _task(["mute-a", "good-b"], "final")            # the only round cannot be judged
+    assert asyncio.run(choose_knockout(judge, [early, final], window=2, end_lines=False)) == [2, None]
+
+
+def test_window_at_least_n_is_one_direct_judgment_and_sub_task_keeps_labels_aligned():
+    judge = Judge()
+    task = _task(["a", "good-b", "c"])
+    assert asyncio.run(choose_knockout(judge, [task], window=8, end_lines=False)) == [1]
+    assert len(judge.batches) == 1 and len(judge.batches[0]) == 1
+    sub = sub_task(task, [2, 1], end_lines=False)
+    assert sub.candidates == ("c", "good-b") and sub.labels == (0.0, 1.0) and sub.candidate_answers == ("2", "1")
+    assert sub.prompt.index("Solution 0:\nc") < sub.prompt.index("Solution 1:\ngood-b")
