@@ -337,6 +337,8 @@ class TrainConfig:
     eval_samples: int = _f(4, "Temperature-1 responses per held-out prompt for the sampled accuracy (0: off). "
                                "task=generator: K, the solutions sampled per held-out problem for pass@1..pass@K "
                                "(at rollout.temperature; >= 2).")
+    eval_knockout_window: int = _f(0, "Also evaluate the selector by a knockout tournament of groups of at most this "
+                                      "many candidates (2: pairs; the serving rule for N beyond the window); 0: off.")
     eval_without_cue: bool = _f(True, "With a hedge cue in the data: also evaluate (at the start and the end) on "
                                       "held-out prompts built without it, from unseen problems.")
     checkpoint_every: int = _f(10, "Write an atomic checkpoint every this many steps.")
@@ -394,6 +396,8 @@ def _check(cfg: TrainConfig) -> None:
          "is K, the solutions sampled per problem with data.source=model: must be >= 2"),
         ("data.min_candidates", 2 <= d.min_candidates <= d.max_candidates, "must be >= 2 and <= max_candidates"),
         ("data.max_candidates", d.max_candidates <= 16, "must be <= 16 (the paper's window)"),
+        ("eval_knockout_window", cfg.eval_knockout_window == 0 or cfg.eval_knockout_window >= 2,
+         "must be 0 (off) or at least 2 (candidates per knockout group)"),
         ("data.candidates_per_problem", d.candidates_per_problem >= d.min_candidates,
          "must be >= data.min_candidates"),
         ("data.max_correct_fraction", 0 < d.max_correct_fraction <= 1, "must be in (0, 1]"),

@@ -153,6 +153,21 @@ def choose_remote(rollout_handle, tasks: Sequence, timeout_s: float, samples: in
     return choices, (sampled_accuracy(ray.get(sampled, timeout=timeout_s)) if sampled else None)
 
 
+class _RemoteWorker:
+    """A Ray rollout actor handle with the async `generate` of a RolloutWorker (for choose_knockout)."""
+
+    def __init__(self, handle):
+        self.handle = handle
+
+    async def generate(self, tasks, **kwargs):
+        return await self.handle.generate.remote(tasks, **kwargs)
+
+
+def choose_knockout_remote(rollout_handle, tasks: Sequence, window: int, end_lines: bool) -> list:
+    """choose_knockout through a Ray actor handle, from synchronous code (the training driver)."""
+    return asyncio.run(choose_knockout(_RemoteWorker(rollout_handle), tasks, window, end_lines))
+
+
 def format_table(result: dict) -> str:
     names = {"genselect": "GenSelect@N (selector)", "pass_at_1": "pass@1", "majority": "majority@N",
              "random": "random@N", "pass_at_n": "pass@N (oracle)"}

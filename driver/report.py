@@ -124,8 +124,8 @@ def summarize(log: MetricsLog, wall_seconds: float, steps: int) -> dict:
     evals = log.records("eval")
     train = log.records("train")
     first, last = (evals[0], evals[-1]) if evals else ({}, {})
-    nocue = {f"{k}_{when}": rec.get(f"nocue/{k}") for when, rec in (("start", first), ("final", last))
-             for k in ("genselect", "majority", "random")}
+    nocue = {f"{k.replace('/', '_')}_{when}": rec.get(f"nocue/{k}") for when, rec in (("start", first), ("final", last))
+             for k in ("genselect", "majority", "random", "knockout/genselect")}
     split = {key: _mean([r.get(f"time/{key}", math.nan) for r in train]) for key in TIME_KEYS}
     return {
         "steps": steps,
@@ -133,6 +133,10 @@ def summarize(log: MetricsLog, wall_seconds: float, steps: int) -> dict:
         "start_accuracy": first.get("genselect"),
         "final_accuracy": last.get("genselect"),
         "final_accuracy_ci": [last.get("genselect_lo"), last.get("genselect_hi")],
+        "start_knockout_accuracy": first.get("knockout/genselect"),
+        "final_knockout_accuracy": last.get("knockout/genselect"),
+        "final_knockout_accuracy_ci": [last.get("knockout/genselect_lo"), last.get("knockout/genselect_hi")],
+        "final_knockout_by_candidates": last.get("knockout/by_size"),
         "start_sampled_accuracy": first.get("sampled"),
         "final_sampled_accuracy": last.get("sampled"),
         "final_by_candidates": last.get("by_size"),

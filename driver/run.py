@@ -375,11 +375,18 @@ class Run:
                                 f"[{result['genselect_lo']:.3f}, {result['genselect_hi']:.3f}]{sampled}  majority@N "
                                 f"{result['majority']:.3f}  random@N {result['random']:.3f}  parse failures "
                                 f"{result['parse_failure_rate']:.3f}  by N {by_n}")
+            if "knockout/genselect" in result:
+                by_n = " ".join(f"{n}:{v:.2f}" for n, v in result["knockout/by_size"].items())
+                self.progress.write(f"[eval step {step}, knockout of {self.cfg.eval_knockout_window}] GenSelect@N "
+                                    f"{result['knockout/genselect']:.3f} [{result['knockout/genselect_lo']:.3f}, "
+                                    f"{result['knockout/genselect_hi']:.3f}]  by N {by_n}")
             if "nocue/genselect" in result:
                 self.progress.write(f"[eval step {step}, no-cue held-out set] GenSelect@N "
                                     f"{result['nocue/genselect']:.3f} [{result['nocue/genselect_lo']:.3f}, "
                                     f"{result['nocue/genselect_hi']:.3f}]  majority@N {result['nocue/majority']:.3f}"
-                                    f"  random@N {result['nocue/random']:.3f}")
+                                    f"  random@N {result['nocue/random']:.3f}"
+                                    + (f"  knockout {result['nocue/knockout/genselect']:.3f}"
+                                       if "nocue/knockout/genselect" in result else ""))
         return result
 
     def _evaluate_on(self, tasks: list, samples: int, step: int) -> dict:
@@ -404,10 +411,28 @@ class Run:
             except Exception as err:
                 raise RunFailed(f"evaluation at step {step} failed ({type(err).__name__}: {err})") from err
         result = selection_metrics(tasks, choices, seed=self.cfg.seed)
-        result.update({"sampled": sampled, "by_size": by_size(tasks, choices), "eval_s": time.time() - started})
+        result.update({"sampled": sampled, "by_size": by_size(tasks, choices)})
+        if self.cfg.eval_knockout_window:
+            result.update(self._knockout_metrics(tasks, step))
+        result["eval_s"] = time.time() - started
         if self.cfg.data.source == "procedural_math":  # its mistakes can be read back from the text
             result["by_slip_kind"] = by_slip_kind(tasks, choices)
         return result
+
+    def _knockout_metrics(self, tasks: list, step: int) -> dict:
+        """`knockout/*`: the same tasks selected by a knockout tournament (driver.evaluate.choose_knockout)."""
+        from driver.evaluate import by_size, choose_knockout_remote, selection_metrics
+
+        try:
+            choices = choose_knockout_remote(self.handles.rollouts[0], tasks, self.cfg.eval_knockout_window,
+                                             self.cfg.data.solution_end_line)
+        except Exception as err:
+            raise RunFailed(f"knockout evaluation at step {step} failed ({type(err).__name__}: {err})") from err
+        metrics = selection_metrics(tasks, choices, seed=self.cfg.seed)
+        out = {f"knockout/{k}": metrics[k] for k in ("genselect", "genselect_lo", "genselect_hi",
+                                                    "parse_failure_rate")}
+        out["knockout/by_size"] = {n: r["genselect"] for n, r in by_size(tasks, choices).items()}
+        return out
 
     def checkpoint(self, step: int) -> Path:
         tmp = ckpt.begin(self.run_dir, step)

@@ -126,10 +126,11 @@ def main(argv=None) -> int:
     print(f"\nsummary: {Path(cfg.run_dir) / 'summary.json'}")
     keys = (("steps", "wall_seconds", "step_seconds", "k", "start_pass_at_1", "final_pass_at_1", "start_pass_at_n",
              "final_pass_at_n") if cfg.task == "generator" else
-            ("steps", "wall_seconds", "start_accuracy", "final_accuracy", "majority_accuracy", "random_accuracy",
-             "pass_at_n"))
+            ("steps", "wall_seconds", "start_accuracy", "final_accuracy", "start_knockout_accuracy",
+             "final_knockout_accuracy", "majority_accuracy", "random_accuracy", "pass_at_n"))
     for key in keys:
-        print(f"  {key:<18} {summary.get(key)}")
+        if summary.get(key) is not None or "knockout" not in key:
+            print(f"  {key:<23} {summary.get(key)}")
     return 0
 
 

@@ -69,6 +69,9 @@ def test_smoke_run_trains_and_writes_every_artifact(smoke_run):
     assert all(r["staleness/mean"] <= 1 for r in train)
     evals = _records(run_dir, "eval")
     assert [r["step"] for r in evals] == [0, 3]
+    # the smoke config also evaluates by a knockout of pairs (eval_knockout_window: 2), through the real engine
+    assert all(0 <= r["knockout/genselect"] <= 1 and r["knockout/by_size"] for r in evals)
+    assert summary["final_knockout_accuracy"] == evals[-1]["knockout/genselect"]
     assert (run_dir / "curves.png").stat().st_size > 10_000
     assert list((run_dir / "tensorboard").iterdir())
     assert (run_dir / "checkpoints" / "latest").read_text().strip() == "step_000003"
