@@ -163,9 +163,11 @@ class _RemoteWorker:
         return await self.handle.generate.remote(tasks, **kwargs)
 
 
-def choose_knockout_remote(rollout_handle, tasks: Sequence, window: int, end_lines: bool) -> list:
-    """choose_knockout through a Ray actor handle, from synchronous code (the training driver)."""
-    return asyncio.run(choose_knockout(_RemoteWorker(rollout_handle), tasks, window, end_lines))
+def choose_knockout_remote(rollout_handle, tasks: Sequence, window: int, end_lines: bool, timeout_s: float) -> list:
+    """choose_knockout through a Ray actor handle, from synchronous code (the training driver); raises
+    asyncio.TimeoutError when the whole tournament takes longer than `timeout_s`."""
+    return asyncio.run(asyncio.wait_for(choose_knockout(_RemoteWorker(rollout_handle), tasks, window, end_lines),
+                                        timeout_s))
 
 
 def format_table(result: dict) -> str:

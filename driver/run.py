@@ -421,11 +421,17 @@ class Run:
 
     def _knockout_metrics(self, tasks: list, step: int) -> dict:
         """`knockout/*`: the same tasks selected by a knockout tournament (driver.evaluate.choose_knockout)."""
+        from core.algo.knockout import rounds_needed
+        from core.deadlines import generate_deadline_s
         from driver.evaluate import by_size, choose_knockout_remote, selection_metrics
 
+        # each round is one generate call of at most N / 2 sub-prompts per task, each shorter than the task's prompt
+        window, n = self.cfg.eval_knockout_window, self.cfg.data.max_candidates
+        deadline = rounds_needed(n, window) * generate_deadline_s(
+            self.cfg.rollout, self.cfg.data.max_prompt_tokens, len(tasks) * max(1, n // 2))
         try:
-            choices = choose_knockout_remote(self.handles.rollouts[0], tasks, self.cfg.eval_knockout_window,
-                                             self.cfg.data.solution_end_line)
+            choices = choose_knockout_remote(self.handles.rollouts[0], tasks, window, self.cfg.data.solution_end_line,
+                                             deadline)
         except Exception as err:
             raise RunFailed(f"knockout evaluation at step {step} failed ({type(err).__name__}: {err})") from err
         metrics = selection_metrics(tasks, choices, seed=self.cfg.seed)

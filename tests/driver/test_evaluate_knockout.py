@@ -4,9 +4,11 @@ import asyncio
 import re
 from types import SimpleNamespace
 
+import pytest
+
 from core.algo.genselect import render_judgment
 from core.records import SelectionTask
-from driver.evaluate import choose_knockout, sub_task
+from driver.evaluate import choose_knockout, choose_knockout_remote, sub_task
 
 
 def _task(texts, pid="p"):
@@ -60,3 +62,20 @@ def test_window_at_least_n_is_one_direct_judgment_and_sub_task_keeps_labels_alig
     sub = sub_task(task, [2, 1], end_lines=False)
     assert sub.candidates == ("c", "good-b") and sub.labels == (0.0, 1.0) and sub.candidate_answers == ("2", "1")
     assert sub.prompt.index("Solution 0:\nc") < sub.prompt.index("Solution 1:\ngood-b")
+
+
+class _Handle:
+    """A stand-in for a Ray actor handle: `handle.generate.remote(...)` returns an awaitable."""
+
+    def __init__(self, judge, delay_s=0.0):
+        async def remote(tasks, **kwargs):
+            await asyncio.sleep(delay_s)
+            return await judge.generate(tasks, **kwargs)
+        self.generate = SimpleNamespace(remote=remote)
+
+
+def test_remote_knockout_from_sync_code_and_its_deadline():
+    tasks = [_task(["a", "b", "good-c", "d"])]
+    assert choose_knockout_remote(_Handle(Judge()), tasks, 2, False, timeout_s=30) == [2]
+    with pytest.raises(asyncio.TimeoutError):
+        choose_knockout_remote(_Handle(Judge(), delay_s=0.5), tasks, 2, False, timeout_s=0.2)
