@@ -304,7 +304,8 @@ class ServeConfig:
     num_cpus: float = _f(1.0, "CPUs reserved per replica.")
     num_gpus: float = _f(0.0, "GPUs reserved per replica.")
     window: int = _f(0, "Most candidates in one selection prompt; more are selected by knockout. "
-                        "0: the model's training data.max_candidates.")
+                        "0: the model's run decides: its eval_knockout_window when its final "
+                        "evaluation scored at least as well by knockout, else its data.max_candidates.")
     max_prompt_tokens: int = _f(0, "Prompt token budget of one selection prompt (0: the training "
                                    "data.max_prompt_tokens).")
     max_response_tokens: int = _f(0, "Longest judgment (0: the training rollout.max_response_tokens).")

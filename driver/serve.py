@@ -40,12 +40,33 @@ def run_config_of(model: str):
     return None
 
 
+def run_summary_of(model: str) -> dict:
+    """The summary.json of the run that exported `model` (runs/X/export -> runs/X/summary.json), else {}."""
+    try:
+        summary = json.loads((Path(model).parent / "summary.json").read_text())
+    except (OSError, ValueError):
+        return {}
+    return summary if isinstance(summary, dict) else {}
+
+
 def exported_version(model: str) -> int:
     """Policy version of an exported model (runs/X/summary.json 'policy_version'), else 0."""
     try:
-        return int(json.loads((Path(model).parent / "summary.json").read_text()).get("policy_version", 0))
-    except (OSError, ValueError, TypeError):
+        return int(run_summary_of(model).get("policy_version", 0))
+    except (ValueError, TypeError):
         return 0
+
+
+def served_window(model: str, train_cfg) -> int:
+    """Candidates per selection prompt when serving `model`: the run's knockout window (`eval_knockout_window`)
+    when its final evaluation selected at least as well by knockout as with all candidates in one prompt
+    (summary.json: final_knockout_accuracy >= final_accuracy), else its data.max_candidates."""
+    summary = run_summary_of(model)
+    knockout, direct = summary.get("final_knockout_accuracy"), summary.get("final_accuracy")
+    if train_cfg.eval_knockout_window and isinstance(knockout, (int, float)) and isinstance(direct, (int, float)) \
+            and knockout >= direct:
+        return train_cfg.eval_knockout_window
+    return train_cfg.data.max_candidates
 
 
 def resolve_settings(model: str, serve_cfg, train_cfg=None, policy_version: Optional[int] = None):
@@ -64,7 +85,7 @@ def resolve_settings(model: str, serve_cfg, train_cfg=None, policy_version: Opti
     return SelectorSettings(
         model=str(model), rollout=rollout, dtype=train_cfg.model.dtype, seed=train_cfg.seed,
         policy_version=exported_version(model) if policy_version is None else policy_version,
-        board=board_name(serve_cfg.app_name), window=serve_cfg.window or train_cfg.data.max_candidates,
+        board=board_name(serve_cfg.app_name), window=serve_cfg.window or served_window(model, train_cfg),
         max_prompt_tokens=max_prompt, max_response_tokens=max_response, temperature=train_cfg.rollout.temperature,
         max_candidates=serve_cfg.max_candidates,
         max_candidate_chars=serve_cfg.max_candidate_chars or train_cfg.data.max_candidate_chars,

@@ -34,6 +34,25 @@ def test_settings_come_from_the_models_run(tmp_path):
     assert (s.window, s.max_prompt_tokens, s.policy_version) == (3, 100, 2)
 
 
+def test_served_window_is_the_runs_knockout_window_when_knockout_scored_at_least_as_well(tmp_path):
+    """A run that evaluated by a knockout of pairs and scored better that way is served with pairs; a run whose
+    direct evaluation was better, or whose summary has no knockout figure, keeps its data.max_candidates."""
+    cfg = load_config("smoke")
+    cfg.eval_knockout_window, cfg.data.max_candidates = 2, 6
+    run = tmp_path / "run"
+    export = _model_folder(run / "export")
+    (run / "config.yaml").write_text(to_yaml(cfg))
+    windows = []
+    for summary in ({"final_accuracy": 0.44, "final_knockout_accuracy": 0.66},
+                    {"final_accuracy": 0.60, "final_knockout_accuracy": 0.55},
+                    {"final_accuracy": 0.44, "final_knockout_accuracy": None}, {}):
+        (run / "summary.json").write_text(json.dumps(summary))
+        windows.append(resolve_settings(str(export), ServeConfig()).window)
+    assert windows == [2, 6, 6, 6]
+    (run / "summary.json").write_text(json.dumps({"final_accuracy": 0.4, "final_knockout_accuracy": 0.6}))
+    assert resolve_settings(str(export), ServeConfig(window=4)).window == 4  # an explicit window wins
+
+
 def test_prompt_budget_leaves_room_for_the_judgment(tmp_path):
     model = _model_folder(tmp_path / "m", context=1000)
     s = resolve_settings(str(model), ServeConfig(max_prompt_tokens=5000, max_response_tokens=40), TrainConfig())
