@@ -148,6 +148,9 @@ def main(argv=None) -> int:
     parser.add_argument("--knockout-no-cue", action="store_true",
                         help="also knockout on candidates without the hedging cue (hedge rates 0)")
     parser.add_argument("--replicas", type=int, default=1, help="Serve replicas (fixed; 1 CPU reserved in all)")
+    parser.add_argument("--window", type=int, default=0,
+                        help="serve.window: candidates per selection prompt (0: the model's run decides, "
+                             "driver.serve.served_window); the throughput rows send N = 8, one prompt at window 8")
     parser.add_argument("--access-log", action="store_true", help="keep Serve's per-request access log")
     parser.add_argument("--throughput-optimized", action="store_true",
                         help="RAY_SERVE_THROUGHPUT_OPTIMIZED=1 (user code on the replica's main loop, buffered logs)")
@@ -187,16 +190,23 @@ def main(argv=None) -> int:
 
         os.environ["RAY_SERVE_THROUGHPUT_OPTIMIZED"] = "1"
     report["throughput_optimized"] = args.throughput_optimized
+    from driver.serve import resolve_settings
+
+    window = resolve_settings(model, dataclasses.replace(cfg.serve, window=args.window), run_cfg or cfg).window
+    if "throughput" in stages and window < 8:
+        parser.error(f"the throughput rows compare one N = 8 prompt with one direct engine call, but this model "
+                     f"is served with a window of {window}: pass --window 8")
     ray.init(address="local", include_dashboard=False, log_to_driver=False, runtime_env={"env_vars": default_env()})
     serve_cfg = dataclasses.replace(cfg.serve, port=free_port(), num_cpus=1.0 / args.replicas,
                                     min_replicas=args.replicas,
                                     max_replicas=args.replicas,
-                                    max_ongoing_requests=64, access_log=args.access_log)
+                                    max_ongoing_requests=64, access_log=args.access_log, window=args.window)
     report["access_log"], report["replicas"] = args.access_log, args.replicas
     url = f"http://127.0.0.1:{serve_cfg.port}"
     t0 = time.perf_counter()
     handle, settings = start(model, serve_cfg, run_cfg or cfg, policy_version=0)
     report["serve_start_s"] = time.perf_counter() - t0
+    report["window"] = settings.window
     post = http_post(url + "/v1/select")
     print(f"serve app up in {report['serve_start_s']:.0f} s at {url}", flush=True)
 

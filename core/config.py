@@ -66,6 +66,9 @@ class PretrainConfig:
     batch_size: int = _f(32, "Worked solutions per step.")
     lr: float = _f(3e-3, "AdamW learning rate (linear warm-up over the first 5% of steps).")
     seed: int = _f(777, "Seed of the procedural problems of the corpus.")
+    slipped_share: float = _f(0.0, "Share of the corpus's solutions that carry a slip, each inconsistent line "
+                                   "marked `?` right after its result (line checking; never in a selection "
+                                   "prompt); 0: correct solutions only.")
 
 
 @dataclass
@@ -425,6 +428,7 @@ def _check(cfg: TrainConfig) -> None:
          f"(they are {cfg.model.name!r} and {d.source!r}); set model.pretrain.steps=0"),
         ("model.pretrain.batch_size", cfg.model.pretrain.batch_size >= 1, "must be >= 1"),
         ("model.pretrain.lr", cfg.model.pretrain.lr > 0, "must be > 0"),
+        ("model.pretrain.slipped_share", 0 <= cfg.model.pretrain.slipped_share < 1, "must be in [0, 1)"),
         ("rollout.samples_per_prompt", r.samples_per_prompt >= 2, "must be >= 2 (group advantages)"),
         ("rollout.max_response_tokens", r.max_response_tokens > a.overlong_buffer_len,
          "must exceed algorithm.overlong_buffer_len"),

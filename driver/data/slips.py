@@ -57,3 +57,28 @@ def _arithmetic_kind(a, op, b, true, written) -> str:
     if any(OPS[o](a, b) == written for o in others):
         return "wrong_operation"
     return "arithmetic"
+
+
+def mark_inconsistent_lines(text: str, mark: str = "?") -> str:
+    """`text` with `mark` written right after the result of every line that is inconsistent as read (a wrong
+    result, an operand that is not the previous line's result, or an `Answer:` that is not the last result):
+    `7 + 5 = 13` -> `7 + 5 = 13?`. Used by the marked-slip pretraining corpus (driver/models/pretrain.py), never
+    in a selection prompt. Texts that are not one-operation-per-line solutions come back unchanged."""
+    lines = text.split("\n")
+    body = [i for i, l in enumerate(lines) if l and not l.startswith(HEDGE_PREFIXES)]
+    if len(body) < 2 or not _ANSWER_RE.match(lines[body[-1]]):
+        return text
+    previous, marked = None, list(lines)
+    for i in body[:-1]:
+        m = _LINE_RE.match(lines[i])
+        if not m:
+            return text
+        a, op, b, written = Fraction(m[1]), m[2], Fraction(m[3]), Fraction(m[4])
+        true = OPS[op](a, b)
+        if (previous is not None and previous not in (a, b)) or (true is not None and written != true):
+            marked[i] += mark
+        previous = written
+    if Fraction(_ANSWER_RE.match(lines[body[-1]])[1]) != previous:
+        marked[body[-1]] += mark
+    return "\n".join(marked)
+

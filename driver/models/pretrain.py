@@ -29,25 +29,31 @@ STATS_FILE = "pretrain.json"
 PRETRAIN_VERSION = 1
 
 
-def solution_texts(cfg, exclude: frozenset = frozenset()) -> list:
-    """The pretraining corpus: `cfg.steps * cfg.batch_size` correct worked solutions of procedural problems,
-    minus those whose problem text is in `exclude`. Deterministic for (cfg, exclude)."""
+def _corpus_rows(cfg) -> list:
+    """`cfg.steps * cfg.batch_size` procedural problems with one solution each, slipped with probability
+    `cfg.slipped_share` (no hedging). Deterministic for cfg."""
     from driver.data import procedural
 
-    rows = procedural.generate(cfg.steps * cfg.batch_size, 1, cfg.seed, procedural.ProceduralSpec(error_rate=0.0))
-    return [f"Problem:\n{r['problem']}\n\nSolution:\n{r['candidates'][0]}\n" for r in rows
-            if r["problem"] not in exclude]
+    spec = procedural.ProceduralSpec(error_rate=cfg.slipped_share)
+    return procedural.generate(cfg.steps * cfg.batch_size, 1, cfg.seed, spec)
+
+
+def solution_texts(cfg, exclude: frozenset = frozenset()) -> list:
+    """The pretraining corpus: `cfg.steps * cfg.batch_size` worked solutions of procedural problems (correct,
+    or with `cfg.slipped_share` of them slipped and every inconsistent line marked `?` right after its result),
+    minus those whose problem text is in `exclude`. Deterministic for (cfg, exclude)."""
+    from driver.data.slips import mark_inconsistent_lines
+
+    return [f"Problem:\n{r['problem']}\n\nSolution:\n{mark_inconsistent_lines(r['candidates'][0])}\n"
+            for r in _corpus_rows(cfg) if r["problem"] not in exclude]
 
 
 def pretraining_problems(cfg) -> frozenset:
     """Problem texts the pretraining corpus may contain (before exclusion): held-out sets built later (the
     no-cue one) drop these. Empty when pretraining is off."""
-    from driver.data import procedural
-
     if cfg.steps <= 0:
         return frozenset()
-    rows = procedural.generate(cfg.steps * cfg.batch_size, 1, cfg.seed, procedural.ProceduralSpec(error_rate=0.0))
-    return frozenset(r["problem"] for r in rows)
+    return frozenset(r["problem"] for r in _corpus_rows(cfg))
 
 
 def pretrain_dir(base_dir, cfg, exclude: frozenset) -> Path:

@@ -44,3 +44,27 @@ def test_table(text, kind):
 
 def test_hedge_detection():
     assert is_hedged("1 + 1 = 2\nThis might be wrong.\nAnswer: 2") and not is_hedged("1 + 1 = 2\nAnswer: 2")
+
+
+def test_marks_go_right_after_the_result_of_each_inconsistent_line_only():
+    from driver.data.slips import mark_inconsistent_lines
+
+    assert mark_inconsistent_lines("7 + 5 = 12\n12 * 2 = 24\nAnswer: 24") == "7 + 5 = 12\n12 * 2 = 24\nAnswer: 24"
+    assert mark_inconsistent_lines("7 + 5 = 13\n13 * 2 = 26\nAnswer: 26") == "7 + 5 = 13?\n13 * 2 = 26\nAnswer: 26"
+    assert mark_inconsistent_lines("7 + 5 = 12\n21 * 2 = 42\nAnswer: 42") == "7 + 5 = 12\n21 * 2 = 42?\nAnswer: 42"
+    assert mark_inconsistent_lines("7 + 5 = 12\nThis might be wrong.\nAnswer: 21") == \
+        "7 + 5 = 12\nThis might be wrong.\nAnswer: 21?"
+    assert mark_inconsistent_lines("some prose\nAnswer: 3") == "some prose\nAnswer: 3"
+
+
+def test_every_slipped_procedural_solution_gets_at_least_one_mark_and_correct_ones_none():
+    from driver.data import procedural
+    from driver.data.slips import mark_inconsistent_lines
+
+    rows = procedural.generate(200, 4, 3, procedural.ProceduralSpec())
+    for r in rows:
+        for text in r["candidates"]:
+            marked = mark_inconsistent_lines(text)
+            assert marked.replace("?", "") == text
+            assert ("?" in marked) == (slip_kind(text) != "none")
+

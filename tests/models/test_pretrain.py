@@ -23,6 +23,17 @@ def test_the_corpus_is_correct_solutions_of_fresh_problems_minus_the_excluded_on
     assert pretrain.pretraining_problems(PretrainConfig(steps=0)) == frozenset()
 
 
+def test_a_marked_slip_corpus_mixes_correct_and_slipped_solutions_with_their_lines_marked():
+    cfg = PretrainConfig(steps=10, batch_size=20, slipped_share=0.5)
+    texts = pretrain.solution_texts(cfg)
+    solutions = [t.split("Solution:\n")[1].strip() for t in texts]
+    marked = [s for s in solutions if "?" in s]
+    assert 0.35 < len(marked) / len(solutions) < 0.65
+    assert all(slip_kind(s.replace("?", "")) != "none" for s in marked)
+    assert all(slip_kind(s) == "none" for s in solutions if "?" not in s)
+    assert pretrain.pretraining_problems(cfg) == frozenset(t.split("\n")[1] for t in texts)
+
+
 def test_lm_loss_ignores_padding():
     logits = torch.randn(2, 5, 11)
     ids = torch.randint(0, 11, (2, 5))
