@@ -39,7 +39,7 @@ from actors.select_request import (RequestError, SelectorSettings, _client_error
                                    error_response, parse_json, parse_select)
 from actors.weight_board import BOARD_NAMESPACE, check_same_shape, read_model_weights
 from core.algo.genselect import build_prompt, parse_judgment, read_prompt_style
-from core.algo.knockout import DoesNotFit, majority, plan_round
+from core.algo.knockout import DoesNotFit, advance, majority, plan_round
 from core.records import SelectionTask
 
 log = logging.getLogger("genselect.serving")
@@ -262,7 +262,7 @@ class SelectorServer:
                 versions.add(result.policy_version)
                 parsed = [parse_judgment(r.response_text, len(g)) for r in result.rollouts]
                 local, votes = majority([p.index for p in parsed], len(g))
-                winner = g[local] if local is not None else (None if final else g[0])
+                winner = advance(g, local, final)
                 if local is None and not final:
                     self.counters["knockout_fallbacks"] += 1
                 record["groups"].append(g)

@@ -25,7 +25,7 @@ from typing import Optional, Sequence
 
 from core.algo import metrics as M
 from core.algo.genselect import build_prompt, parse_judgment
-from core.algo.knockout import plan_round
+from core.algo.knockout import advance, plan_round
 
 BASELINES = ("genselect", "pass_at_1", "majority", "random", "pass_at_n")
 
@@ -130,14 +130,11 @@ async def choose_knockout(worker, tasks: Sequence, window: int, end_lines: bool,
         judged = [(i, g) for i, plan in plans.items() for g in plan if len(g) > 1]
         results = await worker.generate([sub_task(tasks[i], g, end_lines) for i, g in judged], n=1,
                                         temperature=0.0, max_tokens=max_tokens)
-        picks = {}
-        for (i, g), result in zip(judged, results):
-            parsed = parse_judgment(result.rollouts[0].response_text, len(g))
-            picks[(i, tuple(g))] = g[parsed.index] if parsed.ok else None
+        picks = {(i, tuple(g)): parse_judgment(result.rollouts[0].response_text, len(g)).index
+                 for (i, g), result in zip(judged, results)}
         for i, plan in plans.items():
-            final = len(plan) == 1
-            winners = [g[0] if len(g) == 1 else picks[(i, tuple(g))] for g in plan]
-            members[i] = winners if final else [w if w is not None else g[0] for w, g in zip(winners, plan)]
+            members[i] = [g[0] if len(g) == 1 else advance(g, picks[(i, tuple(g))], final=len(plan) == 1)
+                          for g in plan]
     return [m[0] if m else None for m in members]
 
 

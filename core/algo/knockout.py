@@ -75,6 +75,15 @@ def majority(parsed: Sequence[Optional[int]], num_candidates: int) -> tuple:
     return votes.index(best), votes
 
 
+def advance(group: Sequence[int], pick: Optional[int], final: bool) -> Optional[int]:
+    """The candidate a judged group sends on: `group[pick]` (pick: the judgment's index within the group);
+    when no judgment parsed (pick None), the group's first member, except in the final round, which then has
+    no answer (None)."""
+    if pick is not None:
+        return group[pick]
+    return None if final else group[0]
+
+
 def rounds_needed(n: int, window: int) -> int:
     """Rounds a knockout over n candidates takes when only the window binds (the token budget may add more)."""
     rounds = 0

@@ -3,7 +3,7 @@ import random
 
 import pytest
 
-from core.algo.knockout import DoesNotFit, balanced_split, majority, plan_round, rounds_needed
+from core.algo.knockout import DoesNotFit, advance, balanced_split, majority, plan_round, rounds_needed
 
 
 @pytest.mark.parametrize("n,groups,sizes", [(64, 8, [8] * 8), (9, 2, [5, 4]), (10, 3, [4, 3, 3]), (3, 2, [2, 1])])
@@ -53,3 +53,11 @@ def test_full_tournament_reaches_one_winner():
 ])
 def test_majority(parsed, n, winner, votes):
     assert majority(parsed, n) == (winner, votes)
+
+
+def test_advance_sends_the_pick_on_and_falls_back_to_the_first_member_except_in_the_final():
+    assert advance([4, 7, 9], 1, final=False) == 7
+    assert advance([4, 7, 9], 2, final=True) == 9
+    assert advance([4, 7, 9], None, final=False) == 4
+    assert advance([4, 7, 9], None, final=True) is None
+
