@@ -50,7 +50,10 @@ def corpus_problems(model_dir: str) -> frozenset:
         return frozenset()
     stats = json.loads(stats_file.read_text())
     fields = {f.name for f in dataclasses.fields(PretrainConfig)}
-    return pretraining_problems(PretrainConfig(**{k: v for k, v in stats.items() if k in fields}))
+    from driver.data.procedural import problem_key
+
+    return frozenset(map(problem_key, pretraining_problems(PretrainConfig(**{k: v for k, v in stats.items()
+                                                                              if k in fields}))))
 
 
 def main(argv=None) -> int:
@@ -71,7 +74,7 @@ def main(argv=None) -> int:
     seen = corpus_problems(args.model)
     rows = [r for r in procedural.generate(args.problems + len(seen), 4, args.seed,
                                            procedural.ProceduralSpec(error_rate=0.5))
-            if r["problem"] not in seen][: args.problems]
+            if procedural.problem_key(r["problem"]) not in seen][: args.problems]
     slipped, correct = [], []
     for row in rows:
         for text in row["candidates"]:

@@ -24,6 +24,15 @@ from driver.report import MetricsLog, Progress, plot_curves, summarize
 log = logging.getLogger("genselect.run")
 
 
+def unseen_tasks(tasks: list, seen_problems) -> list:
+    """The tasks whose problem computes none of `seen_problems` (compared by `procedural.problem_key`, so the
+    same expression under another template counts as seen)."""
+    from driver.data.procedural import problem_key
+
+    seen = {problem_key(p) for p in seen_problems}
+    return [t for t in tasks if problem_key(t.problem) not in seen]
+
+
 class RunFailed(RuntimeError):
     """The run cannot go on (a learner died, a deadline passed); the message says how to continue."""
 
@@ -81,7 +90,7 @@ class Run:
         model_cfg = dataclasses.replace(self.cfg.model, name=str(self.prepared.model_dir))
         built = prepare(data_cfg, model_cfg, with_model=False)
         seen = {t.problem for t in self.train_tasks} | pretraining_problems(self.cfg.model.pretrain)
-        heldout = [t for t in load_dataset(built.dataset_dir).heldout if t.problem not in seen]
+        heldout = unseen_tasks(load_dataset(built.dataset_dir).heldout, seen)
         return heldout[: self.cfg.eval_prompts] if self.cfg.eval_prompts else heldout
 
     def _log_to_file(self) -> None:

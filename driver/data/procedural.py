@@ -30,6 +30,7 @@ Deterministic for a given seed.
 from __future__ import annotations
 
 import random
+import re
 from dataclasses import dataclass
 from typing import Callable, Optional
 
@@ -64,6 +65,21 @@ TEMPLATES = (
     "What is the value of {expr}?",
     "Evaluate {expr} step by step.",
 )
+
+
+_TEMPLATE_PATTERNS = tuple(re.compile("^" + re.escape(t).replace(re.escape("{expr}"), "(?P<expr>.+)") + "$")
+                           for t in TEMPLATES)
+
+
+def problem_key(text: str) -> str:
+    """What a problem computes: the expression of a procedural problem (the same under every template, so
+    `Compute 3 + 4.` and `What is the value of 3 + 4?` share a key), else the text itself. Exclusions between
+    training, pretraining and held-out sets compare these keys, not the texts."""
+    for pattern in _TEMPLATE_PATTERNS:
+        match = pattern.match(text)
+        if match:
+            return match["expr"]
+    return text
 
 
 def make_plan(rng: random.Random, spec: ProceduralSpec) -> Plan:

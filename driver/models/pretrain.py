@@ -26,7 +26,7 @@ from pathlib import Path
 
 STATS_FILE = "pretrain.json"
 # Part of the cache key: bumped whenever the same config would train a different model.
-PRETRAIN_VERSION = 1
+PRETRAIN_VERSION = 2  # 2: held-out problems excluded by expression, not by text
 
 
 def _corpus_rows(cfg) -> list:
@@ -41,11 +41,14 @@ def _corpus_rows(cfg) -> list:
 def solution_texts(cfg, exclude: frozenset = frozenset()) -> list:
     """The pretraining corpus: `cfg.steps * cfg.batch_size` worked solutions of procedural problems (correct,
     or with `cfg.slipped_share` of them slipped and every inconsistent line marked `?` right after its result),
-    minus those whose problem text is in `exclude`. Deterministic for (cfg, exclude)."""
+    minus those that compute a problem in `exclude` (compared by `procedural.problem_key`: the same expression
+    under another template is excluded too). Deterministic for (cfg, exclude)."""
+    from driver.data.procedural import problem_key
     from driver.data.slips import mark_inconsistent_lines
 
+    excluded = {problem_key(p) for p in exclude}
     return [f"Problem:\n{r['problem']}\n\nSolution:\n{mark_inconsistent_lines(r['candidates'][0])}\n"
-            for r in _corpus_rows(cfg) if r["problem"] not in exclude]
+            for r in _corpus_rows(cfg) if problem_key(r["problem"]) not in excluded]
 
 
 def pretraining_problems(cfg) -> frozenset:

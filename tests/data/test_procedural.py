@@ -162,3 +162,12 @@ def test_problems_are_distinct_so_no_problem_sits_on_both_sides_of_the_split():
     rows = generate(3000, 4, seed=0, spec=ProceduralSpec())
     pattern = re.compile(r"^(?:Compute|What is the value of|Evaluate) (.*?)(?: step by step)?[.?]$")
     assert len({pattern.match(r["problem"])[1] for r in rows}) == 3000
+
+
+def test_problem_key_is_the_expression_under_every_template_and_the_text_otherwise():
+    from driver.data.procedural import TEMPLATES, problem_key
+
+    keys = {problem_key(t.format(expr="(3 + 4) * 2")) for t in TEMPLATES}
+    assert keys == {"(3 + 4) * 2"}
+    assert problem_key("Write a function that adds two numbers.") == "Write a function that adds two numbers."
+

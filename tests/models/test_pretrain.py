@@ -34,6 +34,17 @@ def test_a_marked_slip_corpus_mixes_correct_and_slipped_solutions_with_their_lin
     assert pretrain.pretraining_problems(cfg) == frozenset(t.split("\n")[1] for t in texts)
 
 
+def test_an_excluded_problem_is_excluded_under_every_template():
+    from driver.data.procedural import TEMPLATES, problem_key
+
+    cfg = PretrainConfig(steps=5, batch_size=8)
+    problems = [t.split("\n")[1] for t in pretrain.solution_texts(cfg)]
+    expr = problem_key(problems[0])
+    other_template = next(t.format(expr=expr) for t in TEMPLATES if t.format(expr=expr) != problems[0])
+    kept = pretrain.solution_texts(cfg, exclude=frozenset({other_template}))
+    assert len(kept) == 39 and all(problem_key(t.split("\n")[1]) != expr for t in kept)
+
+
 def test_lm_loss_ignores_padding():
     logits = torch.randn(2, 5, 11)
     ids = torch.randint(0, 11, (2, 5))
