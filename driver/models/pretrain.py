@@ -35,7 +35,12 @@ def _corpus_rows(cfg) -> list:
     from driver.data import procedural
 
     spec = procedural.ProceduralSpec(error_rate=cfg.slipped_share)
-    return procedural.generate(cfg.steps * cfg.batch_size, 1, cfg.seed, spec)
+    try:
+        return procedural.generate(cfg.steps * cfg.batch_size, 1, cfg.seed, spec)
+    except ValueError as e:  # the generator's own hint names data.num_problems; here the count is the corpus's
+        raise ValueError(f"model.pretrain: a corpus of steps x batch_size = {cfg.steps * cfg.batch_size} distinct "
+                         f"problems is more than the procedural generator can make; lower model.pretrain.steps "
+                         f"or model.pretrain.batch_size") from e
 
 
 def solution_texts(cfg, exclude: frozenset = frozenset()) -> list:

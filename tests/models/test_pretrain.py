@@ -45,6 +45,17 @@ def test_an_excluded_problem_is_excluded_under_every_template():
     assert len(kept) == 39 and all(problem_key(t.split("\n")[1]) != expr for t in kept)
 
 
+def test_a_corpus_larger_than_the_procedural_space_is_refused_naming_the_pretrain_keys(monkeypatch):
+    from driver.data import procedural
+
+    def too_few(*args, **kwargs):
+        raise ValueError("the procedural spec yields fewer than 96000 distinct problems")
+
+    monkeypatch.setattr(procedural, "generate", too_few)
+    with pytest.raises(ValueError, match="lower model.pretrain.steps"):
+        pretrain.solution_texts(PretrainConfig(steps=3000, batch_size=32))
+
+
 def test_lm_loss_ignores_padding():
     logits = torch.randn(2, 5, 11)
     ids = torch.randint(0, 11, (2, 5))
