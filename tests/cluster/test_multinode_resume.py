@@ -19,7 +19,9 @@ from driver.stream import PromptStream
 pytestmark = [pytest.mark.slow, pytest.mark.e2e]
 ROOT = Path(__file__).resolve().parent.parent.parent
 CACHE = ROOT / ".cache"
-STEPS, PROMPTS, GRACE_S = 6, 4, 5
+# Enough steps that the run cannot finish in the ~17 s Ray takes to declare the killed node dead (with 6, an idle
+# machine finished steps 3-6 and the final evaluation inside that window and the run ended 0).
+STEPS, PROMPTS, GRACE_S = 40, 4, 5
 PINS = ["cluster.learner_node_resource=learner_node", "cluster.rollout_node_resource=rollout_node",
         "cluster.verifier_node_resource=verifier_node"]
 
@@ -37,6 +39,7 @@ def _train(cluster, run_dir: Path, log: Path) -> subprocess.Popen:
     env["PYTHONPATH"] = str(ROOT)
     argv = [sys.executable, "-m", "driver.train", "smoke", f"run_dir={run_dir}", f"steps={STEPS}",
             f"prompts_per_step={PROMPTS}", "checkpoint_every=2", "algorithm.dynamic_sampling=false",
+            "data.num_problems=240",  # ~300 training prompts: STEPS x PROMPTS never wraps into a second epoch
             f"cluster.address={cluster.address}", f"cluster.placement_timeout_s={GRACE_S}",
             f"model.cache_dir={CACHE / 'models'}", f"data.out_dir={CACHE / 'datasets'}", *PINS]
     return subprocess.Popen(argv, cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=open(log, "w"))
