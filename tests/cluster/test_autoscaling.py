@@ -5,9 +5,11 @@ placement group pinned to those types: the autoscaler must add the nodes, the jo
 the idle nodes must be removed after the idle timeout. The times are recorded (BENCHMARKS.md)."""
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -24,9 +26,10 @@ IDLE_TIMEOUT_S = 10
 def autoscaling_head(tmp_path, cluster_helpers):
     token = tmp_path / "token"
     dashboard = free_port()
+    ray_temp = tempfile.mkdtemp(prefix="ra", dir="/tmp")  # short: Ray's socket paths live under it
     proc = subprocess.Popen([sys.executable, "-m", "cluster.autoscale", "local_autoscale", f"--port={free_port()}",
                              f"--dashboard-port={dashboard}", f"--token-file={token}",
-                             f"--idle-timeout-s={IDLE_TIMEOUT_S}"],
+                             f"--idle-timeout-s={IDLE_TIMEOUT_S}", f"--temp-dir={ray_temp}"],
                             cwd=ROOT, stdout=open(tmp_path / "head.log", "w"), stderr=subprocess.STDOUT,
                             start_new_session=True)
     client = cluster_helpers["RayClient"](f"http://127.0.0.1:{dashboard}",
@@ -44,11 +47,20 @@ def autoscaling_head(tmp_path, cluster_helpers):
             pass
         os.killpg(proc.pid, signal.SIGKILL)  # the fake worker nodes are in the head's process group
         proc.wait()
+        shutil.rmtree(ray_temp, ignore_errors=True)
 
 
 def _alive_workers(client) -> dict:
     return {nid: res for nid, (state, res) in client.nodes().items() if state == "ALIVE" and "CPU" in res
             and any(k.endswith("_node") for k in res)}
+
+
+ACTOR_NODE_TYPES = {"Learner": "learner_node", "RolloutWorker": "rollout_node", "VerifierPool": "verifier_node"}
+
+
+def _node_type(resources: dict):
+    """The worker type a node's resources name (`learner_node`, ...), or None."""
+    return next((k for k in resources if k.endswith("_node")), None)
 
 
 def test_autoscaling_adds_the_worker_groups_for_the_job_and_removes_them_when_idle(autoscaling_head, tmp_path,
@@ -57,18 +69,30 @@ def test_autoscaling_adds_the_worker_groups_for_the_job_and_removes_them_when_id
     assert _alive_workers(client) == {}, "the head must start alone"
     run_dir = tmp_path / "run"
     submitted = time.time()
+    # the code is read in place (PYTHONPATH), not uploaded: the fake provider's nodes share the head's session
+    # directory, so one node's runtime-env agent deleting its copy of an uploaded working_dir pulls the current
+    # directory from under another node's actor (seen: FileNotFoundError from os.getcwd in RolloutWorker.__init__)
     client.submit("autoscaled", run_dir, "steps=2", "cluster.topology=local_autoscale",
-                  "cluster.placement_timeout_s=300", *h["PINS"])
+                  "cluster.placement_timeout_s=300", *h["PINS"], working_dir=False)
     workers = h["wait_for"](lambda: len(_alive_workers(client)) >= 3 and _alive_workers(client), 300,
                             "the autoscaler to add the learner, rollout and verifier nodes", every=2)
     nodes_up_s = time.time() - submitted
-    types = sorted(next(k for k in res if k.endswith("_node")) for res in workers.values())
-    assert types == ["learner_node", "rollout_node", "verifier_node"]
+    assert {_node_type(res) for res in workers.values()} == set(ACTOR_NODE_TYPES.values()), workers
+
+    seen = dict(workers)  # every worker node ever seen alive: node id -> resources
 
     def used():
-        actors = client.alive_actors()
-        return all(actors.get(c) in workers for c in ("Learner", "RolloutWorker", "VerifierPool"))
-    h["wait_for"](used, 300, "the actors to run on the added nodes", every=2)
+        """Each actor on an added node of its own type. Nodes are read again at every poll (under load the
+        autoscaler may add a second rollout node, max_replicas 2, after the first three are up), and actors
+        of any state count (a short job may end between two polls)."""
+        seen.update(_alive_workers(client))
+        actors = client.alive_actors(alive=False)
+        return all(_node_type(seen.get(actors.get(cls), {})) == kind for cls, kind in ACTOR_NODE_TYPES.items())
+    try:
+        h["wait_for"](used, 300, "the actors to run on the added nodes", every=2)
+    except pytest.fail.Exception as err:
+        raise AssertionError(f"{err}\nactors: {client.alive_actors(alive=False)}\nworker nodes seen: {seen}\n"
+                             f"job status: {client.status('autoscaled')}, logs: {client.logs('autoscaled')}") from None
     used_s = time.time() - submitted
     assert client.wait("autoscaled") == "SUCCEEDED", client.logs("autoscaled")
     finished = time.time()
