@@ -23,25 +23,45 @@ def is_hedged(text: str) -> bool:
     return any(line.startswith(HEDGE_PREFIXES) for line in text.splitlines())
 
 
+def _walk(lines: list):
+    """The consistency of each line of a one-operation-per-line solution, in order: yields (index, kind),
+    kind None for a consistent line, else 'miscopy' or an arithmetic kind; the last line (`Answer: X`) is
+    'miscopy' unless it carries the last result. Yields ('other', None) and stops at a line of another shape.
+    `lines` excludes hedging sentences; a text in another shape overall is caught by the caller."""
+    previous = None
+    for i, line in enumerate(lines[:-1]):
+        m = _LINE_RE.match(line)
+        if not m:
+            yield "other", None
+            return
+        a, op, b, written = Fraction(m[1]), m[2], Fraction(m[3]), Fraction(m[4])
+        true = OPS[op](a, b)
+        if previous is not None and previous not in (a, b):
+            yield i, "miscopy"
+        elif true is not None and written != true:
+            yield i, _arithmetic_kind(a, op, b, true, written)
+        else:
+            yield i, None
+        previous = written
+    yield len(lines) - 1, None if Fraction(_ANSWER_RE.match(lines[-1])[1]) == previous else "miscopy"
+
+
+def _is_solution(lines: list) -> bool:
+    return len(lines) >= 2 and bool(_ANSWER_RE.match(lines[-1]))
+
+
 def slip_kind(text: str) -> str:
     """'none', one of off_by_one / dropped_carry / wrong_operation / sign_error / table_slip / miscopy,
     'arithmetic' (a wrong result of no named kind), or 'other' (not a one-operation-per-line solution)."""
     lines = [l for l in text.strip().splitlines() if not l.startswith(HEDGE_PREFIXES)]
-    if len(lines) < 2 or not _ANSWER_RE.match(lines[-1]):
+    if not _is_solution(lines):
         return "other"
-    previous = None
-    for line in lines[:-1]:
-        m = _LINE_RE.match(line)
-        if not m:
+    for i, kind in _walk(lines):
+        if i == "other":
             return "other"
-        a, op, b, written = Fraction(m[1]), m[2], Fraction(m[3]), Fraction(m[4])
-        if previous is not None and previous not in (a, b):
-            return "miscopy"
-        true = OPS[op](a, b)
-        if true is not None and written != true:
-            return _arithmetic_kind(a, op, b, true, written)
-        previous = written
-    return "none" if Fraction(_ANSWER_RE.match(lines[-1])[1]) == previous else "miscopy"
+        if kind is not None:
+            return kind
+    return "none"
 
 
 def _arithmetic_kind(a, op, b, true, written) -> str:
@@ -66,19 +86,12 @@ def mark_inconsistent_lines(text: str, mark: str = "?") -> str:
     in a selection prompt. Texts that are not one-operation-per-line solutions come back unchanged."""
     lines = text.split("\n")
     body = [i for i, l in enumerate(lines) if l and not l.startswith(HEDGE_PREFIXES)]
-    if len(body) < 2 or not _ANSWER_RE.match(lines[body[-1]]):
+    if not _is_solution([lines[i] for i in body]):
         return text
-    previous, marked = None, list(lines)
-    for i in body[:-1]:
-        m = _LINE_RE.match(lines[i])
-        if not m:
+    marked = list(lines)
+    for j, kind in _walk([lines[i] for i in body]):
+        if j == "other":
             return text
-        a, op, b, written = Fraction(m[1]), m[2], Fraction(m[3]), Fraction(m[4])
-        true = OPS[op](a, b)
-        if (previous is not None and previous not in (a, b)) or (true is not None and written != true):
-            marked[i] += mark
-        previous = written
-    if Fraction(_ANSWER_RE.match(lines[body[-1]])[1]) != previous:
-        marked[body[-1]] += mark
+        if kind is not None:
+            marked[body[j]] += mark
     return "\n".join(marked)
-
