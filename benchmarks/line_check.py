@@ -36,26 +36,6 @@ def mark_scores(model, tokenizer, problem: str, solution: str) -> float:
     return max(logp[i, mark].item() for i in ends)
 
 
-def corpus_problems(model_dir: str) -> frozenset:
-    """Problems the model's pretraining corpus held (from its pretrain.json), so that none is tested on."""
-    import dataclasses
-    import json
-    from pathlib import Path
-
-    from core.config import PretrainConfig
-    from driver.models.pretrain import STATS_FILE, pretraining_problems
-
-    stats_file = Path(model_dir) / STATS_FILE
-    if not stats_file.is_file():
-        return frozenset()
-    stats = json.loads(stats_file.read_text())
-    fields = {f.name for f in dataclasses.fields(PretrainConfig)}
-    from driver.data.procedural import problem_key
-
-    return frozenset(map(problem_key, pretraining_problems(PretrainConfig(**{k: v for k, v in stats.items()
-                                                                              if k in fields}))))
-
-
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--model", required=True, help="a tiny model folder (e.g. a -pt- pretrained one)")
@@ -68,10 +48,11 @@ def main(argv=None) -> int:
 
     from driver.data import procedural
     from driver.data.slips import slip_kind
+    from driver.models.pretrain import problems_of_pretrained
 
     tokenizer = AutoTokenizer.from_pretrained(args.model)
     model = AutoModelForCausalLM.from_pretrained(args.model, dtype=torch.float32).eval()
-    seen = corpus_problems(args.model)
+    seen = {procedural.problem_key(p) for p in problems_of_pretrained(args.model)}
     rows = [r for r in procedural.generate(args.problems + len(seen), 4, args.seed,
                                            procedural.ProceduralSpec(error_rate=0.5))
             if procedural.problem_key(r["problem"]) not in seen][: args.problems]

@@ -64,6 +64,19 @@ def pretraining_problems(cfg) -> frozenset:
     return frozenset(r["problem"] for r in _corpus_rows(cfg))
 
 
+def problems_of_pretrained(model_dir) -> frozenset:
+    """`pretraining_problems` of the model in `model_dir`, from the settings its STATS_FILE records (empty when
+    the folder holds no pretrained model): what a benchmark of that model must not test on."""
+    from core.config import PretrainConfig
+
+    stats_file = Path(model_dir) / STATS_FILE
+    if not stats_file.is_file():
+        return frozenset()
+    stats = json.loads(stats_file.read_text())
+    fields = {f.name for f in dataclasses.fields(PretrainConfig)}
+    return pretraining_problems(PretrainConfig(**{k: v for k, v in stats.items() if k in fields}))
+
+
 def pretrain_dir(base_dir, cfg, exclude: frozenset) -> Path:
     """Cache folder of a pretrained model: beside the base model, keyed by everything that shapes it."""
     base_dir = Path(base_dir)

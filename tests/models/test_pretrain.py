@@ -85,6 +85,8 @@ def test_prepare_pretrains_then_warm_starts_learns_and_caches(tmp_path):
     held = load_dataset(prepared.dataset_dir).heldout
     assert stats["steps_run"] >= 39 and stats["loss_last10"] < 0.6 * stats["loss_first"]
     assert stats["excluded"] == len(pretrain.pretraining_problems(model.pretrain) & {t.problem for t in held})
+    assert pretrain.problems_of_pretrained(pretrained) == pretrain.pretraining_problems(model.pretrain)
+    assert pretrain.problems_of_pretrained(tmp_path) == frozenset()  # no pretrained model there
     again = prepare(data, model, with_model=True, progress=False, eval_prompts=8)  # cached, both stages
     assert again.model_dir == prepared.model_dir
 
