@@ -345,7 +345,8 @@ class TrainConfig:
                                       "many candidates (2: pairs; the serving rule for N beyond the window); 0: off.")
     eval_without_cue: bool = _f(True, "With a hedge cue in the data: also evaluate (at the start and the end) on "
                                       "held-out prompts built without it, from unseen problems.")
-    checkpoint_every: int = _f(10, "Write an atomic checkpoint every this many steps.")
+    checkpoint_every: int = _f(10, "Write an atomic checkpoint every this many steps (0: only after the last "
+                                   "step).")
     keep_checkpoints: int = _f(2, "Checkpoints kept on disk.")
     resume: str = _f("auto", "'auto' (continue the run in run_dir if any), 'never', or a checkpoint path.")
     progress: bool = _f(True, "Show a live progress bar.")
@@ -463,6 +464,7 @@ def _check(cfg: TrainConfig) -> None:
         ("serve.max_replicas", 1 <= cfg.serve.min_replicas <= cfg.serve.max_replicas or
          (cfg.serve.min_replicas == 0 and cfg.serve.max_replicas >= 1), "must be >= serve.min_replicas and >= 1"),
         ("prompts_per_step", cfg.prompts_per_step >= 1, "must be >= 1"),
+        ("checkpoint_every", cfg.checkpoint_every >= 0, "must be >= 0 (0: only after the last step)"),
     ]
     for key, ok, message in rules:
         if not ok:

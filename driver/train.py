@@ -70,7 +70,7 @@ def train_loop(run, start_step: int, steps: int) -> None:
             **{f"sync/{k}": sync_stats.get(k, 0.0) for k in ("drain_s", "transfer_s", "load_s")}})
         if run.should_evaluate(step + 1):
             run.evaluate(step + 1)
-        if (step + 1) % cfg.checkpoint_every == 0 or step + 1 == steps:
+        if step + 1 == steps or (cfg.checkpoint_every and (step + 1) % cfg.checkpoint_every == 0):
             run.checkpoint(step + 1)
 
 

@@ -32,6 +32,7 @@ def test_override_applies_with_type():
     (["weight_sync.backend=gloo"], "weight_sync.backend"),
     (["weight_sync.backend=nccl"], "weight_sync.backend"),
     (["eval_knockout_window=1"], "eval_knockout_window"),
+    (["checkpoint_every=-1"], "checkpoint_every"),
 ])
 def test_bad_values_are_rejected_naming_the_key(override, key):
     with pytest.raises(ConfigError, match=key.replace(".", r"\.")):

@@ -78,3 +78,14 @@ def test_a_step_with_no_usable_group_skips_the_update():
     train_loop(run, 0, 1)
     assert [c[0] for c in run.calls] == ["record_step", "checkpoint"]
     assert run.calls[0][2] == [] and not run.calls[0][4] and run.version == 0
+
+
+def test_checkpoint_every_0_checkpoints_only_after_the_last_step():
+    run = FakeRun(max_staleness=0, flat=set())
+    run.cfg.checkpoint_every = 0
+    train_loop(run, 0, 3)
+    assert [c for c in run.calls if c[0] == "checkpoint"] == [("checkpoint", 3)]
+    run = FakeRun(max_staleness=0, flat=set())
+    run.cfg.checkpoint_every = 2
+    train_loop(run, 0, 3)
+    assert [c for c in run.calls if c[0] == "checkpoint"] == [("checkpoint", 2), ("checkpoint", 3)]
