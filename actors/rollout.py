@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import asyncio
 import atexit
+import contextlib
 import json
 import os
 import shutil
@@ -116,6 +117,34 @@ def with_output_layer(weights: dict, tied: bool) -> dict:
     if tied and "lm_head.weight" not in weights and "model.embed_tokens.weight" in weights:
         return {**weights, "lm_head.weight": weights["model.embed_tokens.weight"]}
     return weights
+
+
+class TokenGate:
+    """Admits requests while the prompt tokens in flight fit one engine step's budget (`budget` tokens; None:
+    no limit). vLLM on CPU cannot rewind a seeded request's random generator when it splits that request's
+    prefill over two steps (`CPU Generator does not use offset`: the engine dies), so seeded sampling keeps
+    every prefill within one step: a request of n samples of a p-token prompt costs n * (p + 1) tokens (its
+    prefills plus the decode token of each sample); one that alone exceeds the budget waits until nothing else
+    is in flight."""
+
+    def __init__(self, budget: Optional[int]):
+        self.budget, self.used = budget, 0
+        self._cond = asyncio.Condition()
+
+    @contextlib.asynccontextmanager
+    async def hold(self, cost: int):
+        if self.budget is None:
+            yield
+            return
+        async with self._cond:
+            await self._cond.wait_for(lambda: self.used == 0 or self.used + cost <= self.budget)
+            self.used += cost
+        try:
+            yield
+        finally:
+            async with self._cond:
+                self.used -= cost
+                self._cond.notify_all()
 
 
 class RolloutWorker:
@@ -357,11 +386,14 @@ class RolloutWorker:
 
         from core.chat import generator_prompt_token_ids
 
+        gate = TokenGate(self._step_token_budget() if seed is not None and _on_cpu() else None)
+
         async def one(i: int, prompt_ids: list, problem_id: str, text: str, domain: str) -> list:
             params = SamplingParams(n=n, temperature=temperature, top_p=1.0, max_tokens=max_tokens, logprobs=0,
                                     seed=None if seed is None else seed + i,
                                     output_kind=RequestOutputKind.FINAL_ONLY)
-            final, version, _, seconds = await self.run_request(prompt_ids, params, tag="gen")
+            async with gate.hold(n * (len(prompt_ids) + 1)):
+                final, version, _, seconds = await self.run_request(prompt_ids, params, tag="gen")
             self._counters["requests"] += 1
             return [Rollout(prompt_id=problem_id, prompt_token_ids=prompt_ids, response_token_ids=list(c.token_ids),
                             behaviour_logprobs=[c.logprobs[j][t].logprob for j, t in enumerate(c.token_ids)],
@@ -375,6 +407,13 @@ class RolloutWorker:
         calls = [one(i, ids, *problem) for i, (ids, problem) in enumerate(zip(prompts, problems))]
         deadline = generate_deadline_s(self.cfg, max(map(len, prompts), default=0), len(problems) * n, max_tokens)
         return await self._bounded(calls, deadline, call_id, f"sampling {len(problems)} problems")
+
+    def _step_token_budget(self) -> Optional[int]:
+        """Tokens the engine schedules in one step (vLLM's max_num_batched_tokens); None when unknown."""
+        try:
+            return int(self.engine.vllm_config.scheduler_config.max_num_batched_tokens)
+        except (AttributeError, TypeError, ValueError):
+            return None
 
     async def compute_logprobs(self, prompt_token_ids: list, response_token_ids: list) -> list:
         """Temperature-1 log-probs the engine's current weights give each of `response_token_ids`
