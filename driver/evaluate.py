@@ -64,11 +64,12 @@ def selection_metrics(tasks: Sequence, choices: Sequence[Optional[int]], seed: i
 
 
 def by_size(tasks: Sequence, choices: Sequence[Optional[int]]) -> dict:
-    """Accuracy by number of candidates N: {N: {prompts, genselect, majority, random}} (prompt means)."""
+    """Accuracy by number of candidates N: {N: {prompts, genselect, majority, random, pass_at_n}} (prompt
+    means)."""
     rows: dict = defaultdict(lambda: defaultdict(list))
     for task, choice in zip(tasks, choices):
         scores = per_prompt_scores(task, choice)
-        for key in ("genselect", "majority", "random"):
+        for key in ("genselect", "majority", "random", "pass_at_n"):
             rows[task.num_candidates][key].append(scores[key])
     return {n: {"prompts": len(r["genselect"]), **{k: sum(v) / len(v) for k, v in r.items()}}
             for n, r in sorted(rows.items())}

@@ -130,11 +130,16 @@ class GeneratorRun(Run):
                    "final_pass_at_n_ci": [last.get("pass_at_n_lo"), last.get("pass_at_n_hi")],
                    "start_pass_curve": first.get("pass_curve"), "final_pass_curve": last.get("pass_curve"),
                    "start_max_curve": first.get("max_curve"), "final_max_curve": last.get("max_curve"),
+                   "start_majority_curve": first.get("majority_curve"),
+                   "final_majority_curve": last.get("majority_curve"),
+                   "start_pass_at_1_ci": [first.get("pass_at_1_lo"), first.get("pass_at_1_hi")],
+                   "start_pass_at_n_ci": [first.get("pass_at_n_lo"), first.get("pass_at_n_hi")],
                    "estimator": self.cfg.algorithm.advantage_estimator,
                    "warm_start": self.prepared.warm_start_stats, "time_per_step": base["time_per_step"],
                    "step_seconds": _mean_step_seconds(self.metrics.records("train")),
                    "weight_sync_gbps": base["weight_sync_gbps"],
                    "dropped_stale_samples": base["dropped_stale_samples"], "export": str(export),
+                   "start_model": str(self.prepared.model_dir),
                    "policy_version": self.version}
         (self.run_dir / "summary.json").write_text(json.dumps(summary, indent=1))
         self.metrics.close()
@@ -153,11 +158,13 @@ def eval_ks(k: int) -> list:
 
 def pass_metrics(groups: list, k: int, binary: bool = True, seed: int = 0) -> dict:
     """Held-out metrics of a generator from scored groups of K solutions each (pure apart from the records):
-    pass@k (a solution passes when its reward is 1) and max@k (rewards as they are: the pass fraction for code
-    with partial credit) for k in `eval_ks(K)` with the unbiased estimators (core/algo/passk.py), bootstrap 95%
+    pass@k (a solution passes when its reward is 1), max@k (rewards as they are: the pass fraction for code
+    with partial credit) and, for math, majority@k (self-consistency over the stated answers; None for code)
+    for k in `eval_ks(K)` with the unbiased estimators (core/algo/passk.py), bootstrap 95%
     CIs over problems for pass@1 and pass@K, mean reward, the fraction of solutions stating no answer, mean
     length and the truncated fraction. `binary`: the rewards are 0/1 (then max@k equals pass@k)."""
-    from core.algo.passk import bootstrap_curve_ci, max_at_k_curve, pass_at_k_curve
+    from actors.solutions import stated_answer
+    from core.algo.passk import bootstrap_curve_ci, majority_at_k_curve, max_at_k_curve, pass_at_k_curve
 
     groups = [g for g in groups if len(g.rollouts) == k]
     if not groups:
@@ -173,11 +180,16 @@ def pass_metrics(groups: list, k: int, binary: bool = True, seed: int = 0) -> di
            "pass_at_n": float(mean[1]), "pass_at_n_lo": float(lo[1]), "pass_at_n_hi": float(hi[1]),
            "pass_curve": {str(kk): float(v) for kk, v in zip(ks, passes.mean(axis=0))},
            "max_curve": {str(kk): float(v) for kk, v in zip(ks, maxes.mean(axis=0))},
+           "majority_curve": None,
            "mean_reward": float(rewards.mean()),
            "no_answer_rate": sum(r.verifier_status == "parse_failure" for r in rollouts) / len(rollouts),
            "verifier_failure_rate": sum(r.verifier_failed for r in rollouts) / len(rollouts),
            "mean_length": float(np.mean([r.response_length for r in rollouts])),
            "truncated_fraction": sum(r.truncated for r in rollouts) / len(rollouts)}
+    if all(getattr(g.task, "domain", "math") == "math" for g in groups):  # self-consistency needs an answer
+        answers = [[stated_answer(r.response_text) for r in g.rollouts] for g in groups]
+        votes = majority_at_k_curve(answers, rewards >= 1.0, ks, seed=seed)
+        out["majority_curve"] = {str(kk): float(v) for kk, v in zip(ks, votes.mean(axis=0))}
     return out
 
 

@@ -27,3 +27,15 @@ def test_table_of_choices():
     assert result["parse_failure_rate"] == pytest.approx(1 / 3)
     assert result["genselect_lo"] <= result["genselect"] <= result["genselect_hi"]
     assert "GenSelect@N" in format_table(result)
+
+
+def test_by_size_reports_the_baselines_of_each_number_of_candidates():
+    from driver.evaluate import by_size
+
+    tasks = [_task("a", 0, ["1", "2"], [1, 0]), _task("b", 0, ["3", "3", "1"], [0, 0, 1]),
+             _task("c", 0, ["2", "1"], [0, 1])]
+    table = by_size(tasks, [0, 2, None])
+    assert list(table) == [2, 3]
+    assert table[2] == {"prompts": 2, "genselect": 0.5, "majority": 0.5, "random": 0.5, "pass_at_n": 1.0}
+    assert table[3] == {"prompts": 1, "genselect": 1.0, "majority": 0.0, "random": pytest.approx(1 / 3),
+                        "pass_at_n": 1.0}

@@ -3,6 +3,7 @@ stage 3 (`driver.batching.shape_and_advantage`) with every estimator and its con
 max@k included; the training signal it produces is the exact gradient of max@k for a tiny categorical
 generator (enumerated); held-out pass@k / max@k equal brute force over subsets; the worked solutions of the
 warm-start are correct; a solution's stated answer and program are read as the verifier reads them."""
+import dataclasses
 import itertools
 import math
 from dataclasses import replace
@@ -130,6 +131,39 @@ def test_held_out_pass_and_max_at_k_equal_brute_force():
     assert out["mean_reward"] == pytest.approx(np.mean(rewards)) and out["no_answer_rate"] == 1 / 96
     with pytest.raises(ValueError):
         pass_metrics(groups, 4)
+
+
+def brute_majority_at_k(answers, correct, k):
+    """Mean over k-subsets of the majority vote's correctness (ties: the tied answers' mean; None never votes)."""
+    scores = []
+    for subset in itertools.combinations(range(len(answers)), k):
+        votes = {}
+        for i in subset:
+            if answers[i] is not None:
+                votes[answers[i]] = votes.get(answers[i], 0) + 1
+        if not votes:
+            scores.append(0.0)
+            continue
+        top = [a for a, v in votes.items() if v == max(votes.values())]
+        scores.append(np.mean([correct[answers.index(a)] for a in top]))
+    return np.mean(scores)
+
+
+def test_held_out_majority_at_k_votes_on_the_stated_answers():
+    stated = [["5", "4", "4", "5", "7", None], ["3", "3", "5", "6", "6", "6"], [None] * 6]
+    groups = []
+    for i, answers in enumerate(stated):
+        g = group([float(a == "5") for a in answers], f"p{i}")
+        for r, a in zip(g.rollouts, answers):
+            r.response_text = "1 + 4 = 5\n" + (f"Answer: {a}" if a is not None else "no answer")
+        groups.append(g)
+    out = pass_metrics(groups, 6)
+    for k in eval_ks(6):
+        want = np.mean([brute_majority_at_k(a, [x == "5" for x in a], k) for a in stated])
+        assert out["majority_curve"][str(k)] == pytest.approx(want)
+    assert out["majority_curve"]["1"] == pytest.approx(out["pass_at_1"])  # one vote is one sample
+    code = [dataclasses.replace(g, task=dataclasses.replace(g.task, domain="code")) for g in groups]
+    assert pass_metrics(code, 6)["majority_curve"] is None
 
 
 def test_the_curriculum_gain_skips_a_generators_tasks():

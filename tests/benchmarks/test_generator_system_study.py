@@ -1,0 +1,121 @@
+"""benchmarks/system_study.py (the Best-of-N system study) and its report. The stages are the real entry points
+(driver.train generator / default, driver.synth, driver.evaluate), each tested for real elsewhere
+(tests/test_e2e_generator.py, tests/data/test_synth_generator.py, tests/test_e2e.py); here a fake
+`subprocess.run` writes what each one writes, to test the study's order, hand-offs, resume and report."""
+import json
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from benchmarks import system_study as study
+from benchmarks.system_report import maxk_observation
+
+
+def _summary(p1_start, p1_end, pk_start, pk_end, model="base-folder"):
+    curve = lambda p1, pk: {"1": p1, "2": (p1 + pk) / 2, "4": pk}  # noqa: E731
+    return {"k": 4, "steps": 2, "step_seconds": 1.5, "start_model": model,
+            "start_pass_at_1": p1_start, "start_pass_at_1_ci": [p1_start - 0.01, p1_start + 0.01],
+            "final_pass_at_1": p1_end, "final_pass_at_1_ci": [p1_end - 0.01, p1_end + 0.01],
+            "start_pass_at_n": pk_start, "start_pass_at_n_ci": [pk_start - 0.05, pk_start + 0.05],
+            "final_pass_at_n": pk_end, "final_pass_at_n_ci": [pk_end - 0.05, pk_end + 0.05],
+            "start_pass_curve": curve(p1_start, pk_start), "final_pass_curve": curve(p1_end, pk_end),
+            "start_majority_curve": curve(p1_start, p1_start), "final_majority_curve": curve(p1_end, p1_end)}
+
+
+GENERATORS = {"grpo": _summary(0.10, 0.15, 0.60, 0.50), "maxk": _summary(0.10, 0.11, 0.60, 0.62),
+              "bon_rlb": _summary(0.10, 0.12, 0.60, 0.60)}
+
+
+def _evaluation(genselect):
+    return {"prompts": 10, "problems": 5, "parse_failure_rate": 0.0,
+            **{k: v for key, val in (("genselect", genselect), ("majority", 0.4), ("random", 0.3), ("pass_at_1", 0.3),
+                                     ("pass_at_n", 1.0))
+               for k, v in ((key, val), (f"{key}_lo", val - 0.1), (f"{key}_hi", val + 0.1))},
+            "by_size": {"2": {"prompts": 6, "genselect": genselect, "majority": 0.5, "random": 0.5, "pass_at_n": 1.0},
+                        "4": {"prompts": 4, "genselect": genselect, "majority": 0.3, "random": 0.25, "pass_at_n": 1.0}}}
+
+
+class FakeStages:
+    """Stands in for `subprocess.run` of each stage: writes the file that stage writes, records the call."""
+
+    def __init__(self, fail=None):
+        self.calls, self.fail = [], fail
+
+    def __call__(self, command, cwd, stdout, stderr):
+        args = command[3:] if command[1] == "-m" else command
+        entry = command[2]
+        self.calls.append((entry, args[0] if args else None))
+        opts = dict(a.split("=", 1) for a in args if "=" in a)
+        if self.fail and self.fail in " ".join(command):
+            stdout.write("Traceback: something broke\n")
+            return subprocess.CompletedProcess(command, 1)
+        if entry == "driver.train" and args[0] == "generator":
+            objective = opts["algorithm.advantage_estimator"]
+            run = Path(opts["run_dir"])
+            (run / "export").mkdir(parents=True)
+            (run / "summary.json").write_text(json.dumps(GENERATORS[objective]))
+        elif entry == "driver.synth":
+            stdout.write(f"manifest ...\n\ndataset folder: /data/{Path(opts['data.generator']).parent.name}\n")
+        elif entry == "driver.train":
+            run = Path(opts["run_dir"])
+            (run / "export").mkdir(parents=True)
+            (run / "summary.json").write_text("{}")
+        elif entry == "driver.evaluate":
+            out = command[command.index("--out") + 1]
+            Path(out).write_text(json.dumps(_evaluation(0.6 if "selector-strong" in command[4] else 0.45)))
+        return subprocess.CompletedProcess(command, 0)
+
+
+def test_the_study_runs_its_stages_in_order_hands_the_results_on_and_resumes(tmp_path, monkeypatch, capsys):
+    fake = FakeStages()
+    monkeypatch.setattr(study.subprocess, "run", fake)
+    out = tmp_path / "study"
+    assert study.main(["--out", str(out), "--gen-steps", "2", "--k", "4"]) == 0
+    assert [c[0] for c in fake.calls] == ["driver.train"] * 3 + ["driver.synth"] * 2 + ["driver.train"] * 2 + \
+        ["driver.evaluate"] * 3
+    assert json.loads((out / "synth-weak.json").read_text())["dataset"] == "/data/"  # the base generator's folder
+    # the strong generator is the trained one with the highest final pass@1 (grpo here)
+    assert json.loads((out / "synth-strong.json").read_text())["dataset"] == "/data/gen-grpo"
+    report = (out / "report.md").read_text()
+    assert "trained with **grpo**" in report and "| weak-on-strong | 4 | 4 | 0.450 | 0.300 | 0.250 | 1.000 |" in report
+    assert "Reproduced here: yes" in report
+    assert (out / "generators.png").stat().st_size > 0 and (out / "system.png").stat().st_size > 0
+    fake.calls.clear()
+    assert study.main(["--out", str(out), "--gen-steps", "2", "--k", "4"]) == 0  # every stage done: none rerun
+    assert fake.calls == []
+    assert "done before" in capsys.readouterr().out
+
+
+def test_a_failed_stage_stops_the_study_with_the_end_of_its_log(tmp_path, monkeypatch):
+    monkeypatch.setattr(study.subprocess, "run", FakeStages(fail="driver.synth"))
+    with pytest.raises(SystemExit, match="(?s)synth-weak.*failed.*something broke"):
+        study.main(["--out", str(tmp_path / "s")])
+    assert (tmp_path / "s" / "gen-grpo" / "summary.json").exists()  # what finished is kept for the rerun
+
+
+def test_bad_arguments_are_refused_before_anything_runs(tmp_path, monkeypatch, capsys):
+    fake = FakeStages()
+    monkeypatch.setattr(study.subprocess, "run", fake)
+    for argv in (["--objectives", "ppo"], ["--k", "1"]):
+        with pytest.raises(SystemExit):
+            study.main(["--out", str(tmp_path / "s"), *argv])
+    assert fake.calls == [] and "ppo" in capsys.readouterr().err
+
+
+def test_the_stage_commands():
+    s = study.Settings(Path("/o"))
+    grpo, bon = study.generator_command(s, "grpo"), study.generator_command(s, "bon_rlb")
+    assert "algorithm.advantage_estimator=grpo" in grpo and "eval_samples=64" in grpo and "learner.lr=0.0003" in grpo
+    assert "algorithm.overlong_filtering=true" in bon and "algorithm.overlong_filtering=true" not in grpo
+    # the selector trains on exactly the dataset the synthesis built (same data overrides: same dataset hash)
+    data = [a for a in study.selector_command(s, "weak", "/g") if a.startswith("data.")]
+    assert data == study.synth_command(s, "/g")[4:] and "data.generator=/g" in data
+    assert "--knockout-window" in study.evaluate_command(Path("/sel"), "/d", Path("/e.json"))
+
+
+def test_the_max_at_k_observation_is_read_with_the_noise_of_a_re_evaluation():
+    assert "Reproduced here: yes" in maxk_observation(GENERATORS)
+    flat = {"grpo": _summary(0.10, 0.105, 0.60, 0.58), "maxk": _summary(0.10, 0.10, 0.60, 0.60)}
+    assert "Reproduced here: no" in maxk_observation(flat) and "(flat)" in maxk_observation(flat)
+    assert maxk_observation({"grpo": GENERATORS["grpo"]}).startswith("Not tested")
