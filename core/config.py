@@ -465,6 +465,10 @@ def _check(cfg: TrainConfig) -> None:
          (cfg.serve.min_replicas == 0 and cfg.serve.max_replicas >= 1), "must be >= serve.min_replicas and >= 1"),
         ("prompts_per_step", cfg.prompts_per_step >= 1, "must be >= 1"),
         ("checkpoint_every", cfg.checkpoint_every >= 0, "must be >= 0 (0: only after the last step)"),
+        ("data.max_candidates", not (cfg.task == "selector" and cfg.model.name == "tiny" and r.constrain_index
+                                     and cfg.model.tiny.split_digits and d.max_candidates > 10),
+         "must be <= 10 with the tiny model and rollout.constrain_index (its tokenizer writes one digit per "
+         "token, so indices 10-15 are two tokens); or set rollout.constrain_index=false"),
     ]
     for key, ok, message in rules:
         if not ok:

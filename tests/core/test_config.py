@@ -33,6 +33,7 @@ def test_override_applies_with_type():
     (["weight_sync.backend=nccl"], "weight_sync.backend"),
     (["eval_knockout_window=1"], "eval_knockout_window"),
     (["checkpoint_every=-1"], "checkpoint_every"),
+    (["data.max_candidates=12"], "data.max_candidates"),
 ])
 def test_bad_values_are_rejected_naming_the_key(override, key):
     with pytest.raises(ConfigError, match=key.replace(".", r"\.")):
@@ -185,3 +186,9 @@ def test_every_estimator_field_has_a_config_key():
         algo = load_config("default", [f"algorithm.advantage_estimator={name}", *BON_BINARY]).algorithm
         fields = {f.name for f in dataclasses.fields(cls)} - {"positive_only"}
         assert set(estimator_params(algo)) == fields, name
+
+
+def test_more_than_ten_candidates_need_unconstrained_answers_with_the_tiny_model():
+    cfg = load_config("default", ["data.max_candidates=16", "rollout.constrain_index=false"])
+    assert cfg.data.max_candidates == 16
+    assert load_config("default", ["data.max_candidates=10"]).data.max_candidates == 10
