@@ -13,14 +13,15 @@ output in `OUT/logs/<stage>.log`; a stage whose result file exists is skipped, s
    warm-started base generator and the same held-out problems for all). The run's first evaluation is the base
    generator, its last the trained one: pass@k, max@k and majority@k for k = 1..K (K = `--k` samples per
    problem, unbiased estimators, bootstrap CIs). Every run measures the base again, which gives its spread.
-2. `synth-weak`, `synth-strong`: `python -m driver.synth` with `data.source=model` from the base generator
-   (weak) and from the trained generator with the highest final pass@1 (strong): K = 16 samples per problem,
-   labelled by math-verify, filtered (at least one correct, at most half), prompts of 2..16 candidates.
-3. `selector-weak`, `selector-strong`: `python -m driver.train default` on each synthesized dataset (the
+2. `synth-{weak,strong}-{train,eval}`: `python -m driver.synth` with `data.source=model` from the base
+   generator (weak) and from the trained generator with the highest final pass@1 (strong): K = 16 samples per
+   problem, labelled by math-verify, filtered (at least one correct, at most half); prompts of 2..8 candidates
+   to train on and of 2..16 to evaluate on (the same problems and split; sampled once per dataset).
+3. `selector-weak`, `selector-strong`: `python -m driver.train default` on each `-train` dataset (the
    default selector recipe: tiny model, format warm-start, curriculum from 2 candidates, DAPO).
 4. `eval-*`: `python -m driver.evaluate` (knockout of pairs, as the default selector is served) of
    weak->weak, weak->strong (the transfer claim: a selector trained on a weaker generator's samples) and
-   strong->strong, on the held-out problems of the datasets (never seen by either selector).
+   strong->strong, on the held-out problems of the `-eval` datasets (never seen by either selector).
 5. `report.md`, `generators.png` (pass@k, majority@k against k per objective) and `system.png` (accuracy by N).
 
 `--quick` shrinks every stage to a smoke test (a few steps, few problems; minutes on 2 cores, numbers
@@ -38,6 +39,7 @@ from pathlib import Path
 from typing import Optional
 
 ROOT = Path(__file__).resolve().parent.parent
+TRAIN_CANDIDATES, EVAL_CANDIDATES = 8, 16  # the selectors train on 2-8 (the default's), are evaluated on 2-16
 OBJECTIVES = ("grpo", "maxk", "bon_rlb", "bon_rlb_p")
 #: what each estimator needs besides its name (BoN-RLB refuses shaped rewards: overlong samples are dropped)
 ESTIMATOR_OVERRIDES = {"grpo": [], "maxk": [], "bon_rlb": ["algorithm.overlong_filtering=true"],
@@ -78,22 +80,27 @@ def generator_command(s: Settings, objective: str) -> list:
             *ESTIMATOR_OVERRIDES[objective], *s.extra_generator]
 
 
-def synth_overrides(s: Settings, generator: str) -> list:
-    """The selection data of one generator: the same problems (seed) for every generator, so the held-out
-    split is the same problems whichever generator wrote the candidates."""
+def synth_overrides(s: Settings, generator: str, max_candidates: int) -> list:
+    """The selection data of one generator: the same problems (seed) for every generator and every window, so
+    the held-out split is the same problems whichever generator wrote the candidates. Over 10 candidates the
+    tiny selector cannot answer with one constrained token (core/config.py), so those datasets are built for
+    evaluation by knockout only."""
     return ["data.source=model", f"data.generator={generator}", "data.generator_problems=procedural_math",
             f"data.num_problems={s.synth_problems}", f"data.candidates_per_problem={s.synth_k}",
-            f"data.max_candidates={min(16, s.synth_k)}", "data.generator_max_tokens=64", f"data.seed={s.seed + 17}",
-            "data.hedge_wrong_rate=0", "data.hedge_correct_rate=0"]
+            f"data.max_candidates={min(max_candidates, s.synth_k)}", "data.generator_max_tokens=64",
+            f"data.seed={s.seed + 17}", "data.hedge_wrong_rate=0", "data.hedge_correct_rate=0",
+            *(["rollout.constrain_index=false"] if max_candidates > 10 else [])]
 
 
-def synth_command(s: Settings, generator: str) -> list:
-    return [sys.executable, "-m", "driver.synth", "default", *synth_overrides(s, generator)]
+def synth_command(s: Settings, generator: str, max_candidates: int) -> list:
+    return [sys.executable, "-m", "driver.synth", "default", *synth_overrides(s, generator, max_candidates)]
 
 
 def selector_command(s: Settings, name: str, generator: str) -> list:
+    """The default selector recipe on the generator's samples, at the default's 2-8 candidates."""
     return [sys.executable, "-m", "driver.train", "default", f"run_dir={s.out / f'selector-{name}'}",
-            f"steps={s.selector_steps}", f"seed={s.seed}", *synth_overrides(s, generator), *s.extra_selector]
+            f"steps={s.selector_steps}", f"seed={s.seed}", *synth_overrides(s, generator, TRAIN_CANDIDATES),
+            *s.extra_selector]
 
 
 def evaluate_command(selector: Path, dataset: str, out: Path) -> list:
@@ -172,10 +179,11 @@ def main(argv=None) -> int:
 
     datasets = {}
     for name, folder in generators.items():                                        # 2. synthesis
-        done = s.out / f"synth-{name}.json"
-        record = lambda log, done=done: done.write_text(json.dumps({"dataset": dataset_folder(log)}))  # noqa: E731
-        times[f"synth-{name}"] = run_stage(f"synth-{name}", synth_command(s, folder), done, logs, finish=record)
-        datasets[name] = json.loads(done.read_text())["dataset"]
+        for kind, window in (("train", TRAIN_CANDIDATES), ("eval", EVAL_CANDIDATES)):
+            stage, done = f"synth-{name}-{kind}", s.out / f"synth-{name}-{kind}.json"
+            record = lambda log, done=done: done.write_text(json.dumps({"dataset": dataset_folder(log)}))  # noqa: E731
+            times[stage] = run_stage(stage, synth_command(s, folder, window), done, logs, finish=record)
+            datasets[f"{name}-{kind}"] = json.loads(done.read_text())["dataset"]
     for name, folder in generators.items():                                        # 3. selectors
         times[f"selector-{name}"] = run_stage(f"selector-{name}", selector_command(s, name, folder),
                                               s.out / f"selector-{name}" / "summary.json", logs)
@@ -184,7 +192,7 @@ def main(argv=None) -> int:
     for pair, (sel, data) in pairs.items():                                        # 4. evaluation
         out = s.out / f"eval-{pair}.json"
         times[f"eval-{pair}"] = run_stage(f"eval-{pair}", evaluate_command(s.out / f"selector-{sel}" / "export",
-                                                                           datasets[data], out), out, logs)
+                                                                           datasets[f"{data}-eval"], out), out, logs)
     from benchmarks.system_report import write_report                             # 5. report
 
     settings = {k: (str(v) if isinstance(v, Path) else v) for k, v in vars(s).items()}

@@ -40,9 +40,10 @@ class FakeStages:
     """Stands in for `subprocess.run` of each stage: writes the file that stage writes, records the call."""
 
     def __init__(self, fail=None):
-        self.calls, self.fail = [], fail
+        self.calls, self.commands, self.fail = [], [], fail
 
     def __call__(self, command, cwd, stdout, stderr):
+        self.commands.append(command)
         args = command[3:] if command[1] == "-m" else command
         entry = command[2]
         self.calls.append((entry, args[0] if args else None))
@@ -56,7 +57,8 @@ class FakeStages:
             (run / "export").mkdir(parents=True)
             (run / "summary.json").write_text(json.dumps(GENERATORS[objective]))
         elif entry == "driver.synth":
-            stdout.write(f"manifest ...\n\ndataset folder: /data/{Path(opts['data.generator']).parent.name}\n")
+            stdout.write(f"manifest ...\n\ndataset folder: /data/{Path(opts['data.generator']).parent.name}"
+                         f"-{opts['data.max_candidates']}\n")
         elif entry == "driver.train":
             run = Path(opts["run_dir"])
             (run / "export").mkdir(parents=True)
@@ -72,11 +74,16 @@ def test_the_study_runs_its_stages_in_order_hands_the_results_on_and_resumes(tmp
     monkeypatch.setattr(study.subprocess, "run", fake)
     out = tmp_path / "study"
     assert study.main(["--out", str(out), "--gen-steps", "2", "--k", "4"]) == 0
-    assert [c[0] for c in fake.calls] == ["driver.train"] * 3 + ["driver.synth"] * 2 + ["driver.train"] * 2 + \
+    assert [c[0] for c in fake.calls] == ["driver.train"] * 3 + ["driver.synth"] * 4 + ["driver.train"] * 2 + \
         ["driver.evaluate"] * 3
-    assert json.loads((out / "synth-weak.json").read_text())["dataset"] == "/data/"  # the base generator's folder
+    dataset = lambda name: json.loads((out / f"synth-{name}.json").read_text())["dataset"]  # noqa: E731
+    assert dataset("weak-train") == "/data/-8" and dataset("weak-eval") == "/data/-16"  # the base generator's
     # the strong generator is the trained one with the highest final pass@1 (grpo here)
-    assert json.loads((out / "synth-strong.json").read_text())["dataset"] == "/data/gen-grpo"
+    assert dataset("strong-train") == "/data/gen-grpo-8" and dataset("strong-eval") == "/data/gen-grpo-16"
+    evaluated = [c for c in fake.commands if c[2] == "driver.evaluate"]
+    assert [c[c.index("--dataset") + 1] for c in evaluated] == ["/data/-16", "/data/gen-grpo-16", "/data/gen-grpo-16"]
+    trained = [c for c in fake.commands if c[2] == "driver.train" and c[3] == "default"]
+    assert all("data.max_candidates=8" in c for c in trained)
     report = (out / "report.md").read_text()
     assert "trained with **grpo**" in report and "| weak-on-strong | 4 | 4 | 0.450 | 0.300 | 0.250 | 1.000 |" in report
     assert "Reproduced here: yes" in report
@@ -89,7 +96,7 @@ def test_the_study_runs_its_stages_in_order_hands_the_results_on_and_resumes(tmp
 
 def test_a_failed_stage_stops_the_study_with_the_end_of_its_log(tmp_path, monkeypatch):
     monkeypatch.setattr(study.subprocess, "run", FakeStages(fail="driver.synth"))
-    with pytest.raises(SystemExit, match="(?s)synth-weak.*failed.*something broke"):
+    with pytest.raises(SystemExit, match="(?s)synth-weak-train.*failed.*something broke"):
         study.main(["--out", str(tmp_path / "s")])
     assert (tmp_path / "s" / "gen-grpo" / "summary.json").exists()  # what finished is kept for the rerun
 
@@ -109,8 +116,9 @@ def test_the_stage_commands():
     assert "algorithm.advantage_estimator=grpo" in grpo and "eval_samples=64" in grpo and "learner.lr=0.0003" in grpo
     assert "algorithm.overlong_filtering=true" in bon and "algorithm.overlong_filtering=true" not in grpo
     # the selector trains on exactly the dataset the synthesis built (same data overrides: same dataset hash)
-    data = [a for a in study.selector_command(s, "weak", "/g") if a.startswith("data.")]
-    assert data == study.synth_command(s, "/g")[4:] and "data.generator=/g" in data
+    data = [a for a in study.selector_command(s, "weak", "/g") if a.startswith(("data.", "rollout."))]
+    assert data == study.synth_command(s, "/g", 8)[4:] and "data.generator=/g" in data
+    assert "rollout.constrain_index=false" in study.synth_command(s, "/g", 16)  # 16 indices: not one token each
     assert "--knockout-window" in study.evaluate_command(Path("/sel"), "/d", Path("/e.json"))
 
 
