@@ -69,6 +69,11 @@ class PretrainConfig:
     slipped_share: float = _f(0.0, "Share of the corpus's solutions that carry a slip, each inconsistent line "
                                    "marked `?` right after its result (line checking; never in a selection "
                                    "prompt); 0: correct solutions only.")
+    solution_check: bool = _f(False, "Every other corpus text is one solution written as a selection prompt's "
+                                     "candidate block ('Solution i:' ... 'End of solution i.'), its lines "
+                                     "unmarked, followed by ' Check: ok' or ' Check: wrong' (whether every line "
+                                     "is consistent): a per-solution check at the position a selection reads. "
+                                     "Needs slipped_share > 0.")
 
 
 @dataclass
@@ -430,6 +435,8 @@ def _check(cfg: TrainConfig) -> None:
         ("model.pretrain.batch_size", cfg.model.pretrain.batch_size >= 1, "must be >= 1"),
         ("model.pretrain.lr", cfg.model.pretrain.lr > 0, "must be > 0"),
         ("model.pretrain.slipped_share", 0 <= cfg.model.pretrain.slipped_share < 1, "must be in [0, 1)"),
+        ("model.pretrain.solution_check", not cfg.model.pretrain.solution_check or cfg.model.pretrain.slipped_share > 0,
+         "needs model.pretrain.slipped_share > 0 (a check of correct solutions only says nothing)"),
         ("rollout.samples_per_prompt", r.samples_per_prompt >= 2, "must be >= 2 (group advantages)"),
         ("rollout.max_response_tokens", r.max_response_tokens > a.overlong_buffer_len,
          "must exceed algorithm.overlong_buffer_len"),

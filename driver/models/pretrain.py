@@ -49,11 +49,25 @@ def solution_texts(cfg, exclude: frozenset = frozenset()) -> list:
     minus those that compute a problem in `exclude` (compared by `procedural.problem_key`: the same expression
     under another template is excluded too). Deterministic for (cfg, exclude)."""
     from driver.data.procedural import problem_key
-    from driver.data.slips import mark_inconsistent_lines
 
     excluded = {problem_key(p) for p in exclude}
-    return [f"Problem:\n{r['problem']}\n\nSolution:\n{mark_inconsistent_lines(r['candidates'][0])}\n"
-            for r in _corpus_rows(cfg) if problem_key(r["problem"]) not in excluded]
+    return [corpus_text(r["problem"], r["candidates"][0], i if cfg.solution_check else None)
+            for i, r in enumerate(_corpus_rows(cfg)) if problem_key(r["problem"]) not in excluded]
+
+
+def corpus_text(problem: str, solution: str, position: int | None = None) -> str:
+    """One pretraining text. Usually `Problem:` ... `Solution:` ... with every inconsistent line marked `?`.
+    With `position` odd (model.pretrain.solution_check): the solution as a selection prompt writes a candidate
+    (`Solution i:` ... `End of solution i.`, i = position % 8, lines unmarked), then ` Check: ok` when every line
+    is consistent, else ` Check: wrong`: the per-solution check, predicted where a selection prompt ends a
+    candidate (core.algo.genselect.build_prompt with end lines)."""
+    from driver.data.slips import mark_inconsistent_lines, slip_kind
+
+    if position is None or position % 2 == 0:
+        return f"Problem:\n{problem}\n\nSolution:\n{mark_inconsistent_lines(solution)}\n"
+    i = position % 8
+    verdict = "ok" if slip_kind(solution) == "none" else "wrong"
+    return f"Problem:\n{problem}\n\nSolution {i}:\n{solution.strip()}\nEnd of solution {i}. Check: {verdict}\n"
 
 
 def pretraining_problems(cfg) -> frozenset:

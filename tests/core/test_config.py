@@ -34,6 +34,7 @@ def test_override_applies_with_type():
     (["eval_knockout_window=1"], "eval_knockout_window"),
     (["checkpoint_every=-1"], "checkpoint_every"),
     (["data.max_candidates=12"], "data.max_candidates"),
+    (["model.pretrain.solution_check=true"], "model.pretrain.solution_check"),
 ])
 def test_bad_values_are_rejected_naming_the_key(override, key):
     with pytest.raises(ConfigError, match=key.replace(".", r"\.")):

@@ -34,6 +34,24 @@ def test_a_marked_slip_corpus_mixes_correct_and_slipped_solutions_with_their_lin
     assert pretrain.pretraining_problems(cfg) == frozenset(t.split("\n")[1] for t in texts)
 
 
+def test_a_solution_check_corpus_writes_every_other_solution_as_a_candidate_block_with_its_verdict():
+    cfg = PretrainConfig(steps=10, batch_size=20, slipped_share=0.5, solution_check=True)
+    texts = pretrain.solution_texts(cfg)
+    checked = [t for t in texts if " Check: " in t]
+    assert len(checked) == len(texts) // 2
+    assert all("?" not in t.split("\n\n", 1)[1] for t in checked)  # its lines unmarked
+    for t in checked:
+        solution = t.split("\n\n", 1)[1]
+        i = solution.split(":", 1)[0].removeprefix("Solution ")
+        body, end = solution.split(f"\nEnd of solution {i}. Check: ")
+        lines = body.split("\n", 1)[1]
+        assert end == ("ok\n" if slip_kind(lines) == "none" else "wrong\n")
+    verdicts = {t.rsplit(" ", 1)[1] for t in checked}
+    assert verdicts == {"ok\n", "wrong\n"}
+    assert all("Solution:\n" in t for t in texts if t not in checked)  # the others as before
+    assert pretrain.pretraining_problems(cfg) == frozenset(t.split("\n")[1] for t in texts)
+
+
 def test_an_excluded_problem_is_excluded_under_every_template():
     from driver.data.procedural import TEMPLATES, problem_key
 
