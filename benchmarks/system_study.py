@@ -132,6 +132,20 @@ def run_stage(name: str, command: list, done: Path, logs: Path, finish=None) -> 
     return seconds
 
 
+class StageTimes(dict):
+    """Seconds of each stage, kept in `times.json` so that a resumed study reports the time a stage took when
+    it ran, not the 0 of its skip."""
+
+    def __init__(self, path: Path):
+        super().__init__(json.loads(path.read_text()) if path.exists() else {})
+        self.path = path
+
+    def __setitem__(self, stage: str, seconds: float) -> None:
+        if seconds or stage not in self:
+            super().__setitem__(stage, seconds)
+            self.path.write_text(json.dumps(self, indent=1))
+
+
 def dataset_folder(log: Path) -> str:
     """The dataset folder `driver.synth` printed (`dataset folder: PATH`)."""
     for line in log.read_text(errors="replace").splitlines():
@@ -169,7 +183,7 @@ def main(argv=None) -> int:
     if s.k < 2:
         parser.error("--k must be >= 2 (pass@k needs at least two samples per problem)")
     s.out.mkdir(parents=True, exist_ok=True)
-    logs, times = s.out / "logs", {}
+    logs, times = s.out / "logs", StageTimes(s.out / "times.json")
 
     for o in s.objectives:                                                         # 1. generators
         times[f"gen-{o}"] = run_stage(f"gen-{o}", generator_command(s, o), s.out / f"gen-{o}" / "summary.json", logs)

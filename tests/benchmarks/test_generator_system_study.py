@@ -86,11 +86,13 @@ def test_the_study_runs_its_stages_in_order_hands_the_results_on_and_resumes(tmp
     assert all("data.max_candidates=8" in c for c in trained)
     report = (out / "report.md").read_text()
     assert "trained with **grpo**" in report and "| weak-on-strong | 4 | 4 | 0.450 | 0.300 | 0.250 | 1.000 |" in report
-    assert "Reproduced here: yes" in report
+    assert "lowers pass@4: yes; max@k keeps pass@4 better than GRPO: yes" in report
     assert (out / "generators.png").stat().st_size > 0 and (out / "system.png").stat().st_size > 0
+    ran = json.loads((out / "times.json").read_text())
     fake.calls.clear()
     assert study.main(["--out", str(out), "--gen-steps", "2", "--k", "4"]) == 0  # every stage done: none rerun
     assert fake.calls == []
+    assert json.loads((out / "times.json").read_text()) == ran and len(ran) == 12  # the times of when they ran
     assert "done before" in capsys.readouterr().out
 
 
@@ -123,7 +125,8 @@ def test_the_stage_commands():
 
 
 def test_the_max_at_k_observation_is_read_with_the_noise_of_a_re_evaluation():
-    assert "Reproduced here: yes" in maxk_observation(GENERATORS)
-    flat = {"grpo": _summary(0.10, 0.105, 0.60, 0.58), "maxk": _summary(0.10, 0.10, 0.60, 0.60)}
-    assert "Reproduced here: no" in maxk_observation(flat) and "(flat)" in maxk_observation(flat)
+    assert "pass@1 and lowers pass@4: yes; max@k keeps pass@4 better than GRPO: yes" in maxk_observation(GENERATORS)
+    flat = {"grpo": _summary(0.10, 0.105, 0.60, 0.58), "maxk": _summary(0.10, 0.10, 0.60, 0.45)}
+    said = maxk_observation(flat)
+    assert "lowers pass@4: no" in said and "(flat)" in said and "better than GRPO: no" in said
     assert maxk_observation({"grpo": GENERATORS["grpo"]}).startswith("Not tested")
