@@ -20,7 +20,7 @@ does in the full system; `--entropy-coef` adds an entropy bonus on the index dis
 Every `--eval-every` steps it reports held-out greedy accuracy (the same metric as GenSelect@N in
 `driver.evaluate`) next to majority@N, random@N and the accuracy of always answering 0. If the `sft` mode
 cannot beat majority@N, RL with the full system will not either; the reverse does not hold.
-Writes benchmarks/results/learnability-<mode>.json.
+Writes `--out` (default benchmarks/results/learnability-<mode>.json).
 """
 from __future__ import annotations
 
@@ -114,6 +114,7 @@ def main(argv=None) -> int:
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--constrain", action="store_true", help="sample only valid indices (rl)")
     ap.add_argument("--entropy-coef", type=float, default=0.0, help="entropy bonus on the index distribution (rl)")
+    ap.add_argument("--out", default=None, help="result JSON (default: benchmarks/results/learnability-<mode>.json)")
     args = ap.parse_args(argv)
 
     import torch
@@ -174,7 +175,7 @@ def main(argv=None) -> int:
               "heldout_prompts": len(heldout), "majority_at_n": stats.majority_at_n,
               "random_at_n": stats.random_at_n, "always_first": first_index, "curve": curve,
               "seconds": round(time.time() - started, 1), "machine": f"{platform.machine()} {platform.processor()}"}
-    out = ROOT / "benchmarks" / "results" / f"learnability-{args.mode}.json"
+    out = Path(args.out) if args.out else ROOT / "benchmarks" / "results" / f"learnability-{args.mode}.json"
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(json.dumps(result, indent=1))
     print(f"wrote {out}")

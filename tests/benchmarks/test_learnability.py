@@ -52,3 +52,15 @@ def test_curriculum_probe_runs_and_reports_every_evaluation(tmp_path, monkeypatc
     out = json.loads((tmp_path / "benchmarks" / "results" / "curriculum-probe.json").read_text())
     assert [e["step"] for e in out["evals"]] == [0, 25]
     assert out["admitted"] and all(0 <= e["greedy"] <= 1 and 0 <= e["sampled"] <= 1 for e in out["evals"])
+
+
+def test_the_probe_writes_where_out_says_and_nothing_else(tmp_path, monkeypatch):
+    """benchmarks/learnability.py end to end on the smoke config; `--out` keeps a committed result intact."""
+    import json
+
+    monkeypatch.setattr(learnability, "ROOT", tmp_path)
+    out = tmp_path / "probe.json"
+    assert learnability.main(["smoke", "--mode", "sft", "--steps", "2", "--eval-every", "1", "--out", str(out)]) == 0
+    result = json.loads(out.read_text())
+    assert result["mode"] == "sft" and result["steps"] == 2
+    assert not (tmp_path / "benchmarks").exists()
