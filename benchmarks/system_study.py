@@ -40,6 +40,9 @@ from typing import Optional
 
 ROOT = Path(__file__).resolve().parent.parent
 TRAIN_CANDIDATES, EVAL_CANDIDATES = 8, 16  # the selectors train on 2-8 (the default's), are evaluated on 2-16
+#: evaluation pairs: name -> (the selector's generator, the evaluation data's generator)
+PAIRS = {"weak-on-weak": ("weak", "weak"), "weak-on-strong": ("weak", "strong"),
+         "strong-on-strong": ("strong", "strong")}
 OBJECTIVES = ("grpo", "maxk", "bon_rlb", "bon_rlb_p")
 #: what each estimator needs besides its name (BoN-RLB refuses shaped rewards: overlong samples are dropped)
 ESTIMATOR_OVERRIDES = {"grpo": [], "maxk": [], "bon_rlb": ["algorithm.overlong_filtering=true"],
@@ -154,6 +157,26 @@ def dataset_folder(log: Path) -> str:
     raise SystemExit(f"no 'dataset folder:' line in {log}")
 
 
+def train_generators(s: Settings, logs: Path, times: dict) -> dict:
+    """Stage 1: one generator run per objective; returns objective -> its summary.json."""
+    for o in s.objectives:
+        times[f"gen-{o}"] = run_stage(f"gen-{o}", generator_command(s, o), s.out / f"gen-{o}" / "summary.json", logs)
+    return {o: json.loads((s.out / f"gen-{o}" / "summary.json").read_text()) for o in s.objectives}
+
+
+def synthesize(s: Settings, generators: dict, logs: Path, times: dict) -> dict:
+    """Stage 2: a training (2-8 candidates) and an evaluation (2-16) dataset per generator; returns
+    '<generator>-<train|eval>' -> dataset folder (each recorded in synth-*.json, so a rerun skips it)."""
+    datasets = {}
+    for name, folder in generators.items():
+        for kind, window in (("train", TRAIN_CANDIDATES), ("eval", EVAL_CANDIDATES)):
+            stage, done = f"synth-{name}-{kind}", s.out / f"synth-{name}-{kind}.json"
+            record = lambda log, done=done: done.write_text(json.dumps({"dataset": dataset_folder(log)}))  # noqa: E731
+            times[stage] = run_stage(stage, synth_command(s, folder, window), done, logs, finish=record)
+            datasets[f"{name}-{kind}"] = json.loads(done.read_text())["dataset"]
+    return datasets
+
+
 def strongest(summaries: dict) -> str:
     """The objective whose trained generator has the highest final pass@1 (ties: the first)."""
     return max(summaries, key=lambda o: (summaries[o]["final_pass_at_1"], -list(summaries).index(o)))
@@ -185,32 +208,21 @@ def main(argv=None) -> int:
     s.out.mkdir(parents=True, exist_ok=True)
     logs, times = s.out / "logs", StageTimes(s.out / "times.json")
 
-    for o in s.objectives:                                                         # 1. generators
-        times[f"gen-{o}"] = run_stage(f"gen-{o}", generator_command(s, o), s.out / f"gen-{o}" / "summary.json", logs)
-    summaries = {o: json.loads((s.out / f"gen-{o}" / "summary.json").read_text()) for o in s.objectives}
+    summaries = train_generators(s, logs, times)                                   # 1. generators
     strong = strongest(summaries)
     generators = {"weak": summaries[s.objectives[0]]["start_model"], "strong": str(s.out / f"gen-{strong}" / "export")}
-
-    datasets = {}
-    for name, folder in generators.items():                                        # 2. synthesis
-        for kind, window in (("train", TRAIN_CANDIDATES), ("eval", EVAL_CANDIDATES)):
-            stage, done = f"synth-{name}-{kind}", s.out / f"synth-{name}-{kind}.json"
-            record = lambda log, done=done: done.write_text(json.dumps({"dataset": dataset_folder(log)}))  # noqa: E731
-            times[stage] = run_stage(stage, synth_command(s, folder, window), done, logs, finish=record)
-            datasets[f"{name}-{kind}"] = json.loads(done.read_text())["dataset"]
+    datasets = synthesize(s, generators, logs, times)                             # 2. synthesis
     for name, folder in generators.items():                                        # 3. selectors
         times[f"selector-{name}"] = run_stage(f"selector-{name}", selector_command(s, name, folder),
                                               s.out / f"selector-{name}" / "summary.json", logs)
-    pairs = {"weak-on-weak": ("weak", "weak"), "weak-on-strong": ("weak", "strong"),
-             "strong-on-strong": ("strong", "strong")}
-    for pair, (sel, data) in pairs.items():                                        # 4. evaluation
+    for pair, (sel, data) in PAIRS.items():                                        # 4. evaluation
         out = s.out / f"eval-{pair}.json"
         times[f"eval-{pair}"] = run_stage(f"eval-{pair}", evaluate_command(s.out / f"selector-{sel}" / "export",
                                                                            datasets[f"{data}-eval"], out), out, logs)
     from benchmarks.system_report import write_report                             # 5. report
 
     settings = {k: (str(v) if isinstance(v, Path) else v) for k, v in vars(s).items()}
-    report = write_report(s.out, summaries, strong, generators, datasets, pairs, times, settings)
+    report = write_report(s.out, summaries, strong, generators, datasets, PAIRS, times, settings)
     print(f"report: {report}")
     return 0
 
