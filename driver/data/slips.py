@@ -26,13 +26,13 @@ def is_hedged(text: str) -> bool:
 def _walk(lines: list):
     """The consistency of each line of a one-operation-per-line solution, in order: yields (index, kind),
     kind None for a consistent line, else 'miscopy' or an arithmetic kind; the last line (`Answer: X`) is
-    'miscopy' unless it carries the last result. Yields ('other', None) and stops at a line of another shape.
+    'miscopy' unless it carries the last result. Yields (index, 'other') and stops at a line of another shape.
     `lines` excludes hedging sentences; a text in another shape overall is caught by the caller."""
     previous = None
     for i, line in enumerate(lines[:-1]):
         m = _LINE_RE.match(line)
         if not m:
-            yield "other", None
+            yield i, "other"
             return
         a, op, b, written = Fraction(m[1]), m[2], Fraction(m[3]), Fraction(m[4])
         true = OPS[op](a, b)
@@ -56,12 +56,7 @@ def slip_kind(text: str) -> str:
     lines = [l for l in text.strip().splitlines() if not l.startswith(HEDGE_PREFIXES)]
     if not _is_solution(lines):
         return "other"
-    for i, kind in _walk(lines):
-        if i == "other":
-            return "other"
-        if kind is not None:
-            return kind
-    return "none"
+    return next((kind for _, kind in _walk(lines) if kind is not None), "none")
 
 
 def _arithmetic_kind(a, op, b, true, written) -> str:
@@ -90,7 +85,7 @@ def mark_inconsistent_lines(text: str, mark: str = "?") -> str:
         return text
     marked = list(lines)
     for j, kind in _walk([lines[i] for i in body]):
-        if j == "other":
+        if kind == "other":
             return text
         if kind is not None:
             marked[body[j]] += mark
