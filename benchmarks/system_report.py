@@ -1,5 +1,6 @@
-"""The report of benchmarks/system_study.py: `report.md`, `generators.png` and `system.png` in the study folder,
-from the stages' own result files (generator runs' summary.json, driver.evaluate's JSON, synthesis manifests).
+"""The report of benchmarks/system_study.py: `report.md`, `generators.png`, `system.png` and `bon.png` in the study
+folder, from the stages' own result files (generator runs' summary.json, driver.evaluate's and driver.bon's JSON,
+synthesis manifests).
 Pure apart from reading and writing those files."""
 from __future__ import annotations
 
@@ -69,6 +70,46 @@ def system_table(evals: dict) -> list:
     return rows
 
 
+def bon_table(bons: dict) -> list:
+    """Markdown rows: per generator and k, BoN@k with the selector beside majority@k, random@k and pass@k (all
+    held-out problems, 95% CIs over problems)."""
+    rows = ["| generator | k | selector BoN@k | majority@k | random@k | pass@k (oracle) | problems (left out) |",
+            "|---|---|---|---|---|---|---|"]
+    for name, b in bons.items():
+        c = b["curves"]
+        cell = lambda key, k: _ci(c[key][k]["mean"], (c[key][k]["lo"], c[key][k]["hi"])) if key in c else "n/a"  # noqa: E731
+        for k in c["selector"]:
+            rows.append(f"| {name} | {k} | {cell('selector', k)} | {cell('majority', k)} | {cell('random', k)} | "
+                        f"{cell('pass', k)} | {b['problems']} ({b.get('excluded_problems', 0)}) |")
+    return rows
+
+
+def plot_bon(bons: dict, path: Path) -> Path:
+    """BoN@k with the selector (solid) and majority@k (dashed) against k, one colour per generator; pass@k of
+    the base generator (dotted) as the oracle's ceiling."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(6.5, 4.2))
+    for i, (name, b) in enumerate(bons.items()):
+        c, colour = b["curves"], f"C{i}"
+        ks = [int(k) for k in c["selector"]]
+        ax.plot(ks, [v["mean"] for v in c["selector"].values()], "-o", color=colour, label=f"{name}: selector")
+        if "majority" in c:
+            ax.plot(ks, [v["mean"] for v in c["majority"].values()], "--", color=colour, label=f"{name}: majority")
+        if i == 0:
+            ax.plot(ks, [v["mean"] for v in c["pass"].values()], ":", color="k", label=f"{name}: pass@k (oracle)")
+    ax.set(xscale="log", xlabel="k (samples per problem)", ylabel="held-out accuracy (all problems)",
+           title="Best-of-N with the selector", ylim=(0, 1))
+    ax.legend(fontsize=7, loc="upper left")
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return path
+
+
 def plot_generators(summaries: dict, path: Path) -> Path:
     """Held-out pass@k and majority@k against k: the base generator (dashed, each run's first evaluation) and
     each objective after training."""
@@ -134,8 +175,17 @@ def write_report(out: Path, summaries: dict, strong: str, generators: dict, data
                  times: dict, args: dict) -> Path:
     """report.md with the tables, the observation, the figures and each stage's time; returns its path."""
     evals = {pair: json.loads((out / f"eval-{pair}.json").read_text()) for pair in pairs}
+    bons = {p.stem[len("bon-"):]: json.loads(p.read_text()) for p in sorted(out.glob("bon-*.json"))}
     plot_generators(summaries, out / "generators.png")
     plot_system(evals, out / "system.png")
+    bon_section = ["## Best-of-N with the selector over all held-out problems", "",
+                   "The weak selector (trained on the base generator's samples) chooses among k samples of each "
+                   "generator by a knockout of pairs, on every held-out problem of the generator runs' evaluation "
+                   "(no filtering: problems with no correct sample count, so pass@k < 1); problems the selector "
+                   "trained on are left out. `python -m driver.bon`.", "", *bon_table(bons), "",
+                   "![bon](bon.png)", ""] if bons else []
+    if bons:
+        plot_bon(bons, out / "bon.png")
     lines = ["# Best-of-N system study", "", f"Settings: `{json.dumps(args)}`", "",
              "## Generators (held-out problems, the same for every objective)", "", *generator_table(summaries), "",
              maxk_observation(summaries), "", "![generators](generators.png)", "",
@@ -145,10 +195,11 @@ def write_report(out: Path, summaries: dict, strong: str, generators: dict, data
              *[f"- {name}: {_manifest_line(d)}" for name, d in datasets.items()], "",
              "Selectors: the default recipe (`driver.train default`) on each generator's samples; evaluation by "
              "a knockout of pairs on the held-out problems.", "", *system_table(evals), "",
-             "![system](system.png)", "", "## Time of each stage (s, when it ran; 0 = built by an earlier study)", "",
+             "![system](system.png)", "", *bon_section, "## Time of each stage (s, when it ran; 0 = built by an earlier study)", "",
              "| stage | seconds |", "|---|---|", *[f"| {k} | {v:.0f} |" for k, v in times.items()], ""]
     path = out / "report.md"
     path.write_text("\n".join(lines))
     (out / "study.json").write_text(json.dumps({"strong": strong, "generators": generators, "datasets": datasets,
-                                                "times": dict(times), "evals": evals, "args": args}, indent=1))
+                                                "times": dict(times), "evals": evals, "bons": bons,
+                                                "args": args}, indent=1))
     return path

@@ -22,7 +22,12 @@ output in `OUT/logs/<stage>.log`; a stage whose result file exists is skipped, s
 4. `eval-*`: `python -m driver.evaluate` (knockout of pairs, as the default selector is served) of
    weak->weak, weak->strong (the transfer claim: a selector trained on a weaker generator's samples) and
    strong->strong, on the held-out problems of the `-eval` datasets (never seen by either selector).
-5. `report.md`, `generators.png` (pass@k, majority@k against k per objective) and `system.png` (accuracy by N).
+5. `bon-<generator>`: `python -m driver.bon` (knockout of pairs): Best-of-N of the base generator and of each
+   trained one with the weak selector, over ALL their held-out problems (the K samples of the generator runs'
+   evaluations, `eval_samples/step<S>.jsonl`; no filtering, so pass@k < 1), k = 2..16, beside pass@k,
+   majority@k and random@k; problems the selector trained on are left out.
+6. `report.md`, `generators.png` (pass@k, majority@k against k per objective), `system.png` (accuracy by N)
+   and `bon.png` (BoN@k with the selector against k, per generator).
 
 `--quick` shrinks every stage to a smoke test (a few steps, few problems; minutes on 2 cores, numbers
 meaningless); the test suite runs it (tests/benchmarks/test_generator_system_study.py).
@@ -40,6 +45,7 @@ from typing import Optional
 
 ROOT = Path(__file__).resolve().parent.parent
 TRAIN_CANDIDATES, EVAL_CANDIDATES = 8, 16  # the selectors train on 2-8 (the default's), are evaluated on 2-16
+BON_KS = (2, 4, 8, 16)  # k of the Best-of-N curves with the selector
 #: evaluation pairs: name -> (the selector's generator, the evaluation data's generator)
 PAIRS = {"weak-on-weak": ("weak", "weak"), "weak-on-strong": ("weak", "strong"),
          "strong-on-strong": ("strong", "strong")}
@@ -60,6 +66,7 @@ class Settings:
     synth_problems: int = 2000
     synth_k: int = 16
     selector_steps: int = 200
+    bon_draws: int = 8
     seed: int = 0
     extra_generator: list = field(default_factory=list)
     extra_selector: list = field(default_factory=list)
@@ -68,7 +75,7 @@ class Settings:
 def quick(settings: Settings) -> Settings:
     """The smoke-test sizes of `--quick`."""
     settings.gen_steps, settings.k, settings.eval_problems = 2, 4, 8
-    settings.synth_problems, settings.synth_k, settings.selector_steps = 100, 8, 2
+    settings.synth_problems, settings.synth_k, settings.selector_steps, settings.bon_draws = 100, 8, 2, 2
     settings.extra_generator = ["prompts_per_step=4", "checkpoint_every=0"]
     settings.extra_selector = ["prompts_per_step=4", "rollout.samples_per_prompt=4", "eval_every=0",
                                "eval_prompts=16", "model.warm_start.steps=10", "checkpoint_every=0"]
@@ -109,6 +116,21 @@ def selector_command(s: Settings, name: str, generator: str) -> list:
 def evaluate_command(selector: Path, dataset: str, out: Path) -> list:
     return [sys.executable, "-m", "driver.evaluate", "--model", str(selector), "--dataset", dataset,
             "--knockout-window", "2", "--out", str(out)]
+
+
+def bon_command(s: Settings, selector: Path, samples: Path, exclude: str, out: Path) -> list:
+    ks = ",".join(str(k) for k in BON_KS if k <= s.k)
+    return [sys.executable, "-m", "driver.bon", "--selector", str(selector), "--samples", str(samples), "--ks", ks,
+            "--draws", str(s.bon_draws), "--knockout-window", "2", "--exclude", exclude, "--seed", str(s.seed),
+            "--out", str(out)]
+
+
+def bon_samples(s: Settings) -> dict:
+    """generator name -> its held-out samples: the base (the first objective's run, before its first step) and
+    each objective after training."""
+    first = s.objectives[0]
+    return {"base": s.out / f"gen-{first}" / "eval_samples" / "step0.jsonl",
+            **{o: s.out / f"gen-{o}" / "eval_samples" / f"step{s.gen_steps}.jsonl" for o in s.objectives}}
 
 
 # ---------------------------------------------------------------------------------------- stages
@@ -219,7 +241,11 @@ def main(argv=None) -> int:
         out = s.out / f"eval-{pair}.json"
         times[f"eval-{pair}"] = run_stage(f"eval-{pair}", evaluate_command(s.out / f"selector-{sel}" / "export",
                                                                            datasets[f"{data}-eval"], out), out, logs)
-    from benchmarks.system_report import write_report                             # 5. report
+    for name, samples in bon_samples(s).items():                                   # 5. Best-of-N, all problems
+        out = s.out / f"bon-{name}.json"
+        times[f"bon-{name}"] = run_stage(f"bon-{name}", bon_command(s, s.out / "selector-weak" / "export", samples,
+                                                                    datasets["weak-train"], out), out, logs)
+    from benchmarks.system_report import write_report                             # 6. report
 
     settings = {k: (str(v) if isinstance(v, Path) else v) for k, v in vars(s).items()}
     report = write_report(s.out, summaries, strong, generators, datasets, PAIRS, times, settings)

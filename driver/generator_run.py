@@ -15,7 +15,8 @@ learner_step -> sync_weights); only what a task is differs:
   arXiv 2412.15287);
 * evaluation is pass@k on held-out problems: `eval_samples` = K solutions per problem at
   `rollout.temperature`, pass@1..pass@K and max@k with the unbiased estimators, bootstrap 95% CIs
-  (core/algo/passk.py).
+  (core/algo/passk.py); the scored samples are kept in `eval_samples/step<S>.jsonl` (`driver.bon` measures
+  Best-of-N with a selector on them).
 
 `GeneratorRun` is `Run` with those three hooks replaced (`_prepare`, `evaluate`, `finish`); everything else
 (actors, weight sync, staleness, checkpoints and resume, fault handling) is the selector's.
@@ -112,6 +113,7 @@ class GeneratorRun(Run):
                             f"{str(err).splitlines()[0][:300]}); {self._how_to_continue()}") from err
         result = pass_metrics(groups, k, binary=self.cfg.verifier.reward == "binary", seed=self.cfg.seed)
         result["eval_s"] = time.time() - started
+        write_eval_samples(groups, self.run_dir / "eval_samples" / f"step{step}.jsonl")
         return result
 
     # -- the end --------------------------------------------------------------------------------------
@@ -193,6 +195,25 @@ def pass_metrics(groups: list, k: int, binary: bool = True, seed: int = 0) -> di
     return out
 
 
+def write_eval_samples(groups: list, path: Path) -> Path:
+    """The scored samples of one evaluation, one JSONL row per problem {id, problem, domain, texts, answers,
+    rewards} (answers: the stated ones, None when none; math only, else None), written atomically: what
+    `driver.bon` reads to measure Best-of-N with a selector on the same samples."""
+    from actors.solutions import stated_answer
+
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(path.name + ".tmp")
+    with tmp.open("w") as f:
+        for g in groups:
+            texts = [r.response_text for r in g.rollouts]
+            math = getattr(g.task, "domain", "math") == "math"
+            f.write(json.dumps({"id": g.task.problem_id, "problem": g.task.problem, "domain": g.task.domain,
+                                "texts": texts, "answers": [stated_answer(t) if math else None for t in texts],
+                                "rewards": [float(r) for r in g.rewards]}) + "\n")
+    tmp.replace(path)
+    return path
+
+
 def plot_generator_curves(log, out_path) -> Path:
     """curves.png of a generator run: training reward per step; held-out pass@k against k at the first and the
     last evaluation."""
@@ -219,4 +240,4 @@ def plot_generator_curves(log, out_path) -> Path:
     return Path(out_path)
 
 
-__all__ = ["GeneratorRun", "preflight", "pass_metrics", "eval_ks", "plot_generator_curves", "RunFailed"]
+__all__ = ["GeneratorRun", "preflight", "pass_metrics", "write_eval_samples", "eval_ks", "plot_generator_curves", "RunFailed"]

@@ -65,5 +65,10 @@ def test_a_generator_trains_with_every_estimator(tmp_path):
     assert summary["task"] == "generator" and summary["steps"] == 6 and summary["warm_start"]["steps"] == 60
     assert summary["start_pass_at_1"] == evals[0]["pass_at_1"] and summary["final_pass_at_n"] == evals[1]["pass_at_n"]
     assert (tmp_path / "run" / "curves.png").stat().st_size > 10_000
+    from driver.bon import read_samples  # every evaluation kept its scored samples for driver.bon
+    for step, rec in ((0, evals[0]), (6, evals[1])):
+        rows = read_samples(tmp_path / "run" / "eval_samples" / f"step{step}.jsonl")
+        assert len(rows) == 8 and all(len(r.texts) == 4 for r in rows)
+        assert sum(sum(r.rewards) for r in rows) / 32 == pytest.approx(rec["mean_reward"])
     assert (tmp_path / "run" / "export" / "config.json").exists()
     assert (tmp_path / "run" / "checkpoints" / "latest").read_text().strip() == "step_000006"

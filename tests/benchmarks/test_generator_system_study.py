@@ -1,6 +1,7 @@
 """benchmarks/system_study.py (the Best-of-N system study) and its report. The stages are the real entry points
-(driver.train generator / default, driver.synth, driver.evaluate), each tested for real elsewhere
-(tests/test_e2e_generator.py, tests/data/test_synth_generator.py, tests/test_e2e.py); here a fake
+(driver.train generator / default, driver.synth, driver.evaluate, driver.bon), each tested for real elsewhere
+(tests/test_e2e_generator.py, tests/data/test_synth_generator.py, tests/test_e2e.py,
+tests/driver/test_generator_bon.py); here a fake
 `subprocess.run` writes what each one writes, to test the study's order, hand-offs, resume and report."""
 import json
 import subprocess
@@ -36,6 +37,15 @@ def _evaluation(genselect):
                         "4": {"prompts": 4, "genselect": genselect, "majority": 0.3, "random": 0.25, "pass_at_n": 1.0}}}
 
 
+def _bon(selector_accuracy):
+    cell = lambda v: {"mean": v, "lo": v - 0.05, "hi": v + 0.05}  # noqa: E731
+    return {"problems": 90, "excluded_problems": 10, "draws": 8, "judged_subsets": 100, "subsets": 300,
+            "parse_failures": 0, "curves": {"selector": {"2": cell(selector_accuracy), "4": cell(selector_accuracy)},
+                                            "majority": {"2": cell(0.2), "4": cell(0.25)},
+                                            "random": {"2": cell(0.1), "4": cell(0.1)},
+                                            "pass": {"2": cell(0.2), "4": cell(0.35)}}}
+
+
 class FakeStages:
     """Stands in for `subprocess.run` of each stage: writes the file that stage writes, records the call."""
 
@@ -56,6 +66,9 @@ class FakeStages:
             run = Path(opts["run_dir"])
             (run / "export").mkdir(parents=True)
             (run / "summary.json").write_text(json.dumps(GENERATORS[objective]))
+            (run / "eval_samples").mkdir()
+            for step in (0, int(opts["steps"])):
+                (run / "eval_samples" / f"step{step}.jsonl").write_text("{}\n")
         elif entry == "driver.synth":
             stdout.write(f"manifest ...\n\ndataset folder: /data/{Path(opts['data.generator']).parent.name}"
                          f"-{opts['data.max_candidates']}\n")
@@ -66,6 +79,10 @@ class FakeStages:
         elif entry == "driver.evaluate":
             out = command[command.index("--out") + 1]
             Path(out).write_text(json.dumps(_evaluation(0.6 if "selector-strong" in command[4] else 0.45)))
+        elif entry == "driver.bon":
+            assert Path(command[command.index("--samples") + 1]).exists()
+            out = command[command.index("--out") + 1]
+            Path(out).write_text(json.dumps(_bon(0.15 if "step0" in command[command.index("--samples") + 1] else 0.18)))
         return subprocess.CompletedProcess(command, 0)
 
 
@@ -75,7 +92,7 @@ def test_the_study_runs_its_stages_in_order_hands_the_results_on_and_resumes(tmp
     out = tmp_path / "study"
     assert study.main(["--out", str(out), "--gen-steps", "2", "--k", "4"]) == 0
     assert [c[0] for c in fake.calls] == ["driver.train"] * 3 + ["driver.synth"] * 4 + ["driver.train"] * 2 + \
-        ["driver.evaluate"] * 3
+        ["driver.evaluate"] * 3 + ["driver.bon"] * 4
     dataset = lambda name: json.loads((out / f"synth-{name}.json").read_text())["dataset"]  # noqa: E731
     assert dataset("weak-train") == "/data/-8" and dataset("weak-eval") == "/data/-16"  # the base generator's
     # the strong generator is the trained one with the highest final pass@1 (grpo here)
@@ -88,11 +105,22 @@ def test_the_study_runs_its_stages_in_order_hands_the_results_on_and_resumes(tmp
     assert "trained with **grpo**" in report and "| weak-on-strong | 4 | 4 | 0.450 | 0.300 | 0.250 | 1.000 |" in report
     assert "lowers pass@4: yes; max@k keeps pass@4 better than GRPO: yes" in report
     assert (out / "generators.png").stat().st_size > 0 and (out / "system.png").stat().st_size > 0
+    # Best-of-N over all problems: the base generator (the first run's step 0) and each trained one (its last
+    # step), all with the weak selector, its training problems left out
+    bons = [c for c in fake.commands if c[2] == "driver.bon"]
+    assert [Path(c[c.index("--samples") + 1]).relative_to(out).as_posix() for c in bons] == [
+        "gen-grpo/eval_samples/step0.jsonl", "gen-grpo/eval_samples/step2.jsonl", "gen-maxk/eval_samples/step2.jsonl",
+        "gen-bon_rlb/eval_samples/step2.jsonl"]
+    assert all("selector-weak" in c[c.index("--selector") + 1] and c[c.index("--exclude") + 1] == "/data/-8"
+               and c[c.index("--ks") + 1] == "2,4" for c in bons)
+    assert "| base | 2 | 0.150 [0.100, 0.200] | 0.200 [0.150, 0.250] |" in report
+    assert "| maxk | 4 | 0.180 [0.130, 0.230] |" in report and "90 (10)" in report
+    assert (out / "bon.png").stat().st_size > 0
     ran = json.loads((out / "times.json").read_text())
     fake.calls.clear()
     assert study.main(["--out", str(out), "--gen-steps", "2", "--k", "4"]) == 0  # every stage done: none rerun
     assert fake.calls == []
-    assert json.loads((out / "times.json").read_text()) == ran and len(ran) == 12  # the times of when they ran
+    assert json.loads((out / "times.json").read_text()) == ran and len(ran) == 16  # the times of when they ran
     assert "done before" in capsys.readouterr().out
 
 

@@ -1,0 +1,281 @@
+"""Best-of-N accuracy of a generator with a selector, over ALL held-out problems (no filtering).
+
+    python -m driver.bon --selector runs/study/selector-weak/export \\
+        --samples runs/study/gen-grpo/eval_samples/step60.jsonl [--ks 2,4,8,16] [--draws 8] \\
+        [--knockout-window 2] [--exclude DATASET] [--out FILE]
+
+The selection datasets keep only problems with 1..half correct samples, so GenSelect@N measured on them is
+conditional (pass@N = 1 there by construction). This asks the unconditional question a Best-of-N user asks:
+the generator writes k solutions to a problem, the selector picks one; how often is it right, over every
+held-out problem? For each problem with n scored samples (a generator run's evaluation file,
+`eval_samples/step<S>.jsonl`, written by `task=generator` runs) and each k:
+
+* BoN@k with the selector: the chosen sample's reward averaged over `draws` random k-subsets (each in a random
+  order; all of them when there are fewer), i.e. `core.algo.passk.bon_at_k` with the selector as the chooser
+  (max@k paper, arXiv 2510.23393, and BoN-aware fine-tuning, arXiv 2412.15287, report Best-of-N this way).
+  The selector judges a subset with a knockout tournament of groups of at most `--knockout-window`
+  candidates (`driver.evaluate.choose_knockout`, the serving rule), greedy. A subset whose samples all have the
+  same reward is not sent to the selector: no choice changes its outcome, so it scores that reward;
+* beside it, on all n samples with the unbiased estimators (core/algo/passk.py): pass@k (the oracle selector),
+  majority@k over the stated answers (math) and random@k = pass@1 (the mean reward).
+
+Every value is a mean over problems with a 95% bootstrap CI over problems. `--exclude DATASET` (the selector's
+training dataset) drops every problem that computes the same thing as one of its training problems
+(`driver.data.procedural.problem_key`), and says how many, so the selector is measured on problems it never saw.
+"""
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import random
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Callable, Optional, Sequence
+
+import numpy as np
+
+from core.algo.genselect import build_prompt
+from core.records import SelectionTask
+
+
+@dataclass(frozen=True)
+class SampledProblem:
+    """One problem with a generator's n scored samples (one row of an `eval_samples` file).
+
+    Attributes: id, problem (its statement), domain ("math" or "code"), texts (n, the samples as written),
+    answers (n, the stated answers; None = none stated), rewards (n, the verifier's scores in [0, 1])."""
+    id: str
+    problem: str
+    domain: str
+    texts: tuple
+    answers: tuple
+    rewards: tuple
+
+
+class SamplesFileError(ValueError):
+    """An eval-samples file that cannot be read; the message is `path:line: reason`."""
+
+
+def read_samples(path) -> list:
+    """The SampledProblems of a JSONL file (rows {id, problem, domain, texts, answers, rewards}); every row must
+    have the same number n >= 2 of samples (the estimators average over n)."""
+    out = []
+    for line_no, line in enumerate(Path(path).read_text().splitlines(), 1):
+        if not line.strip():
+            continue
+        try:
+            row = json.loads(line)
+            item = SampledProblem(str(row["id"]), str(row["problem"]), row.get("domain", "math"),
+                                  tuple(row["texts"]), tuple(row["answers"]), tuple(float(r) for r in row["rewards"]))
+        except (ValueError, KeyError, TypeError) as err:
+            raise SamplesFileError(f"{path}:{line_no}: not a samples row ({type(err).__name__}: {err})") from None
+        if not len(item.texts) == len(item.answers) == len(item.rewards) >= 2:
+            raise SamplesFileError(f"{path}:{line_no}: texts, answers and rewards must have the same length >= 2")
+        if out and len(item.texts) != len(out[0].texts):
+            raise SamplesFileError(f"{path}:{line_no}: {len(item.texts)} samples, the first row has {len(out[0].texts)}")
+        out.append(item)
+    if not out:
+        raise SamplesFileError(f"{path}: no rows")
+    return out
+
+
+def exclude_seen(problems: Sequence[SampledProblem], dataset_dir) -> tuple:
+    """(the problems that no training prompt of `dataset_dir` shows, how many were dropped), compared by
+    `problem_key` (a procedural problem's expression, whatever its wording; else the text)."""
+    from driver.data.dataset import load_dataset
+    from driver.data.procedural import problem_key
+
+    seen = {problem_key(t.problem) for t in load_dataset(dataset_dir).train}
+    kept = [p for p in problems if problem_key(p.problem) not in seen]
+    return kept, len(problems) - len(kept)
+
+
+def draw_subsets(n: int, k: int, draws: int, seed: int) -> list:
+    """`draws` random k-subsets of range(n), each a tuple in a random order (the order the selector sees);
+    every subset, each shuffled, when there are at most `draws` of them. Deterministic for the seed."""
+    from core.algo.passk import k_subsets
+
+    subsets, _ = k_subsets(n, k, max_exact=draws, draws=draws, seed=seed)
+    rng = random.Random(f"bon-{seed}-{n}-{k}")
+    out = []
+    for row in subsets:
+        order = [int(i) for i in row]
+        rng.shuffle(order)
+        out.append(tuple(order))
+    return out
+
+
+def plan(problems: Sequence[SampledProblem], ks: Sequence[int], draws: int, seed: int = 0) -> dict:
+    """{(problem index, k): [subsets]} for every problem and k (k <= n)."""
+    return {(p, k): draw_subsets(len(item.rewards), k, draws, seed + p)
+            for p, item in enumerate(problems) for k in ks if k <= len(item.rewards)}
+
+
+def needs_choice(item: SampledProblem, subset: tuple) -> bool:
+    """Whether the selector's choice can change this subset's outcome (its samples' rewards differ)."""
+    return len({item.rewards[i] for i in subset}) > 1
+
+
+def selection_task(item: SampledProblem, subset: tuple, end_lines: bool, tag: str) -> SelectionTask:
+    """The GenSelect prompt of `subset` (Solution j = sample subset[j])."""
+    texts = tuple(item.texts[i] for i in subset)
+    return SelectionTask(prompt_id=f"{item.id}/bon-{tag}", problem_id=item.id, domain=item.domain,
+                         problem=item.problem, candidates=texts,
+                         candidate_answers=tuple(str(item.answers[i]) for i in subset),
+                         labels=tuple(item.rewards[i] for i in subset), reference="",
+                         prompt=build_prompt(item.problem, texts, end_lines=end_lines))
+
+
+def selector_scores(problems: Sequence[SampledProblem], subsets: dict, choices: dict) -> dict:
+    """{k: (P,) BoN@k of each problem}: the mean over its subsets of the chosen sample's reward. `choices` maps
+    (problem index, subset) -> the chosen position in the subset (None: no parsed judgment, scores 0) for the
+    subsets that needed a choice; the others score their common reward."""
+    by_k: dict = {}
+    for (p, k), drawn in subsets.items():
+        item, total = problems[p], 0.0
+        for subset in drawn:
+            if not needs_choice(item, subset):
+                total += item.rewards[subset[0]]
+                continue
+            chosen = choices[(p, subset)]
+            total += 0.0 if chosen is None else item.rewards[subset[chosen]]
+        by_k.setdefault(k, {})[p] = total / len(drawn)
+    return {k: np.array([v[p] for p in sorted(v)]) for k, v in sorted(by_k.items())}
+
+
+def baseline_scores(problems: Sequence[SampledProblem], ks: Sequence[int], seed: int = 0) -> dict:
+    """{name: {k: (P,)}} for pass@k (rewards >= 1 pass), random@k (the mean reward) and, when every problem is
+    math, majority@k over the stated answers: unbiased estimators over all n samples (core/algo/passk.py)."""
+    from core.algo.passk import majority_at_k_curve, pass_at_k_curve
+
+    rewards = np.array([p.rewards for p in problems], dtype=np.float64)            # (P, n)
+    passes = pass_at_k_curve(rewards >= 1.0, list(ks))                              # (P, len(ks))
+    out = {"pass": {k: passes[:, i] for i, k in enumerate(ks)},
+           "random": {k: rewards.mean(axis=1) for k in ks}}
+    if all(p.domain == "math" for p in problems):
+        votes = majority_at_k_curve([list(p.answers) for p in problems], rewards >= 1.0, list(ks), seed=seed)
+        out["majority"] = {k: votes[:, i] for i, k in enumerate(ks)}
+    return out
+
+
+def summarize_curves(curves: dict, seed: int = 0) -> dict:
+    """{name: {k: (P,)}} -> {name: {k: {mean, lo, hi}}} with 95% bootstrap CIs over problems."""
+    from core.algo.metrics import bootstrap_ci
+
+    out = {}
+    for name, by_k in curves.items():
+        out[name] = {}
+        for k, values in by_k.items():
+            mean, lo, hi = bootstrap_ci(list(values), seed=seed)
+            out[name][str(k)] = {"mean": mean, "lo": lo, "hi": hi}
+    return out
+
+
+def evaluate(problems: Sequence[SampledProblem], choose_batch: Callable[[list], list], ks: Sequence[int],
+             draws: int, end_lines: bool, seed: int = 0) -> dict:
+    """The BoN curves of one generator's samples with one selector. `choose_batch(tasks)` returns one chosen
+    position (or None) per SelectionTask; it is called once, with every subset that needs a choice.
+    Returns {"curves": {selector, pass, random[, majority]}: {k: {mean, lo, hi}}, "problems", "draws",
+    "judged_subsets", "subsets", "parse_failures"}."""
+    ks = sorted({int(k) for k in ks})
+    subsets = plan(problems, ks, draws, seed)
+    jobs = [(p, s) for (p, _), drawn in subsets.items() for s in drawn if needs_choice(problems[p], s)]
+    tasks = [selection_task(problems[p], s, end_lines, f"{len(s)}-{j}") for j, (p, s) in enumerate(jobs)]
+    picked = choose_batch(tasks) if tasks else []
+    if len(picked) != len(tasks):
+        raise ValueError(f"choose_batch answered {len(picked)} of {len(tasks)} tasks")
+    choices = dict(zip(jobs, picked))
+    curves = {"selector": selector_scores(problems, subsets, choices), **baseline_scores(problems, ks, seed)}
+    return {"curves": summarize_curves(curves, seed), "problems": len(problems), "draws": draws,
+            "judged_subsets": len(tasks), "subsets": sum(len(v) for v in subsets.values()),
+            "parse_failures": sum(c is None for c in picked)}
+
+
+def format_table(result: dict) -> str:
+    curves = result["curves"]
+    names = [n for n in ("selector", "majority", "random", "pass") if n in curves]
+    titles = {"selector": "selector BoN@k", "majority": "majority@k", "random": "random@k", "pass": "pass@k"}
+    lines = [f"{'k':>4}" + "".join(f"{titles[n]:>26}" for n in names)]
+    for k in curves["selector"]:
+        cells = [curves[n][k] for n in names]
+        lines.append(f"{k:>4}" + "".join(f"{c['mean']:>10.3f} [{c['lo']:.3f}, {c['hi']:.3f}]" for c in cells))
+    lines.append(f"{result['problems']} problems; {result['judged_subsets']} of {result['subsets']} subsets judged "
+                 f"by the selector (the others' samples all score the same); {result['parse_failures']} parse failures")
+    return "\n".join(lines)
+
+
+def knockout_chooser(selector: str, window: int, end_lines: bool, dtype: str = "float32") -> Callable[[list], list]:
+    """choose_batch through one RolloutWorker (vLLM) of `selector`: a greedy knockout tournament per task."""
+    from actors.rollout import RolloutWorker
+    from core.config import RolloutConfig
+    from driver.evaluate import choose_knockout
+
+    def choose_batch(tasks: list) -> list:
+        async def run() -> list:
+            worker = RolloutWorker(RolloutConfig(samples_per_prompt=1), selector, dtype=dtype)
+            try:
+                return await choose_knockout(worker, tasks, window, end_lines)
+            finally:
+                await worker.shutdown()
+        return asyncio.run(run())
+
+    return choose_batch
+
+
+def _parse_args(argv: Sequence[str]) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(prog="python -m driver.bon", description=__doc__.split("\n\n")[0])
+    parser.add_argument("--selector", required=True, help="selector model folder (e.g. RUN/export)")
+    parser.add_argument("--samples", required=True, help="a generator's scored samples (eval_samples/step<S>.jsonl)")
+    parser.add_argument("--ks", default="2,4,8,16", help="comma list of k (each at most the samples per problem)")
+    parser.add_argument("--draws", type=int, default=8, help="random k-subsets per problem and k")
+    parser.add_argument("--knockout-window", type=int, default=2, help="candidates per knockout group (>= 2)")
+    parser.add_argument("--exclude", default=None, help="the selector's training dataset folder: its problems are "
+                                                            "left out of the evaluation")
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--dtype", default="float32", choices=["float32", "bfloat16"])
+    parser.add_argument("--out", default=None, help="JSON output (default: beside the samples, bon-<selector>.json)")
+    return parser.parse_args(argv)
+
+
+def main(argv: Optional[Sequence[str]] = None) -> int:
+    from core.algo.genselect import read_prompt_style
+    from core.env import apply_defaults
+
+    args = _parse_args(sys.argv[1:] if argv is None else argv)
+    try:
+        ks = sorted({int(k) for k in args.ks.split(",") if k.strip()})
+        problems = read_samples(args.samples)
+        problems, excluded = exclude_seen(problems, args.exclude) if args.exclude else (problems, 0)
+    except (ValueError, OSError) as err:
+        print(f"driver.bon: {err}", file=sys.stderr)
+        return 2
+    if not problems:
+        print(f"driver.bon: every problem of {args.samples} is in {args.exclude}", file=sys.stderr)
+        return 2
+    n = len(problems[0].rewards)
+    problems_msg = [m for m, bad in ((f"--ks {args.ks}: every k must be in 1..{n} (the samples per problem)",
+                                      not ks or min(ks) < 1 or max(ks) > n),
+                                     ("--knockout-window must be >= 2", args.knockout_window < 2),
+                                     ("--draws must be >= 1", args.draws < 1)) if bad]
+    if problems_msg:
+        print(f"driver.bon: {problems_msg[0]}", file=sys.stderr)
+        return 2
+    apply_defaults()
+    end_lines = read_prompt_style(args.selector)["solution_end_line"]
+    chooser = knockout_chooser(args.selector, args.knockout_window, end_lines, args.dtype)
+    result = evaluate(problems, chooser, ks, args.draws, end_lines, args.seed)
+    result.update({"selector": str(args.selector), "samples": str(args.samples), "knockout_window": args.knockout_window,
+                   "seed": args.seed, "excluded_problems": excluded, "exclude": args.exclude})
+    if excluded:
+        print(f"{excluded} problems left out: the selector trained on them ({args.exclude})")
+    print(format_table(result))
+    out = Path(args.out) if args.out else Path(args.samples).with_name(f"bon-{Path(args.selector).parent.name}.json")
+    out.write_text(json.dumps(result, indent=1))
+    print(f"wrote {out}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
