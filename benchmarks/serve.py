@@ -99,6 +99,56 @@ def run_load(fn, bodies: list, concurrency: int) -> dict:
             "ok": sum(s == 200 for s in statuses), "results": results}
 
 
+def run_load_async(fn, bodies: list, concurrency: int) -> dict:
+    """run_load with one asyncio loop and `concurrency` coroutines instead of threads: `fn(body)` is a coroutine
+    function -> (status, payload). A client this light takes less of the 2 cores from the server it loads."""
+    import asyncio
+
+    latencies, statuses, results = [], [], [None] * len(bodies)
+
+    async def worker(order):
+        for i in order:
+            start = time.perf_counter()
+            status, payload = await fn(bodies[i])
+            latencies.append(time.perf_counter() - start)
+            statuses.append(status)
+            results[i] = (status, payload, start, time.perf_counter())
+
+    async def drive():
+        order = iter(range(len(bodies)))
+        await asyncio.gather(*(worker(order) for _ in range(concurrency)))
+
+    start = time.perf_counter()
+    asyncio.run(drive())
+    wall = time.perf_counter() - start
+    return {"requests": len(bodies), "concurrency": concurrency, "seconds": wall, "rps": len(bodies) / wall,
+            "p50_s": pct(latencies, 50), "p99_s": pct(latencies, 99),
+            "ok": sum(s == 200 for s in statuses), "results": results}
+
+
+def http_post_async(url):
+    """An aiohttp POST of one body (a session per event loop: run_load_async starts a loop per run)."""
+    import aiohttp
+
+    sessions = {}
+
+    async def post(body):
+        import asyncio
+
+        loop = asyncio.get_running_loop()
+        if loop not in sessions:
+            sessions.clear()
+            sessions[loop] = aiohttp.ClientSession(connector=aiohttp.TCPConnector(limit=64),
+                                                   timeout=aiohttp.ClientTimeout(total=120))
+        data = body if isinstance(body, bytes) else json.dumps(body).encode()
+        try:
+            async with sessions[loop].post(url, data=data, headers={"content-type": "application/json"}) as r:
+                return r.status, await r.json(content_type=None)
+        except (aiohttp.ClientError, ValueError) as e:
+            return -1, {"error": repr(e)}
+    return post
+
+
 def http_post(url):
     import requests
 
@@ -152,6 +202,9 @@ def main(argv=None) -> int:
                         help="serve.window: candidates per selection prompt (0: the model's run decides, "
                              "driver.serve.served_window); the throughput rows send N = 8, one prompt at window 8")
     parser.add_argument("--access-log", action="store_true", help="keep Serve's per-request access log")
+    parser.add_argument("--client", choices=("async", "threads"), default="async",
+                        help="throughput load generator: one asyncio loop (aiohttp; awaited handle and actor calls) "
+                             "or a thread per concurrent request (requests; blocking calls), as measured before")
     parser.add_argument("--throughput-optimized", action="store_true",
                         help="RAY_SERVE_THROUGHPUT_OPTIMIZED=1 (user code on the replica's main loop, buffered logs)")
     args = parser.parse_args(argv)
@@ -213,19 +266,26 @@ def main(argv=None) -> int:
     # 1. throughput / latency at concurrency 1, 8, 32, N = 8, greedy (samples 1): over HTTP, through a
     # DeploymentHandle, and straight to one RolloutWorker actor (no Serve). Interleaved, REPS times each, so
     # that the load of a shared machine falls on all three alike; the medians are reported.
-    paths = {"serve": post, "serve_handle": lambda body: (200, handle.select.remote(body).result(timeout_s=120))}
+    load = run_load_async if args.client == "async" else run_load
+    report["client"] = args.client
+
+    async def handle_select(body):
+        return 200, await handle.select.remote(body)
+
+    paths = ({"serve": http_post_async(url + "/v1/select"), "serve_handle": handle_select} if args.client == "async"
+             else {"serve": post, "serve_handle": lambda body: (200, handle.select.remote(body).result(timeout_s=120))})
     direct = None
     if "throughput" in stages:
         direct = DirectSelector(model, settings)
-        paths["direct"] = direct.select
+        paths["direct"] = direct.select_async if args.client == "async" else direct.select
         for fn in paths.values():
-            run_load(fn, bodies8[:8], 4)  # warm-up
+            load(fn, bodies8[:8], 4)  # warm-up
     runs = {name: {c: [] for c in (1, 8, 32)} for name in paths}
     for rep in range(REPS if "throughput" in stages else 0):
         for c in (1, 8, 32):
             reqs = (bodies8 * 8)[: 40 if c == 1 else 160]
             for name, fn in paths.items():
-                r = run_load(fn, reqs, c)
+                r = load(fn, reqs, c)
                 runs[name][c].append({k: v for k, v in r.items() if k != "results"})
                 print(f"{name} c={c} rep {rep}: {r['rps']:.1f} req/s p50 {r['p50_s']*1e3:.0f} ms "
                       f"p99 {r['p99_s']*1e3:.0f} ms ok {r['ok']}/{r['requests']}", flush=True)
@@ -468,19 +528,29 @@ class DirectSelector:
             settings.rollout, model, dtype=settings.dtype, seed=settings.seed)
         ray.get(self.actor.health.remote(), timeout=600)
 
-    def select(self, body):
-        import ray
-
-        from core.algo.genselect import build_prompt, parse_judgment
+    def _call(self, body):
+        from core.algo.genselect import build_prompt
         from core.records import SelectionTask
 
         cands = body["candidates"]
         task = SelectionTask(prompt_id="d", problem_id="d", domain="math", problem=body["problem"],
                              candidates=tuple(cands), candidate_answers=tuple(cands), labels=(0.0,) * len(cands),
                              reference="", prompt=build_prompt(body["problem"], cands))
-        group = ray.get(self.actor.generate.remote([task], n=1, temperature=0.0,
-                                                   max_tokens=self.settings.max_response_tokens))[0]
-        return 200, {"index": parse_judgment(group.rollouts[0].response_text, len(cands)).index}
+        return self.actor.generate.remote([task], n=1, temperature=0.0, max_tokens=self.settings.max_response_tokens)
+
+    @staticmethod
+    def _answer(groups, n):
+        from core.algo.genselect import parse_judgment
+
+        return 200, {"index": parse_judgment(groups[0].rollouts[0].response_text, n).index}
+
+    def select(self, body):
+        import ray
+
+        return self._answer(ray.get(self._call(body)), len(body["candidates"]))
+
+    async def select_async(self, body):
+        return self._answer(await self._call(body), len(body["candidates"]))
 
     def close(self):
         import ray
