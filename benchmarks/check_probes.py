@@ -1,0 +1,74 @@
+"""Is any solution check learnable from the selection label? `benchmarks/learnability.py` on variants of the
+procedural task that keep one kind of check (issue 7, session 10; BENCHMARKS.md).
+
+    .venv/bin/python benchmarks/check_probes.py VARIANT [learnability.py arguments ...]
+
+VARIANT (each patches the data generator for this process only; nothing here is a config of the project):
+
+* `miscopy`: every wrong candidate's slip is a miscopy (a carried value, or the final `Answer:`, differs from
+  the line it copies); no arithmetic needed to check it;
+* `final`: only the final answer is miscopied (`7 + 5 = 12` then `Answer: 21`): the simplest relational check;
+* `lines`: the unchanged slips, but every candidate line is prefixed with its candidate's index (`0| 7 + 5 = 12`)
+  in the selection prompts and (with a random index per text) in the pretraining corpus, so a line check can be
+  read next to its label (use with `model.pretrain.slipped_share` > 0).
+
+Use a `data.seed` of its own per variant: the dataset cache key does not see the patch.
+"""
+from __future__ import annotations
+
+import random
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "benchmarks"))
+
+
+def only_miscopies(final_only: bool) -> None:
+    from driver.data import worked
+
+    every = worked.Plan.possible_slips
+
+    def possible_slips(self):
+        return [s for s in every(self) if s.kind == "miscopy" and (not final_only or s.step == len(self.steps))]
+
+    worked.Plan.possible_slips = possible_slips
+
+
+def index_every_line() -> None:
+    import core.algo.genselect as genselect
+    import driver.data.builder as builder
+    import driver.models.pretrain as pretrain
+
+    build, corpus = genselect.build_prompt, pretrain.corpus_text
+
+    def build_prompt(problem, candidates, max_candidate_chars=None, end_lines=False):
+        labelled = ["\n".join(f"{i}| {line}" for line in genselect.strip_thinking(c).splitlines())
+                    for i, c in enumerate(candidates)]
+        return build(problem, labelled, max_candidate_chars, end_lines)
+
+    def corpus_text(problem, solution, position=None):
+        text = corpus(problem, solution, position)
+        head, sep, body = text.partition("Solution:\n")
+        k = random.Random(text).randrange(8)
+        return head + sep + "\n".join(f"{k}| {line}" if line.strip() else line for line in body.split("\n")) \
+            if sep else text
+
+    genselect.build_prompt = builder.build_prompt = build_prompt
+    pretrain.corpus_text = corpus_text
+
+
+def main(argv) -> int:
+    variants = {"miscopy": lambda: only_miscopies(False), "final": lambda: only_miscopies(True),
+                "lines": index_every_line}
+    if not argv or argv[0] not in variants:
+        sys.exit(f"usage: check_probes.py {{{','.join(variants)}}} [learnability.py arguments]")
+    variants[argv[0]]()
+    import learnability
+
+    return learnability.main(argv[1:])
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
