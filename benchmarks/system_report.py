@@ -103,6 +103,8 @@ def plot_bon(bons: dict, path: Path) -> Path:
             ax.plot(ks, [v["mean"] for v in c["pass"].values()], ":", color="k", label=f"{name}: pass@k (oracle)")
     ax.set(xscale="log", xlabel="k (samples per problem)", ylabel="held-out accuracy (all problems)",
            title="Best-of-N with the selector", ylim=(0, 1))
+    ax.set_xticks(ks, [str(k) for k in ks], minor=False)
+    ax.minorticks_off()
     ax.legend(fontsize=7, loc="upper left")
     fig.tight_layout()
     fig.savefig(path, dpi=110)
