@@ -117,6 +117,8 @@ def run_load_async(fn, bodies: list, concurrency: int) -> dict:
     async def drive():
         order = iter(range(len(bodies)))
         await asyncio.gather(*(worker(order) for _ in range(concurrency)))
+        if hasattr(fn, "aclose"):  # e.g. the HTTP client's session, bound to this run's loop
+            await fn.aclose()
 
     start = time.perf_counter()
     asyncio.run(drive())
@@ -127,7 +129,8 @@ def run_load_async(fn, bodies: list, concurrency: int) -> dict:
 
 
 def http_post_async(url):
-    """An aiohttp POST of one body (a session per event loop: run_load_async starts a loop per run)."""
+    """An aiohttp POST of one body (a session per event loop: run_load_async starts a loop per run and closes the
+    session at its end through `post.aclose`)."""
     import aiohttp
 
     sessions = {}
@@ -146,6 +149,13 @@ def http_post_async(url):
                 return r.status, await r.json(content_type=None)
         except (aiohttp.ClientError, ValueError) as e:
             return -1, {"error": repr(e)}
+
+    async def aclose():
+        for session in sessions.values():
+            await session.close()
+        sessions.clear()
+
+    post.aclose = aclose
     return post
 
 

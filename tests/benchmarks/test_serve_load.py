@@ -17,7 +17,14 @@ def test_the_async_load_keeps_concurrency_requests_in_flight_and_answers_each_bo
         in_flight -= 1
         return (200, {"echo": body}) if body % 5 else (400, {"error": "bad"})
 
+    closed = []
+
+    async def aclose():
+        closed.append(True)
+
+    fn.aclose = aclose
     result = run_load_async(fn, list(range(40)), concurrency=8)
+    assert closed == [True]  # what the client holds is released on the run's own loop
     assert peak == 8 and result["requests"] == 40 and result["ok"] == 32
     assert [r[1] for r in result["results"]] == [{"echo": i} if i % 5 else {"error": "bad"} for i in range(40)]
     assert 0.01 <= result["p50_s"] <= result["p99_s"] and result["rps"] <= 8 / 0.01 * 1.05
