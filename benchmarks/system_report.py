@@ -132,6 +132,10 @@ def plot_generators(summaries: dict, path: Path) -> Path:
             if curve:
                 ax.plot([int(k) for k in curve], list(curve.values()), "-o", label=f"after {name}")
         ax.set(xscale="log", xlabel="k (samples per problem)", ylabel="held-out accuracy", title=title, ylim=(0, 1))
+        ks = [int(k) for k in (first.get(f"final_{key}") or base or {})]
+        if ks:
+            ax.set_xticks(ks, [str(k) for k in ks])
+            ax.minorticks_off()
         ax.legend(loc="upper left", fontsize=8)
     fig.tight_layout()
     fig.savefig(path, dpi=110)

@@ -233,6 +233,10 @@ def plot_generator_curves(log, out_path) -> Path:
         ks = [int(k) for k in rec["pass_curve"]]
         right.plot(ks, list(rec["pass_curve"].values()), style, label=f"pass@k, step {rec['step']}")
     right.set(xscale="log", xlabel="k", ylabel="held-out pass@k", title="Held-out pass@k", ylim=(0, 1))
+    if evals:
+        ks = [int(k) for k in evals[-1]["pass_curve"]]
+        right.set_xticks(ks, [str(k) for k in ks])
+        right.minorticks_off()
     right.legend(loc="lower right")
     fig.tight_layout()
     fig.savefig(out_path, dpi=110)
