@@ -79,6 +79,14 @@ def training_problems(model: str, dataset: str = "") -> frozenset:
         return frozenset()
 
 
+def load_summary(requests: int, concurrency: int, wall: float, latencies: list, statuses: list, results: list) -> dict:
+    """What a load run reports: throughput, p50/p99 latency, the 200s, and each request's (status, payload,
+    start, end)."""
+    return {"requests": requests, "concurrency": concurrency, "seconds": wall, "rps": requests / wall,
+            "p50_s": pct(latencies, 50), "p99_s": pct(latencies, 99),
+            "ok": sum(s == 200 for s in statuses), "results": results}
+
+
 def run_load(fn, bodies: list, concurrency: int) -> dict:
     """Send every body through fn(body) -> (status, payload) with `concurrency` threads."""
     latencies, statuses, results = [], [], [None] * len(bodies)
@@ -93,10 +101,7 @@ def run_load(fn, bodies: list, concurrency: int) -> dict:
     start = time.perf_counter()
     with ThreadPoolExecutor(concurrency) as pool:
         list(pool.map(one, range(len(bodies))))
-    wall = time.perf_counter() - start
-    return {"requests": len(bodies), "concurrency": concurrency, "seconds": wall, "rps": len(bodies) / wall,
-            "p50_s": pct(latencies, 50), "p99_s": pct(latencies, 99),
-            "ok": sum(s == 200 for s in statuses), "results": results}
+    return load_summary(len(bodies), concurrency, time.perf_counter() - start, latencies, statuses, results)
 
 
 def run_load_async(fn, bodies: list, concurrency: int) -> dict:
@@ -122,38 +127,33 @@ def run_load_async(fn, bodies: list, concurrency: int) -> dict:
 
     start = time.perf_counter()
     asyncio.run(drive())
-    wall = time.perf_counter() - start
-    return {"requests": len(bodies), "concurrency": concurrency, "seconds": wall, "rps": len(bodies) / wall,
-            "p50_s": pct(latencies, 50), "p99_s": pct(latencies, 99),
-            "ok": sum(s == 200 for s in statuses), "results": results}
+    return load_summary(len(bodies), concurrency, time.perf_counter() - start, latencies, statuses, results)
 
 
 def http_post_async(url):
-    """An aiohttp POST of one body (a session per event loop: run_load_async starts a loop per run and closes the
-    session at its end through `post.aclose`)."""
+    """An aiohttp POST of one body. The session is opened on the first request of a run (run_load_async starts
+    a loop per run) and closed at the run's end through `post.aclose`."""
     import aiohttp
 
-    sessions = {}
+    session = None
 
     async def post(body):
-        import asyncio
-
-        loop = asyncio.get_running_loop()
-        if loop not in sessions:
-            sessions.clear()
-            sessions[loop] = aiohttp.ClientSession(connector=aiohttp.TCPConnector(limit=64),
-                                                   timeout=aiohttp.ClientTimeout(total=120))
+        nonlocal session
+        if session is None:
+            session = aiohttp.ClientSession(connector=aiohttp.TCPConnector(limit=64),
+                                            timeout=aiohttp.ClientTimeout(total=120))
         data = body if isinstance(body, bytes) else json.dumps(body).encode()
         try:
-            async with sessions[loop].post(url, data=data, headers={"content-type": "application/json"}) as r:
+            async with session.post(url, data=data, headers={"content-type": "application/json"}) as r:
                 return r.status, await r.json(content_type=None)
         except (aiohttp.ClientError, ValueError) as e:
             return -1, {"error": repr(e)}
 
     async def aclose():
-        for session in sessions.values():
+        nonlocal session
+        if session is not None:
             await session.close()
-        sessions.clear()
+            session = None
 
     post.aclose = aclose
     return post

@@ -206,7 +206,7 @@ def write_eval_samples(groups: list, path: Path) -> Path:
     with tmp.open("w") as f:
         for g in groups:
             texts = [r.response_text for r in g.rollouts]
-            math = getattr(g.task, "domain", "math") == "math"
+            math = g.task.domain == "math"
             f.write(json.dumps({"id": g.task.problem_id, "problem": g.task.problem, "domain": g.task.domain,
                                 "texts": texts, "answers": [stated_answer(t) if math else None for t in texts],
                                 "rewards": [float(r) for r in g.rewards]}) + "\n")
