@@ -63,7 +63,7 @@ class SelectorServer:
                                               seed=settings.seed)
         self.worker.version = settings.policy_version
         self.model_path = settings.model
-        self.end_lines = read_prompt_style(settings.model)["solution_end_line"]  # as the model was trained
+        self.style = read_prompt_style(settings.model)  # as the model was trained
         self.started = time.time()
         self.counters = {"select": 0, "completions": 0, "client_errors": 0, "server_errors": 0, "swaps": 0,
                          "swap_failures": 0, "board_errors": 0, "knockout_fallbacks": 0}
@@ -128,7 +128,7 @@ class SelectorServer:
                 raise
             if source["kind"] == "path":
                 self.model_path = source["path"]
-                self.end_lines = read_prompt_style(source["path"])["solution_end_line"]
+                self.style = read_prompt_style(source["path"])
             self.counters["swaps"] += 1
             self.last_swap = {"version": version, "seconds": time.perf_counter() - start,
                               "pause_s": stats.get("pause_s"), "load_s": stats.get("load_s"),
@@ -224,7 +224,7 @@ class SelectorServer:
 
     # ---- /v1/select ------------------------------------------------------------------------------------
     def _prompt_fits(self, problem: str, candidates: list, group: list) -> bool:
-        prompt = build_prompt(problem, [candidates[i] for i in group], end_lines=self.end_lines)
+        prompt = build_prompt(problem, [candidates[i] for i in group], style=self.style)
         return len(self.worker.encode_prompt(prompt)) <= self.s.max_prompt_tokens
 
     async def _select(self, body: bytes) -> dict:
@@ -245,7 +245,7 @@ class SelectorServer:
                                    problem=problem, candidates=tuple(candidates[j] for j in g),
                                    candidate_answers=tuple(candidates[j] for j in g), labels=(0.0,) * len(g),
                                    reference="", prompt=build_prompt(problem, [candidates[j] for j in g],
-                                                                      end_lines=self.end_lines))
+                                                                      style=self.style))
                      for i, g in enumerate(judged)]
             # every group of the round in flight at once: the engine batches them (continuous batching)
             results = await self.worker.generate(tasks, n=k, temperature=req["temperature"],

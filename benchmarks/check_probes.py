@@ -8,9 +8,10 @@ VARIANT (each patches the data generator for this process only; nothing here is 
 * `miscopy`: every wrong candidate's slip is a miscopy (a carried value, or the final `Answer:`, differs from
   the line it copies); no arithmetic needed to check it;
 * `final`: only the final answer is miscopied (`7 + 5 = 12` then `Answer: 21`): the simplest relational check;
-* `lines`: the unchanged slips, but every candidate line is prefixed with its candidate's index (`0| 7 + 5 = 12`)
-  in the selection prompts and (with a random index per text) in the pretraining corpus, so a line check can be
-  read next to its label (use with `model.pretrain.slipped_share` > 0).
+* `lines`: the unchanged slips, every candidate line prefixed with its candidate's index (`0| 7 + 5 = 12`) in the
+  selection prompts (adds `data.line_labels=true`, a prompt style of the project since session 11) and, with a
+  random index per text, in the pretraining corpus, so a line check can be read next to its label (use with
+  `model.pretrain.slipped_share` > 0 for the corpus part to matter).
 
 Use a `data.seed` of its own per variant: the dataset cache key does not see the patch.
 """
@@ -37,16 +38,10 @@ def only_miscopies(final_only: bool) -> None:
 
 
 def index_every_line() -> None:
-    import core.algo.genselect as genselect
-    import driver.data.builder as builder
+    """Label the pretraining corpus's solution lines (the prompts are labelled by `data.line_labels=true`)."""
     import driver.models.pretrain as pretrain
 
-    build, corpus = genselect.build_prompt, pretrain.corpus_text
-
-    def build_prompt(problem, candidates, max_candidate_chars=None, end_lines=False):
-        labelled = ["\n".join(f"{i}| {line}" for line in genselect.strip_thinking(c).splitlines())
-                    for i, c in enumerate(candidates)]
-        return build(problem, labelled, max_candidate_chars, end_lines)
+    corpus = pretrain.corpus_text
 
     def corpus_text(problem, solution, position=None):
         text = corpus(problem, solution, position)
@@ -55,7 +50,6 @@ def index_every_line() -> None:
         return head + sep + "\n".join(f"{k}| {line}" if line.strip() else line for line in body.split("\n")) \
             if sep else text
 
-    genselect.build_prompt = builder.build_prompt = build_prompt
     pretrain.corpus_text = corpus_text
 
 
@@ -67,7 +61,11 @@ def main(argv) -> int:
     variants[argv[0]]()
     import learnability
 
-    return learnability.main(argv[1:])
+    rest = argv[1:]
+    if argv[0] == "lines":  # after the config name (learnability's first positional), before the options
+        at = next((i for i, a in enumerate(rest) if a.startswith("--")), len(rest))
+        rest = rest[:at] + ["data.line_labels=true"] + rest[at:]
+    return learnability.main(rest)
 
 
 if __name__ == "__main__":

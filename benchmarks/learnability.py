@@ -73,6 +73,19 @@ def greedy_accuracy(model, tokenizer, tasks, suffix_ids, index_ids, constrain: b
     return correct / max(1, len(tasks))
 
 
+def reversed_task(task, style):
+    """`task` with its candidates in reverse order (labels and prompt to match): the same decision with every
+    correct index moved, so that a batch holding both carries no net push towards any one index."""
+    import dataclasses
+
+    import core.algo.genselect as genselect
+
+    candidates = tuple(reversed(task.candidates))
+    return dataclasses.replace(task, candidates=candidates, candidate_answers=tuple(reversed(task.candidate_answers)),
+                               labels=tuple(reversed(task.labels)),
+                               prompt=genselect.build_prompt(task.problem, candidates, style=style))
+
+
 def policy_loss(log_probs, tasks, index_ids, mode: str, group_size: int, entropy_coef: float = 0.0,
                 constrain: bool = False):
     """Loss of one step and the mean sampled reward. log_probs: (batch, vocab) log pi at the index token.
@@ -114,12 +127,15 @@ def main(argv=None) -> int:
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--constrain", action="store_true", help="sample only valid indices (rl)")
     ap.add_argument("--entropy-coef", type=float, default=0.0, help="entropy bonus on the index distribution (rl)")
+    ap.add_argument("--mirror", action="store_true",
+                    help="each step: prompts_per_step/2 prompts, each beside its copy with the candidates reversed")
     ap.add_argument("--out", default=None, help="result JSON (default: benchmarks/results/learnability-<mode>.json)")
     args = ap.parse_args(argv)
 
     import torch
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
+    from core.algo.genselect import PromptStyle
     from core.config import load_config
     from driver.data.builder import summarize
     from driver.data.dataset import load_dataset
@@ -153,7 +169,13 @@ def main(argv=None) -> int:
     print(f"step 0 held-out accuracy {curve[0]['accuracy']:.3f}", flush=True)
     started, rewards = time.time(), []
     for step in range(1, args.steps + 1):
-        batch = [train[order[(step * cfg.prompts_per_step + i) % len(train)]] for i in range(cfg.prompts_per_step)]
+        if args.mirror:
+            half = cfg.prompts_per_step // 2
+            picked = [train[order[(step * half + i) % len(train)]] for i in range(half)]
+            batch = [t for task in picked for t in (task, reversed_task(task, PromptStyle.of(cfg.data)))]
+        else:
+            batch = [train[order[(step * cfg.prompts_per_step + i) % len(train)]]
+                     for i in range(cfg.prompts_per_step)]
         log_probs = torch.log_softmax(last_logits(model, tokenizer, batch, suffix, cfg.rollout.temperature), -1)
         loss, reward = policy_loss(log_probs, batch, index_ids, args.mode, cfg.rollout.samples_per_prompt,
                                    args.entropy_coef, args.constrain)
@@ -171,7 +193,7 @@ def main(argv=None) -> int:
             print(f"step {step} held-out accuracy {curve[-1]['accuracy']:.3f}{reward} "
                   f"({time.time() - started:.0f} s)", flush=True)
     result = {"config": args.config, "overrides": args.overrides, "mode": args.mode, "lr": args.lr,
-              "steps": args.steps, "entropy_coef": args.entropy_coef, "constrain": args.constrain, "max_candidates": args.max_candidates, "train_prompts": len(train),
+              "steps": args.steps, "mirror": args.mirror, "entropy_coef": args.entropy_coef, "constrain": args.constrain, "max_candidates": args.max_candidates, "train_prompts": len(train),
               "heldout_prompts": len(heldout), "majority_at_n": stats.majority_at_n,
               "random_at_n": stats.random_at_n, "always_first": first_index, "curve": curve,
               "seconds": round(time.time() - started, 1), "machine": f"{platform.machine()} {platform.processor()}"}

@@ -120,6 +120,8 @@ class DataConfig:
     solution_end_line: bool = _f(False, "End each candidate's block with `End of solution {i}.`: the index "
                                         "again beside the block's final answer (the embedded default: a tiny "
                                         "model finds a block's label there; data.md).")
+    line_labels: bool = _f(False, "Prefix every line of candidate i with `i| `: each line's check sits beside its "
+                                  "candidate's label (data.md). Recorded in the export for serving.")
     min_candidates: int = _f(2, "Fewest candidates in one selection prompt (paper: 2).")
     max_candidates: int = _f(8, "Most candidates in one selection prompt (paper: 16).")
     prompts_per_problem: int = _f(4, "Selection prompts drawn per kept problem (paper: up to 4).")

@@ -36,7 +36,7 @@ from typing import Callable, Optional, Sequence
 
 import numpy as np
 
-from core.algo.genselect import build_prompt
+from core.algo.genselect import PromptStyle, build_prompt
 from core.records import SelectionTask
 
 
@@ -118,14 +118,14 @@ def needs_choice(item: SampledProblem, subset: tuple) -> bool:
     return len({item.rewards[i] for i in subset}) > 1
 
 
-def selection_task(item: SampledProblem, subset: tuple, end_lines: bool, tag: str) -> SelectionTask:
+def selection_task(item: SampledProblem, subset: tuple, style: PromptStyle, tag: str) -> SelectionTask:
     """The GenSelect prompt of `subset` (Solution j = sample subset[j])."""
     texts = tuple(item.texts[i] for i in subset)
     return SelectionTask(prompt_id=f"{item.id}/bon-{tag}", problem_id=item.id, domain=item.domain,
                          problem=item.problem, candidates=texts,
                          candidate_answers=tuple(str(item.answers[i]) for i in subset),
                          labels=tuple(item.rewards[i] for i in subset), reference="",
-                         prompt=build_prompt(item.problem, texts, end_lines=end_lines))
+                         prompt=build_prompt(item.problem, texts, style=style))
 
 
 def selector_scores(problems: Sequence[SampledProblem], subsets: dict, choices: dict) -> dict:
@@ -174,7 +174,7 @@ def summarize_curves(curves: dict, seed: int = 0) -> dict:
 
 
 def evaluate(problems: Sequence[SampledProblem], choose_batch: Callable[[list], list], ks: Sequence[int],
-             draws: int, end_lines: bool, seed: int = 0) -> dict:
+             draws: int, style: PromptStyle, seed: int = 0) -> dict:
     """The BoN curves of one generator's samples with one selector. `choose_batch(tasks)` returns one chosen
     position (or None) per SelectionTask; it is called once, with every subset that needs a choice.
     Returns {"curves": {selector, pass, random[, majority]}: {k: {mean, lo, hi}}, "problems", "draws",
@@ -182,7 +182,7 @@ def evaluate(problems: Sequence[SampledProblem], choose_batch: Callable[[list], 
     ks = sorted({int(k) for k in ks})
     subsets = plan(problems, ks, draws, seed)
     jobs = [(p, s) for (p, _), drawn in subsets.items() for s in drawn if needs_choice(problems[p], s)]
-    tasks = [selection_task(problems[p], s, end_lines, f"{len(s)}-{j}") for j, (p, s) in enumerate(jobs)]
+    tasks = [selection_task(problems[p], s, style, f"{len(s)}-{j}") for j, (p, s) in enumerate(jobs)]
     picked = choose_batch(tasks) if tasks else []
     if len(picked) != len(tasks):
         raise ValueError(f"choose_batch answered {len(picked)} of {len(tasks)} tasks")
@@ -206,7 +206,7 @@ def format_table(result: dict) -> str:
     return "\n".join(lines)
 
 
-def knockout_chooser(selector: str, window: int, end_lines: bool, dtype: str = "float32") -> Callable[[list], list]:
+def knockout_chooser(selector: str, window: int, style: PromptStyle, dtype: str = "float32") -> Callable[[list], list]:
     """choose_batch through one RolloutWorker (vLLM) of `selector`: a greedy knockout tournament per task."""
     from actors.rollout import RolloutWorker
     from core.config import RolloutConfig
@@ -216,7 +216,7 @@ def knockout_chooser(selector: str, window: int, end_lines: bool, dtype: str = "
         async def run() -> list:
             worker = RolloutWorker(RolloutConfig(samples_per_prompt=1), selector, dtype=dtype)
             try:
-                return await choose_knockout(worker, tasks, window, end_lines)
+                return await choose_knockout(worker, tasks, window, style)
             finally:
                 await worker.shutdown()
         return asyncio.run(run())
@@ -263,9 +263,9 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         print(f"driver.bon: {problems_msg[0]}", file=sys.stderr)
         return 2
     apply_defaults()
-    end_lines = read_prompt_style(args.selector)["solution_end_line"]
-    chooser = knockout_chooser(args.selector, args.knockout_window, end_lines, args.dtype)
-    result = evaluate(problems, chooser, ks, args.draws, end_lines, args.seed)
+    style = read_prompt_style(args.selector)
+    chooser = knockout_chooser(args.selector, args.knockout_window, style, args.dtype)
+    result = evaluate(problems, chooser, ks, args.draws, style, args.seed)
     result.update({"selector": str(args.selector), "samples": str(args.samples), "knockout_window": args.knockout_window,
                    "seed": args.seed, "excluded_problems": excluded, "exclude": args.exclude})
     if excluded:

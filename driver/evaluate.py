@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import Optional, Sequence
 
 from core.algo import metrics as M
-from core.algo.genselect import build_prompt, parse_judgment
+from core.algo.genselect import PromptStyle, build_prompt, parse_judgment
 from core.algo.knockout import advance, plan_round
 
 BASELINES = ("genselect", "pass_at_1", "majority", "random", "pass_at_n")
@@ -109,7 +109,7 @@ async def choose(worker, tasks: Sequence, max_tokens: Optional[int] = None) -> l
     return [parse_judgment(g.rollouts[0].response_text, g.task.num_candidates).index for g in groups]
 
 
-def sub_task(task, members: Sequence[int], end_lines: bool):
+def sub_task(task, members: Sequence[int], style: PromptStyle):
     """`task` restricted to the candidates `members` (in that order), its prompt rendered again."""
     from dataclasses import replace
 
@@ -117,10 +117,10 @@ def sub_task(task, members: Sequence[int], end_lines: bool):
     return replace(task, prompt_id=f"{task.prompt_id}/ko{'-'.join(map(str, members))}",
                    candidates=pick(task.candidates), candidate_answers=pick(task.candidate_answers),
                    labels=pick(task.labels), prompt=build_prompt(task.problem, pick(task.candidates),
-                                                                 end_lines=end_lines))
+                                                                 style=style))
 
 
-async def choose_knockout(worker, tasks: Sequence, window: int, end_lines: bool,
+async def choose_knockout(worker, tasks: Sequence, window: int, style: PromptStyle,
                           max_tokens: Optional[int] = None) -> list:
     """Greedy knockout selections (indices into each task's candidates; None = the final judgment did not
     parse). Each round judges every task's groups in one batch; a group whose judgment does not parse
@@ -129,7 +129,7 @@ async def choose_knockout(worker, tasks: Sequence, window: int, end_lines: bool,
     while any(len(m) > 1 for m in members):
         plans = {i: plan_round(m, window, lambda g: True) for i, m in enumerate(members) if len(m) > 1}
         judged = [(i, g) for i, plan in plans.items() for g in plan if len(g) > 1]
-        results = await worker.generate([sub_task(tasks[i], g, end_lines) for i, g in judged], n=1,
+        results = await worker.generate([sub_task(tasks[i], g, style) for i, g in judged], n=1,
                                         temperature=0.0, max_tokens=max_tokens)
         picks = {(i, tuple(g)): parse_judgment(result.rollouts[0].response_text, len(g)).index
                  for (i, g), result in zip(judged, results)}
@@ -161,10 +161,10 @@ class _RemoteWorker:
         return await self.handle.generate.remote(tasks, **kwargs)
 
 
-def choose_knockout_remote(rollout_handle, tasks: Sequence, window: int, end_lines: bool, timeout_s: float) -> list:
+def choose_knockout_remote(rollout_handle, tasks: Sequence, window: int, style: PromptStyle, timeout_s: float) -> list:
     """choose_knockout through a Ray actor handle, from synchronous code (the training driver); raises
     asyncio.TimeoutError when the whole tournament takes longer than `timeout_s`."""
-    return asyncio.run(asyncio.wait_for(choose_knockout(_RemoteWorker(rollout_handle), tasks, window, end_lines),
+    return asyncio.run(asyncio.wait_for(choose_knockout(_RemoteWorker(rollout_handle), tasks, window, style),
                                         timeout_s))
 
 
@@ -209,8 +209,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.knockout_window == 1 or args.knockout_window < 0:
         print("--knockout-window must be 0 (off) or at least 2", file=sys.stderr)
         return 2
-    end_lines = bool(json.loads((Path(args.dataset) / "manifest.json").read_text())["config"]
-                     .get("solution_end_line", False))
+    built_with = json.loads((Path(args.dataset) / "manifest.json").read_text())["config"]
+    style = PromptStyle(end_lines=bool(built_with.get("solution_end_line", False)),
+                        line_labels=bool(built_with.get("line_labels", False)))
     cfg = RolloutConfig(samples_per_prompt=1)
     if args.max_tokens:
         cfg.max_response_tokens = args.max_tokens
@@ -219,7 +220,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         worker = RolloutWorker(cfg, args.model, dtype=args.dtype)
         try:
             if args.knockout_window:
-                return await choose_knockout(worker, tasks, args.knockout_window, end_lines)
+                return await choose_knockout(worker, tasks, args.knockout_window, style)
             return await choose(worker, tasks)
         finally:
             await worker.shutdown()

@@ -16,7 +16,7 @@ from pathlib import Path
 import numpy as np
 
 from actors.faults import maybe_crash
-from core.algo.genselect import write_prompt_style
+from core.algo.genselect import PromptStyle, write_prompt_style
 from core.config import to_yaml
 from driver import checkpoint as ckpt
 from driver.report import MetricsLog, Progress, plot_curves, summarize
@@ -439,7 +439,7 @@ class Run:
         deadline = rounds_needed(n, window) * generate_deadline_s(
             self.cfg.rollout, self.cfg.data.max_prompt_tokens, len(tasks) * max(1, n // 2))
         try:
-            choices = choose_knockout_remote(self.handles.rollouts[0], tasks, window, self.cfg.data.solution_end_line,
+            choices = choose_knockout_remote(self.handles.rollouts[0], tasks, window, PromptStyle.of(self.cfg.data),
                                              deadline)
         except Exception as err:
             raise RunFailed(f"knockout evaluation at step {step} failed ({type(err).__name__}: {err})") from err
@@ -462,7 +462,7 @@ class Run:
     def finish(self) -> dict:
         export = self.run_dir / "export"
         self._get([learner.export_hf.remote(str(export)) for learner in self.handles.learners], 600, "export")
-        write_prompt_style(export, self.cfg.data.solution_end_line)  # serving renders prompts the same way
+        write_prompt_style(export, PromptStyle.of(self.cfg.data))  # serving renders prompts the same way
         plot_curves(self.metrics, self.run_dir / "curves.png")
         summary = summarize(self.metrics, time.time() - self.started_at, self.cfg.steps)
         summary["dataset"] = str(self.prepared.dataset_dir)

@@ -17,8 +17,10 @@ Pure: stdlib only.
 """
 from __future__ import annotations
 
+import json
 import re
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass, fields
+from pathlib import Path
 from typing import Optional, Sequence
 
 PROMPT_HEADER = (
@@ -28,6 +30,8 @@ PROMPT_HEADER = (
 # Optional last line of each candidate's block (`DataConfig.solution_end_line`): the block's index written again
 # right after its final answer, so a small model finds a block's label next to the text that decides it.
 SOLUTION_END_LINE = "End of solution {i}."
+# Optional prefix of every line of candidate i (`DataConfig.line_labels`): the label beside each line's own check.
+LINE_LABEL = "{i}| "
 # A model folder's prompt style, written beside exported weights so that serving renders prompts as training did.
 PROMPT_STYLE_FILE = "genselect_prompt.json"
 PROMPT_FOOTER = 'Which solution is correct? Finish with "Judgment: IDX" where IDX is a number from 0 to {last}.'
@@ -49,10 +53,38 @@ def strip_thinking(text: str) -> str:
     return text.strip()
 
 
+@dataclass(frozen=True)
+class PromptStyle:
+    """How candidate blocks are rendered; a model is served with the style it was trained with.
+
+    Attributes:
+        end_lines: each block ends with `End of solution {i}.` (SOLUTION_END_LINE).
+        line_labels: every non-empty line of candidate i starts with `{i}| ` (LINE_LABEL).
+    """
+    end_lines: bool = False
+    line_labels: bool = False
+
+    @classmethod
+    def of(cls, data_cfg) -> "PromptStyle":
+        """The style a DataConfig asks for."""
+        return cls(end_lines=bool(data_cfg.solution_end_line), line_labels=bool(data_cfg.line_labels))
+
+
+PLAIN = PromptStyle()
+
+
+def render_block(i: int, body: str, style: PromptStyle) -> str:
+    """Candidate i's block: `Solution {i}:`, its text (lines labelled if the style says so), its end line."""
+    if style.line_labels:
+        label = LINE_LABEL.format(i=i)
+        body = "\n".join(label + line if line.strip() else line for line in body.split("\n"))
+    end = "\n" + SOLUTION_END_LINE.format(i=i) if style.end_lines else ""
+    return f"Solution {i}:\n{body}{end}"
+
+
 def build_prompt(problem: str, candidates: Sequence[str], max_candidate_chars: Optional[int] = None,
-                 end_lines: bool = False) -> str:
-    """Render the GenSelect prompt for `problem` and `candidates` (shown as Solution 0..N-1); with `end_lines`
-    each block ends with `End of solution {i}.` (SOLUTION_END_LINE).
+                 style: PromptStyle = PLAIN) -> str:
+    """Render the GenSelect prompt for `problem` and `candidates` (shown as Solution 0..N-1) in `style`.
 
     Raises:
         ValueError: fewer than 2 candidates.
@@ -65,30 +97,28 @@ def build_prompt(problem: str, candidates: Sequence[str], max_candidate_chars: O
         body = strip_thinking(candidate)
         if max_candidate_chars is not None and len(body) > max_candidate_chars:
             raise CandidateTooLong(f"candidate {i} has {len(body)} characters (cap {max_candidate_chars})")
-        end = "\n" + SOLUTION_END_LINE.format(i=i) if end_lines else ""
-        blocks.append(f"Solution {i}:\n{body}{end}")
+        blocks.append(render_block(i, body, style))
     n = len(candidates)
     parts = [PROMPT_HEADER.format(n=n), f"Problem:\n{problem.strip()}", *blocks, PROMPT_FOOTER.format(last=n - 1)]
     return "\n\n".join(parts)
 
 
-def write_prompt_style(folder, solution_end_line: bool) -> None:
+def write_prompt_style(folder, style: PromptStyle) -> None:
     """Record in model `folder` how its selection prompts were rendered (read by `read_prompt_style`)."""
-    import json
-    from pathlib import Path
-
-    (Path(folder) / PROMPT_STYLE_FILE).write_text(json.dumps({"solution_end_line": bool(solution_end_line)}))
+    (Path(folder) / PROMPT_STYLE_FILE).write_text(json.dumps(asdict(style)))
 
 
-def read_prompt_style(folder) -> dict:
-    """The prompt style recorded in model `folder`: {"solution_end_line": bool}; a folder without the file
-    (any model not trained here) gets the plain GenSelect prompt."""
-    import json
-    from pathlib import Path
-
+def read_prompt_style(folder) -> PromptStyle:
+    """The prompt style recorded in model `folder`; a folder without the file (any model not trained here) gets
+    the plain GenSelect prompt. Older files name `solution_end_line` for `end_lines`."""
     path = Path(folder) / PROMPT_STYLE_FILE
-    style = json.loads(path.read_text()) if path.is_file() else {}
-    return {"solution_end_line": bool(style.get("solution_end_line", False))}
+    saved = json.loads(path.read_text()) if path.is_file() else {}
+    if "solution_end_line" in saved:
+        saved.setdefault("end_lines", saved.pop("solution_end_line"))
+    unknown = set(saved) - {f.name for f in fields(PromptStyle)}
+    if unknown:
+        raise ValueError(f"{path}: unknown prompt style keys {sorted(unknown)} (written by a newer genselect-rl?)")
+    return PromptStyle(**{k: bool(v) for k, v in saved.items()})
 
 
 class ParseStatus:

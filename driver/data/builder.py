@@ -24,7 +24,7 @@ from collections import Counter
 from dataclasses import dataclass, field
 from typing import Callable
 
-from core.algo.genselect import CandidateTooLong, build_prompt, strip_thinking
+from core.algo.genselect import PLAIN, CandidateTooLong, PromptStyle, build_prompt, strip_thinking
 from core.records import SelectionTask
 from driver.data.problem import RawProblem
 
@@ -102,7 +102,7 @@ def draw_indices(labels: tuple, n: int, rng: random.Random) -> list:
 
 
 def build_tasks(problem: RawProblem, min_candidates: int, max_candidates: int, prompts_per_problem: int,
-                max_candidate_chars: int, rng: random.Random, stats: BuildStats, end_lines: bool = False) -> list:
+                max_candidate_chars: int, rng: random.Random, stats: BuildStats, style: PromptStyle = PLAIN) -> list:
     """Rule 4: up to `prompts_per_problem` SelectionTasks for one kept problem."""
     tasks, seen = [], set()
     hi = min(max_candidates, len(problem.candidates))
@@ -115,7 +115,7 @@ def build_tasks(problem: RawProblem, min_candidates: int, max_candidates: int, p
         seen.add(tuple(order))
         texts = [problem.candidates[i] for i in order]
         try:
-            prompt = build_prompt(problem.problem, texts, max_candidate_chars, end_lines)
+            prompt = build_prompt(problem.problem, texts, max_candidate_chars, style)
         except CandidateTooLong:
             stats.prompts_too_long_chars += 1
             continue
@@ -136,7 +136,7 @@ def build_all(problems: list, cfg, seed_tag: str, stats: BuildStats) -> list:
     out = []
     for p in problems:
         out.extend(build_tasks(p, cfg.min_candidates, cfg.max_candidates, cfg.prompts_per_problem,
-                               cfg.max_candidate_chars, rng, stats, cfg.solution_end_line))
+                               cfg.max_candidate_chars, rng, stats, PromptStyle.of(cfg)))
     return out
 
 

@@ -415,7 +415,7 @@ def test_two_rank_zero3_weight_sync_and_final_export(ray_session, tiny_model_pat
         run = Run.__new__(Run)  # Run.finish with everything but the learners stubbed
         run.run_dir, run.started_at, run.version = tmp_path / "run", 0.0, 1
         run.run_dir.mkdir()
-        run.cfg = SimpleNamespace(steps=1, data=SimpleNamespace(solution_end_line=False))
+        run.cfg = SimpleNamespace(steps=1, data=SimpleNamespace(solution_end_line=False, line_labels=False))
         run.handles = SimpleNamespace(learners=ranks)
         run.metrics = SimpleNamespace(close=lambda: None)
         run.prepared = SimpleNamespace(dataset_dir="unused")

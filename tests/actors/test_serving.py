@@ -434,9 +434,9 @@ def test_replica_killed_under_load_is_replaced(served):
 def test_prompts_follow_the_model_folders_prompt_style(tmp_path):
     """A folder exported by driver.train records `solution_end_line`; the replica renders prompts that way, and
     re-reads the style when it swaps to another folder."""
-    from core.algo.genselect import write_prompt_style
+    from core.algo.genselect import PromptStyle, write_prompt_style
 
-    write_prompt_style(tmp_path, True)
+    write_prompt_style(tmp_path, PromptStyle(end_lines=True, line_labels=True))
     seen = []
 
     class Recording(ScriptedWorker):
@@ -446,7 +446,7 @@ def test_prompts_follow_the_model_folders_prompt_style(tmp_path):
 
     server = SelectorServer(settings(model=str(tmp_path)), worker=Recording())
     _select(server, {"problem": "p", "candidates": ["a RIGHT", "b"], "samples": 1, "temperature": 1.0})
-    assert "a RIGHT\nEnd of solution 0." in seen[0] and "b\nEnd of solution 1." in seen[0]
+    assert "0| a RIGHT\nEnd of solution 0." in seen[0] and "1| b\nEnd of solution 1." in seen[0]
     plain = SelectorServer(settings(), worker=Recording())
     _select(plain, {"problem": "p", "candidates": ["a RIGHT", "b"], "samples": 1, "temperature": 1.0})
-    assert "End of solution" not in seen[1]
+    assert "End of solution" not in seen[1] and "0| a" not in seen[1]

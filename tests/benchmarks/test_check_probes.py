@@ -1,6 +1,4 @@
 """benchmarks/check_probes.py: each variant patches the data the way its docstring says (patches undone after)."""
-import core.algo.genselect as genselect
-import driver.data.builder as builder
 import driver.models.pretrain as pretrain
 from benchmarks import check_probes
 from driver.data import procedural, worked
@@ -29,12 +27,13 @@ def test_the_final_variant_miscopies_only_the_answer_line(monkeypatch):
             assert eval(left) == int(result)  # noqa: S307 - our own generated arithmetic
 
 
-def test_the_lines_variant_labels_every_candidate_line(monkeypatch):
-    for module, name in ((genselect, "build_prompt"), (builder, "build_prompt"), (pretrain, "corpus_text")):
-        monkeypatch.setattr(module, name, getattr(module, name))
-    check_probes.index_every_line()
-    prompt = builder.build_prompt("Compute 1 + 2.", ["1 + 2 = 3\nAnswer: 3", "1 + 2 = 4\nAnswer: 4"], end_lines=True)
-    assert "Solution 1:\n1| 1 + 2 = 4\n1| Answer: 4\nEnd of solution 1." in prompt
+def test_the_lines_variant_labels_the_corpus_and_asks_for_labelled_prompts(monkeypatch):
+    monkeypatch.setattr(pretrain, "corpus_text", pretrain.corpus_text)
+    seen = []
+    import learnability
+    monkeypatch.setattr(learnability, "main", lambda argv: seen.append(argv) or 0)
+    assert check_probes.main(["lines", "default", "data.seed=3", "--mode", "sft"]) == 0
+    assert seen == [["default", "data.seed=3", "data.line_labels=true", "--mode", "sft"]]
     text = pretrain.corpus_text("Compute 1 + 2.", "1 + 2 = 3\nAnswer: 3")
     labels = {line.split("| ")[0] for line in text.split("Solution:\n")[1].splitlines() if line.strip()}
     assert len(labels) == 1 and labels.pop() in "01234567"

@@ -87,6 +87,17 @@ def test_prompts_per_problem_and_no_repeated_draws():
     assert len(orders) == len(set(orders)) <= 2
 
 
+def test_the_configured_prompt_style_renders_every_prompt():
+    from core.algo.genselect import PromptStyle, build_prompt
+
+    probs = [problem(f"p{i}", [1, 0, 0]) for i in range(5)]
+    cfg = DataConfig(prompts_per_problem=2, max_candidates=3, solution_end_line=True, line_labels=True)
+    tasks = builder.build_all(probs, cfg, "train", builder.BuildStats())
+    assert tasks and all(t.prompt == build_prompt(t.problem, t.candidates, style=PromptStyle(True, True))
+                         for t in tasks)
+    assert all(f"{i}| " in t.prompt for t in tasks for i in range(t.num_candidates))
+
+
 def test_split_is_by_problem():
     probs = [problem(f"p{i}", [1, 0, 0]) for i in range(50)]
     train, held = builder.split_by_problem(probs, 0.2, seed=0)

@@ -6,7 +6,7 @@ from types import SimpleNamespace
 
 import pytest
 
-from core.algo.genselect import render_judgment
+from core.algo.genselect import PLAIN, PromptStyle, render_judgment
 from core.records import SelectionTask
 from driver.evaluate import choose_knockout, choose_knockout_remote, sub_task
 
@@ -40,7 +40,7 @@ def test_pairs_knockout_finds_the_good_candidate_in_log2_rounds_batched_across_t
     tasks = [_task(["a", "b", "c", "d", "e", "good-f", "g"], "x"), _task(["good-a", "b"], "y"),
              _task(["a", "b", "c"], "z")]
     judge = Judge()
-    choices = asyncio.run(choose_knockout(judge, tasks, window=2, end_lines=True))
+    choices = asyncio.run(choose_knockout(judge, tasks, window=2, style=PromptStyle(end_lines=True)))
     assert choices == [5, 0, 2]
     assert len(judge.batches) == 3  # rounds for 7 candidates in pairs; the others ride along in round 1
     assert len(judge.batches[0]) == 3 + 1 + 1  # task x: 4 groups of which 3 pairs; y: 1 pair; z: 1 pair + 1 bye
@@ -51,15 +51,15 @@ def test_unparseable_group_advances_its_first_member_and_an_unparseable_final_is
     judge = Judge()
     early = _task(["b", "mute-a", "good-c", "d"], "early")  # round 1 group (0, 1) cannot be judged: 0 goes on
     final = _task(["mute-a", "good-b"], "final")            # the only round cannot be judged
-    assert asyncio.run(choose_knockout(judge, [early, final], window=2, end_lines=False)) == [2, None]
+    assert asyncio.run(choose_knockout(judge, [early, final], window=2, style=PLAIN)) == [2, None]
 
 
 def test_window_at_least_n_is_one_direct_judgment_and_sub_task_keeps_labels_aligned():
     judge = Judge()
     task = _task(["a", "good-b", "c"])
-    assert asyncio.run(choose_knockout(judge, [task], window=8, end_lines=False)) == [1]
+    assert asyncio.run(choose_knockout(judge, [task], window=8, style=PLAIN)) == [1]
     assert len(judge.batches) == 1 and len(judge.batches[0]) == 1
-    sub = sub_task(task, [2, 1], end_lines=False)
+    sub = sub_task(task, [2, 1], style=PLAIN)
     assert sub.candidates == ("c", "good-b") and sub.labels == (0.0, 1.0) and sub.candidate_answers == ("2", "1")
     assert sub.prompt.index("Solution 0:\nc") < sub.prompt.index("Solution 1:\ngood-b")
 
@@ -76,6 +76,6 @@ class _Handle:
 
 def test_remote_knockout_from_sync_code_and_its_deadline():
     tasks = [_task(["a", "b", "good-c", "d"])]
-    assert choose_knockout_remote(_Handle(Judge()), tasks, 2, False, timeout_s=30) == [2]
+    assert choose_knockout_remote(_Handle(Judge()), tasks, 2, PLAIN, timeout_s=30) == [2]
     with pytest.raises(asyncio.TimeoutError):
-        choose_knockout_remote(_Handle(Judge(), delay_s=0.5), tasks, 2, False, timeout_s=0.2)
+        choose_knockout_remote(_Handle(Judge(), delay_s=0.5), tasks, 2, PLAIN, timeout_s=0.2)

@@ -11,6 +11,7 @@ from types import SimpleNamespace
 import numpy as np
 import pytest
 
+from core.algo.genselect import PLAIN, PromptStyle
 from driver.bon import (SampledProblem, SamplesFileError, draw_subsets, evaluate, needs_choice, read_samples)
 from driver.generator_run import write_eval_samples
 
@@ -38,8 +39,8 @@ def worst(tasks):
 
 def test_an_oracle_selector_is_pass_at_k_and_the_worst_is_all_k_correct_exactly_over_all_subsets():
     ks = [1, 2, 3, 4]
-    best = evaluate(PROBLEMS, oracle, ks, draws=10, end_lines=False)["curves"]  # C(4, k) <= 6: every subset
-    bad = evaluate(PROBLEMS, worst, ks, draws=10, end_lines=False)["curves"]
+    best = evaluate(PROBLEMS, oracle, ks, draws=10, style=PLAIN)["curves"]  # C(4, k) <= 6: every subset
+    bad = evaluate(PROBLEMS, worst, ks, draws=10, style=PLAIN)["curves"]
     for k in ks:
         assert best["selector"][str(k)]["mean"] == pytest.approx(best["pass"][str(k)]["mean"])
         all_correct = np.mean([math.comb(int(sum(p.rewards)), k) / math.comb(4, k) for p in PROBLEMS])
@@ -55,7 +56,7 @@ def test_only_subsets_with_mixed_rewards_reach_the_selector_and_unparsed_choices
         seen.extend(tasks)
         return [None] * len(tasks)
 
-    result = evaluate(PROBLEMS, mute, [2], draws=10, end_lines=True)
+    result = evaluate(PROBLEMS, mute, [2], draws=10, style=PromptStyle(end_lines=True))
     assert result["subsets"] == 5 * 6
     # a: 3 mixed pairs, b: 4, c and d: none, e: 4
     assert result["judged_subsets"] == len(seen) == 11 and result["parse_failures"] == 11
@@ -77,7 +78,7 @@ def test_subsets_are_drawn_in_a_random_order_reproducibly_and_sampled_when_there
 def test_majority_uses_the_stated_answers():
     # two wrong samples agree on 7, the right answer 3 stands alone: majority@3 over all 4 is below pass@3
     item = _problem("m", [1, 0, 0, 0], answers=["3", "7", "7", "5"])
-    curves = evaluate([item], oracle, [3], draws=10, end_lines=False)["curves"]
+    curves = evaluate([item], oracle, [3], draws=10, style=PLAIN)["curves"]
     assert curves["majority"]["3"]["mean"] < curves["pass"]["3"]["mean"] == pytest.approx(0.75)
 
 

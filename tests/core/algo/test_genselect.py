@@ -1,9 +1,12 @@
 """GenSelect prompt rendering, judgment parsing (last match wins) and the selection reward."""
+from types import SimpleNamespace
+
 import pytest
 from hypothesis import given, strategies as st
 
-from core.algo.genselect import (CandidateTooLong, ParseStatus, build_prompt, parse_judgment,
-                                   render_judgment, selection_reward, strip_thinking)
+from core.algo.genselect import (PROMPT_STYLE_FILE, CandidateTooLong, ParseStatus, PromptStyle, build_prompt,
+                                 parse_judgment, read_prompt_style, render_judgment, selection_reward,
+                                 strip_thinking, write_prompt_style)
 
 
 def test_prompt_numbers_candidates_in_order_and_keeps_duplicates():
@@ -72,13 +75,32 @@ def test_strip_thinking_unclosed_prefix():
     assert strip_thinking("scratch without open tag</think> Answer: 3") == "Answer: 3"
 
 
-def test_solution_end_lines_repeat_each_index_after_its_block(tmp_path):
-    from core.algo.genselect import read_prompt_style, write_prompt_style
-
+def test_solution_end_lines_repeat_each_index_after_its_block():
     plain = build_prompt("p", ["Answer: 1", "Answer: 2"])
-    closed = build_prompt("p", ["Answer: 1", "Answer: 2"], end_lines=True)
-    assert "End of solution" not in plain
+    closed = build_prompt("p", ["Answer: 1", "Answer: 2"], style=PromptStyle(end_lines=True))
+    assert "End of solution" not in plain and "| " not in plain
     assert "Solution 0:\nAnswer: 1\nEnd of solution 0.\n\nSolution 1:\nAnswer: 2\nEnd of solution 1.\n\n" in closed
-    assert read_prompt_style(tmp_path) == {"solution_end_line": False}  # a folder not trained here
-    write_prompt_style(tmp_path, True)
-    assert read_prompt_style(tmp_path) == {"solution_end_line": True}
+
+
+def test_line_labels_prefix_every_candidate_line_with_its_index():
+    texts = ["2 * 8 = 16\n\nAnswer: 16", "<think>scratch</think>2 * 8 = 17\nAnswer: 17"]
+    prompt = build_prompt("Evaluate 2 * 8.", texts, style=PromptStyle(end_lines=True, line_labels=True))
+    assert "Solution 0:\n0| 2 * 8 = 16\n\n0| Answer: 16\nEnd of solution 0." in prompt  # blank lines stay blank
+    assert "Solution 1:\n1| 2 * 8 = 17\n1| Answer: 17\nEnd of solution 1." in prompt  # after the trace is stripped
+    assert "| Evaluate" not in prompt  # the problem is not a candidate
+    with pytest.raises(CandidateTooLong):  # the cap is on the candidate's own text, not its labels
+        build_prompt("p", ["x" * 11, "y"], max_candidate_chars=10, style=PromptStyle(line_labels=True))
+    assert build_prompt("p", ["x" * 10, "y"], max_candidate_chars=10, style=PromptStyle(line_labels=True))
+
+
+def test_the_prompt_style_round_trips_through_a_model_folder(tmp_path):
+    assert read_prompt_style(tmp_path) == PromptStyle()  # a folder not trained here: the plain prompt
+    style = PromptStyle(end_lines=True, line_labels=True)
+    write_prompt_style(tmp_path, style)
+    assert read_prompt_style(tmp_path) == style
+    (tmp_path / PROMPT_STYLE_FILE).write_text('{"solution_end_line": true}')  # written before session 11
+    assert read_prompt_style(tmp_path) == PromptStyle(end_lines=True)
+    (tmp_path / PROMPT_STYLE_FILE).write_text('{"end_lines": true, "speak_louder": true}')
+    with pytest.raises(ValueError, match="speak_louder"):
+        read_prompt_style(tmp_path)
+    assert PromptStyle.of(SimpleNamespace(solution_end_line=True, line_labels=False)) == PromptStyle(end_lines=True)
