@@ -28,6 +28,7 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
+import os
 import time
 from pathlib import Path
 from typing import Optional
@@ -180,6 +181,8 @@ class SelectorServer:
         body = {"status": "ok" if health["ok"] else "unhealthy", "policy_version": self.worker.version,
                 "model": self.model_path, "replica": ctx.replica_id.unique_id if ctx else None,
                 "window": self.s.window, "max_prompt_tokens": self.s.max_prompt_tokens,
+                # the cluster's HTTP ingress (docs/serving.md, "Scaling"), as the Serve controller reads it
+                "ingress": "haproxy" if os.environ.get("RAY_SERVE_ENABLE_HA_PROXY") == "1" else "proxy",
                 "in_flight": health["in_flight"], "paused": health["paused"], "error": health["error"],
                 "uptime_s": round(time.time() - self.started, 1), "last_swap": self.last_swap,
                 "counters": {**self.counters, "engine_requests": health["requests"],

@@ -217,8 +217,14 @@ def main(argv=None) -> int:
                              "or a thread per concurrent request (requests; blocking calls), as measured before")
     parser.add_argument("--throughput-optimized", action="store_true",
                         help="RAY_SERVE_THROUGHPUT_OPTIMIZED=1 (user code on the replica's main loop, buffered logs)")
+    parser.add_argument("--ingress", choices=("haproxy", "proxy"), default="haproxy",
+                        help="HTTP ingress: Ray Serve's HAProxy (the project's default, RAY_SERVE_ENABLE_HA_PROXY=1; "
+                             "HTTP straight to the replicas' own servers) or Serve's Python proxy actor (=0)")
     args = parser.parse_args(argv)
     stages = set(args.stages.split(","))
+    import os
+
+    os.environ["RAY_SERVE_ENABLE_HA_PROXY"] = "1" if args.ingress == "haproxy" else "0"  # before apply_defaults
 
     from core.env import apply_defaults, default_env
 
@@ -253,6 +259,7 @@ def main(argv=None) -> int:
 
         os.environ["RAY_SERVE_THROUGHPUT_OPTIMIZED"] = "1"
     report["throughput_optimized"] = args.throughput_optimized
+    report["ingress"] = args.ingress
     from driver.serve import resolve_settings
 
     window = resolve_settings(model, dataclasses.replace(cfg.serve, window=args.window), run_cfg or cfg).window

@@ -71,6 +71,8 @@ def _container(name: str, image: str, node: topo_mod.NodeType, head: bool, serve
                               {"containerPort": 10001, "name": "client"}]
         if serve:  # KubeRay's serve Service targets the head container's port named "serve"
             container["ports"].append({"containerPort": SERVE_PORT, "name": "serve"})
+    if serve:  # Serve's HAProxy ingress on every pod, as core/env.py sets it for local instances (serving.md)
+        container["env"] = [{"name": "RAY_SERVE_ENABLE_HA_PROXY", "value": "1"}]
     return container
 
 
@@ -82,7 +84,7 @@ def cluster_spec(topo: topo_mod.Topology, groups=None, serve: bool = False) -> d
         workers.append({
             "groupName": w.name, "replicas": w.replicas, "minReplicas": w.min_replicas,
             "maxReplicas": w.max_replicas, "rayStartParams": _ray_start_params(w, head=False),
-            "template": {"spec": {"containers": [_container("ray-worker", image, w, head=False)]}}})
+            "template": {"spec": {"containers": [_container("ray-worker", image, w, head=False, serve=serve)]}}})
     return {
         "rayVersion": RAY_VERSION,
         "enableInTreeAutoscaling": True,

@@ -195,6 +195,10 @@ def test_healthz(served):
     body = requests.get(served.url + "/healthz", timeout=30).json()
     assert body["status"] == "ok" and body["policy_version"] == 0 and body["model"] == served.model
     assert body["window"] == WINDOW and body["max_prompt_tokens"] > 0
+    # the project's default ingress (core/env.py): HAProxy, running, in front of the replica's own HTTP server
+    import psutil
+    assert body["ingress"] == "haproxy"
+    assert any(p.info["name"] == "haproxy" for p in psutil.process_iter(["name"]))
 
 
 @pytest.mark.slow
