@@ -168,11 +168,12 @@ def main(argv=None) -> int:
     curve = [{"step": 0, "accuracy": greedy_accuracy(model, tokenizer, heldout, suffix, index_ids, args.constrain)}]
     print(f"step 0 held-out accuracy {curve[0]['accuracy']:.3f}", flush=True)
     started, rewards = time.time(), []
+    style = PromptStyle.of(cfg.data)
     for step in range(1, args.steps + 1):
         if args.mirror:
             half = cfg.prompts_per_step // 2
             picked = [train[order[(step * half + i) % len(train)]] for i in range(half)]
-            batch = [t for task in picked for t in (task, reversed_task(task, PromptStyle.of(cfg.data)))]
+            batch = [t for task in picked for t in (task, reversed_task(task, style))]
         else:
             batch = [train[order[(step * cfg.prompts_per_step + i) % len(train)]]
                      for i in range(cfg.prompts_per_step)]

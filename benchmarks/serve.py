@@ -255,8 +255,6 @@ def main(argv=None) -> int:
               "started": time.strftime("%Y-%m-%d %H:%M:%S")}
 
     if args.throughput_optimized:
-        import os
-
         os.environ["RAY_SERVE_THROUGHPUT_OPTIMIZED"] = "1"
     report["throughput_optimized"] = args.throughput_optimized
     report["ingress"] = args.ingress

@@ -209,9 +209,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.knockout_window == 1 or args.knockout_window < 0:
         print("--knockout-window must be 0 (off) or at least 2", file=sys.stderr)
         return 2
+    from types import SimpleNamespace
+
     built_with = json.loads((Path(args.dataset) / "manifest.json").read_text())["config"]
-    style = PromptStyle(end_lines=bool(built_with.get("solution_end_line", False)),
-                        line_labels=bool(built_with.get("line_labels", False)))
+    style = PromptStyle.of(SimpleNamespace(**built_with))  # as the dataset's prompts were rendered
     cfg = RolloutConfig(samples_per_prompt=1)
     if args.max_tokens:
         cfg.max_response_tokens = args.max_tokens

@@ -66,8 +66,10 @@ class PromptStyle:
 
     @classmethod
     def of(cls, data_cfg) -> "PromptStyle":
-        """The style a DataConfig asks for."""
-        return cls(end_lines=bool(data_cfg.solution_end_line), line_labels=bool(data_cfg.line_labels))
+        """The style a DataConfig asks for (or any object with its keys as attributes, e.g. a dataset manifest's
+        config; a key it lacks, as in manifests written before the key existed, is off)."""
+        return cls(end_lines=bool(getattr(data_cfg, "solution_end_line", False)),
+                   line_labels=bool(getattr(data_cfg, "line_labels", False)))
 
 
 PLAIN = PromptStyle()

@@ -104,3 +104,4 @@ def test_the_prompt_style_round_trips_through_a_model_folder(tmp_path):
     with pytest.raises(ValueError, match="speak_louder"):
         read_prompt_style(tmp_path)
     assert PromptStyle.of(SimpleNamespace(solution_end_line=True, line_labels=False)) == PromptStyle(end_lines=True)
+    assert PromptStyle.of(SimpleNamespace(solution_end_line=True)) == PromptStyle(end_lines=True)  # older manifest
