@@ -272,6 +272,34 @@ class RolloutWorker:
         calls = [self._generate_one(task, ids, params) for task, ids in zip(tasks, prompts)]
         return await self._bounded(calls, deadline, call_id, f"generate of {len(tasks)} prompts")
 
+    async def index_logprobs(self, tasks: list) -> list:
+        """Per task, the log-probabilities of the answers 0..N-1 (a list of N floats): the constrained
+        one-token distribution (`rollout.constrain_index`) at temperature 1, read from one engine request
+        per task (`logprobs=N` of the masked, processed distribution). What a judgment read in several
+        candidate orders adds up (`core.algo.knockout.both_orders_pick`). Raises ValueError for a model that
+        answers in free text (no answer prefix, or constrain_index off)."""
+        from vllm import SamplingParams
+        from vllm.sampling_params import RequestOutputKind
+
+        from core.deadlines import generate_deadline_s
+
+        prompts = [self.task_prompt_ids(task) for task in tasks]
+        allowed = [self.allowed_token_ids(task.num_candidates) for task in tasks]
+        if any(ids is None for ids in allowed):
+            raise ValueError("index log-probs need a one-token index answer: rollout.constrain_index=true and a "
+                             "model whose prompt ends in the answer prefix")
+
+        async def one(ids: list, allowed_ids: list) -> list:
+            params = SamplingParams(n=1, temperature=1.0, top_p=1.0, max_tokens=1, logprobs=len(allowed_ids),
+                                    allowed_token_ids=allowed_ids, output_kind=RequestOutputKind.FINAL_ONLY)
+            final, *_ = await self.run_request(ids, params, tag="lp")
+            top = final.outputs[0].logprobs[0]
+            return [top[t].logprob if t in top else float("-inf") for t in allowed_ids]
+
+        deadline = generate_deadline_s(self.cfg, max(map(len, prompts), default=0), len(tasks), 1)
+        return await self._bounded([one(ids, a) for ids, a in zip(prompts, allowed)], deadline, None,
+                                   f"index log-probs of {len(tasks)} prompts")
+
     def task_prompt_ids(self, task) -> list:
         """Prompt token ids of a task: a GenSelect prompt (`SelectionTask`, formatted by `core.chat.format_prompt`)
         or a problem a generator solves (`SolveTask`, `task=generator`: `core.chat.format_generator_prompt`, the

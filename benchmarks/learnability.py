@@ -14,6 +14,10 @@ torch on CPU:
 * `sft`: cross-entropy towards the set of correct indices (-log sum_{correct k} pi(k)): an upper bound
   on what RL could reach with the same number of prompts.
 
+`--scale mean` divides the centred rewards by the group's mean instead of its std: the `loglik` estimator of
+the full system (core/algo/bon.py, the gradient of log P(success)). `--both-orders` also reports the
+2-candidate accuracy read as given and reversed (the position-debiased knockout judgment of driver.evaluate).
+
 `--constrain` restricts the policy to the valid indices 0..N-1 (renormalised), as `rollout.constrain_index`
 does in the full system; `--entropy-coef` adds an entropy bonus on the index distribution.
 
@@ -73,6 +77,27 @@ def greedy_accuracy(model, tokenizer, tasks, suffix_ids, index_ids, constrain: b
     return correct / max(1, len(tasks))
 
 
+def both_orders_accuracy(model, tokenizer, tasks, suffix_ids, index_ids, style) -> float:
+    """Held-out accuracy of a 2-candidate selector read in both orders: candidate k scores
+    log pi(k | A, B) + log pi(1 - k | B, A) (the position-debiased pairwise judgment). Tasks with other N skipped."""
+    import torch
+
+    pairs = [t for t in tasks if t.num_candidates == 2]
+    correct = 0
+    model.eval()
+    with torch.no_grad():
+        for start in range(0, len(pairs), 32):
+            chunk = pairs[start:start + 32]
+            flipped = [reversed_task(t, style) for t in chunk]
+            ids = index_ids[:2]
+            a = torch.log_softmax(last_logits(model, tokenizer, chunk, suffix_ids)[:, ids], -1)
+            b = torch.log_softmax(last_logits(model, tokenizer, flipped, suffix_ids)[:, ids], -1)
+            score = a + b.flip(-1)
+            correct += sum(bool(t.correct[int(k)]) for t, k in zip(chunk, score.argmax(-1)))
+    model.train()
+    return correct / max(1, len(pairs))
+
+
 def reversed_task(task, style):
     """`task` with its candidates in reverse order (labels and prompt to match): the same decision with every
     correct index moved, so that a batch holding both carries no net push towards any one index."""
@@ -87,7 +112,7 @@ def reversed_task(task, style):
 
 
 def policy_loss(log_probs, tasks, index_ids, mode: str, group_size: int, entropy_coef: float = 0.0,
-                constrain: bool = False):
+                constrain: bool = False, scale: str = "std"):
     """Loss of one step and the mean sampled reward. log_probs: (batch, vocab) log pi at the index token.
     `entropy_coef` > 0 subtracts that multiple of the mean entropy of the index distribution (a bonus)."""
     import torch
@@ -108,7 +133,7 @@ def policy_loss(log_probs, tasks, index_ids, mode: str, group_size: int, entropy
                                 and task.correct[lookup[int(s)]]) for s in sampled])
         rewards.append(float(r.mean()))
         if r.std() > 0:
-            terms.append(-((r - r.mean()) / (r.std() + 1e-6)) * row[sampled])
+            terms.append(-((r - r.mean()) / ((r.std() if scale == "std" else r.mean()) + 1e-6)) * row[sampled])
     loss = torch.cat(terms).mean() if terms else None
     if loss is not None and entropy_coef:
         loss = loss - entropy_coef * -(log_probs.exp() * log_probs).sum(-1).mean()
@@ -127,6 +152,10 @@ def main(argv=None) -> int:
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--constrain", action="store_true", help="sample only valid indices (rl)")
     ap.add_argument("--entropy-coef", type=float, default=0.0, help="entropy bonus on the index distribution (rl)")
+    ap.add_argument("--scale", choices=("std", "mean"), default="std",
+                    help="rl advantage (r - mean) / std (GRPO) or / mean (the gradient of log P(success))")
+    ap.add_argument("--both-orders", action="store_true",
+                    help="also report 2-candidate accuracy read in both candidate orders (position-debiased)")
     ap.add_argument("--mirror", action="store_true",
                     help="each step: prompts_per_step/2 prompts, each beside its copy with the candidates reversed")
     ap.add_argument("--out", default=None, help="result JSON (default: benchmarks/results/learnability-<mode>.json)")
@@ -165,10 +194,13 @@ def main(argv=None) -> int:
     rng = random.Random(cfg.seed)
     order = list(range(len(train)))
     rng.shuffle(order)
-    curve = [{"step": 0, "accuracy": greedy_accuracy(model, tokenizer, heldout, suffix, index_ids, args.constrain)}]
-    print(f"step 0 held-out accuracy {curve[0]['accuracy']:.3f}", flush=True)
-    started, rewards = time.time(), []
     style = PromptStyle.of(cfg.data)
+    both = (lambda: {"both_orders": both_orders_accuracy(model, tokenizer, heldout, suffix, index_ids, style)}) \
+        if args.both_orders else dict
+    curve = [{"step": 0, "accuracy": greedy_accuracy(model, tokenizer, heldout, suffix, index_ids, args.constrain),
+              **both()}]
+    print(f"step 0 held-out accuracy {curve[0]['accuracy']:.3f} {curve[0].get('both_orders', '')}", flush=True)
+    started, rewards = time.time(), []
     for step in range(1, args.steps + 1):
         if args.mirror:
             half = cfg.prompts_per_step // 2
@@ -179,7 +211,7 @@ def main(argv=None) -> int:
                      for i in range(cfg.prompts_per_step)]
         log_probs = torch.log_softmax(last_logits(model, tokenizer, batch, suffix, cfg.rollout.temperature), -1)
         loss, reward = policy_loss(log_probs, batch, index_ids, args.mode, cfg.rollout.samples_per_prompt,
-                                   args.entropy_coef, args.constrain)
+                                   args.entropy_coef, args.constrain, args.scale)
         rewards.append(reward)
         if loss is not None:
             optimizer.zero_grad()
@@ -189,12 +221,13 @@ def main(argv=None) -> int:
         if step % args.eval_every == 0 or step == args.steps:
             recent = [r for r in rewards[-args.eval_every:] if r == r]
             curve.append({"step": step, "accuracy": greedy_accuracy(model, tokenizer, heldout, suffix, index_ids, args.constrain),
-                          "sampled_reward": sum(recent) / len(recent) if recent else None})
+                          "sampled_reward": sum(recent) / len(recent) if recent else None, **both()})
             reward = "" if args.mode == "sft" else f" sampled reward {curve[-1]['sampled_reward']:.3f}"
-            print(f"step {step} held-out accuracy {curve[-1]['accuracy']:.3f}{reward} "
+            orders = f" both orders {curve[-1]['both_orders']:.3f}" if args.both_orders else ""
+            print(f"step {step} held-out accuracy {curve[-1]['accuracy']:.3f}{orders}{reward} "
                   f"({time.time() - started:.0f} s)", flush=True)
     result = {"config": args.config, "overrides": args.overrides, "mode": args.mode, "lr": args.lr,
-              "steps": args.steps, "mirror": args.mirror, "entropy_coef": args.entropy_coef, "constrain": args.constrain, "max_candidates": args.max_candidates, "train_prompts": len(train),
+              "steps": args.steps, "mirror": args.mirror, "entropy_coef": args.entropy_coef, "scale": args.scale, "constrain": args.constrain, "max_candidates": args.max_candidates, "train_prompts": len(train),
               "heldout_prompts": len(heldout), "majority_at_n": stats.majority_at_n,
               "random_at_n": stats.random_at_n, "always_first": first_index, "curve": curve,
               "seconds": round(time.time() - started, 1), "machine": f"{platform.machine()} {platform.processor()}"}

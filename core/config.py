@@ -203,7 +203,8 @@ class LearnerConfig:
 @dataclass
 class AlgorithmConfig:
     """DAPO (arXiv 2503.14476) and the pluggable advantage estimators."""
-    advantage_estimator: str = _f("grpo", "'grpo' (DAPO group-normalised), 'maxk' (arXiv 2510.23393), "
+    advantage_estimator: str = _f("grpo", "'grpo' (DAPO group-normalised), 'loglik' ((r - mean) / mean: the "
+                                          "gradient of log P(success); core/algo/bon.py), 'maxk' (arXiv 2510.23393), "
                                           "'bon_rlb' or 'bon_rlb_p' (arXiv 2412.15287).")
     eps_low: float = _f(0.2, "Lower clip range of the importance ratio.")
     eps_high: float = _f(0.28, "Upper clip range (clip-higher).")
@@ -350,6 +351,10 @@ class TrainConfig:
                                "(at rollout.temperature; >= 2).")
     eval_knockout_window: int = _f(0, "Also evaluate the selector by a knockout tournament of groups of at most this "
                                       "many candidates (2: pairs; the serving rule for N beyond the window); 0: off.")
+    eval_knockout_both_orders: bool = _f(False, "Knockout evaluation: judge each group as given and reversed, from "
+                                                "the log-probs of every index, and advance the candidate with the "
+                                                "higher sum (a position preference cancels; needs "
+                                                "rollout.constrain_index). Twice the judgments.")
     eval_without_cue: bool = _f(True, "With a hedge cue in the data: also evaluate (at the start and the end) on "
                                       "held-out prompts built without it, from unseen problems.")
     checkpoint_every: int = _f(10, "Write an atomic checkpoint every this many steps (0: only after the last "
@@ -385,7 +390,7 @@ _CHOICES = {
     "verifier.sandbox_backend": ("bubblewrap", "docker"),
     "learner.zero_stage": (2, 3),
     "learner.lr_schedule": ("constant", "linear", "cosine"),
-    "algorithm.advantage_estimator": ("grpo", "maxk", "bon_rlb", "bon_rlb_p"),
+    "algorithm.advantage_estimator": ("grpo", "loglik", "maxk", "bon_rlb", "bon_rlb_p"),
     "algorithm.ratio_reference": ("auto", "behaviour", "proximal"),
     "algorithm.maxk_baseline": ("loo", "mean", "none"),
     "algorithm.bon_p_estimate": ("group", "loo"),
@@ -410,6 +415,9 @@ def _check(cfg: TrainConfig) -> None:
         ("data.max_candidates", d.max_candidates <= 16, "must be <= 16 (the paper's window)"),
         ("eval_knockout_window", cfg.eval_knockout_window == 0 or cfg.eval_knockout_window >= 2,
          "must be 0 (off) or at least 2 (candidates per knockout group)"),
+        ("eval_knockout_both_orders", not cfg.eval_knockout_both_orders or
+         (cfg.eval_knockout_window >= 2 and cfg.rollout.constrain_index),
+         "needs eval_knockout_window >= 2 and rollout.constrain_index=true (it reads the log-prob of every index)"),
         ("data.candidates_per_problem", d.candidates_per_problem >= d.min_candidates,
          "must be >= data.min_candidates"),
         ("data.max_correct_fraction", 0 < d.max_correct_fraction <= 1, "must be in (0, 1]"),
@@ -508,6 +516,10 @@ def _estimator_rules(cfg: TrainConfig) -> list:
              f"needs max_staleness >= 1 (with max_staleness={cfg.max_staleness} every sample is on-policy: "
              f"there is nothing to correct)"),
         ]
+    if name == "loglik":
+        rules.append(("algorithm.advantage_estimator", a.overlong_filtering or a.overlong_penalty_factor == 0,
+                      "'loglik' needs rewards >= 0: set algorithm.overlong_filtering=true or "
+                      "overlong_penalty_factor=0 (the overlong penalty is negative)"))
     if name.startswith("bon_"):
         rules += [
             ("algorithm.advantage_estimator", cfg.verifier.reward == "binary",
@@ -564,6 +576,8 @@ def estimator_params(algo: AlgorithmConfig) -> dict:
     name = algo.advantage_estimator
     if name == "grpo":
         return {"eps": algo.grpo_eps, "scale_by_std": algo.grpo_scale_by_std}
+    if name == "loglik":
+        return {}
     if name == "maxk":
         return {"k": algo.maxk_k, "baseline": algo.maxk_baseline, "off_policy": algo.maxk_off_policy,
                 "log_ratio_clip": algo.maxk_log_ratio_clip}

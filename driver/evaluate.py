@@ -25,7 +25,7 @@ from typing import Optional, Sequence
 
 from core.algo import metrics as M
 from core.algo.genselect import PromptStyle, build_prompt, parse_judgment
-from core.algo.knockout import advance, plan_round
+from core.algo.knockout import advance, both_orders_pick, plan_round
 
 BASELINES = ("genselect", "pass_at_1", "majority", "random", "pass_at_n")
 
@@ -121,22 +121,35 @@ def sub_task(task, members: Sequence[int], style: PromptStyle):
 
 
 async def choose_knockout(worker, tasks: Sequence, window: int, style: PromptStyle,
-                          max_tokens: Optional[int] = None) -> list:
+                          max_tokens: Optional[int] = None, both_orders: bool = False) -> list:
     """Greedy knockout selections (indices into each task's candidates; None = the final judgment did not
     parse). Each round judges every task's groups in one batch; a group whose judgment does not parse
-    advances its first member (the serving rule, docs/serving.md)."""
+    advances its first member (the serving rule, docs/serving.md). `both_orders`: each group is judged as
+    given and reversed from the log-probs of every index (`worker.index_logprobs`), and the candidate with
+    the higher summed log-prob advances (core.algo.knockout.both_orders_pick: a position preference cancels)."""
     members = [list(range(t.num_candidates)) for t in tasks]
     while any(len(m) > 1 for m in members):
         plans = {i: plan_round(m, window, lambda g: True) for i, m in enumerate(members) if len(m) > 1}
         judged = [(i, g) for i, plan in plans.items() for g in plan if len(g) > 1]
-        results = await worker.generate([sub_task(tasks[i], g, style) for i, g in judged], n=1,
-                                        temperature=0.0, max_tokens=max_tokens)
-        picks = {(i, tuple(g)): parse_judgment(result.rollouts[0].response_text, len(g)).index
-                 for (i, g), result in zip(judged, results)}
+        if both_orders:
+            picks = await _judge_both_orders(worker, tasks, judged, style)
+        else:
+            results = await worker.generate([sub_task(tasks[i], g, style) for i, g in judged], n=1,
+                                            temperature=0.0, max_tokens=max_tokens)
+            picks = {(i, tuple(g)): parse_judgment(result.rollouts[0].response_text, len(g)).index
+                     for (i, g), result in zip(judged, results)}
         for i, plan in plans.items():
             members[i] = [g[0] if len(g) == 1 else advance(g, picks[(i, tuple(g))], final=len(plan) == 1)
                           for g in plan]
     return [m[0] if m else None for m in members]
+
+
+async def _judge_both_orders(worker, tasks: Sequence, judged: list, style: PromptStyle) -> dict:
+    """{(task index, group): pick within the group} for groups judged as given and reversed."""
+    prompts = [sub_task(tasks[i], order, style) for i, g in judged for order in (g, g[::-1])]
+    logprobs = await worker.index_logprobs(prompts)
+    return {(i, tuple(g)): both_orders_pick(logprobs[2 * k], logprobs[2 * k + 1])
+            for k, (i, g) in enumerate(judged)}
 
 
 def choose_remote(rollout_handle, tasks: Sequence, timeout_s: float, samples: int = 0) -> tuple:
@@ -160,12 +173,16 @@ class _RemoteWorker:
     async def generate(self, tasks, **kwargs):
         return await self.handle.generate.remote(tasks, **kwargs)
 
+    async def index_logprobs(self, tasks):
+        return await self.handle.index_logprobs.remote(tasks)
 
-def choose_knockout_remote(rollout_handle, tasks: Sequence, window: int, style: PromptStyle, timeout_s: float) -> list:
+
+def choose_knockout_remote(rollout_handle, tasks: Sequence, window: int, style: PromptStyle, timeout_s: float,
+                           both_orders: bool = False) -> list:
     """choose_knockout through a Ray actor handle, from synchronous code (the training driver); raises
     asyncio.TimeoutError when the whole tournament takes longer than `timeout_s`."""
-    return asyncio.run(asyncio.wait_for(choose_knockout(_RemoteWorker(rollout_handle), tasks, window, style),
-                                        timeout_s))
+    return asyncio.run(asyncio.wait_for(choose_knockout(_RemoteWorker(rollout_handle), tasks, window, style,
+                                                        both_orders=both_orders), timeout_s))
 
 
 def format_table(result: dict) -> str:
@@ -187,6 +204,9 @@ def _parse_args(argv: Sequence[str]) -> argparse.Namespace:
     parser.add_argument("--max-tokens", type=int, default=None, help="response budget (default: config's)")
     parser.add_argument("--knockout-window", type=int, default=0,
                         help="select by a knockout tournament of groups of at most this many candidates (>= 2)")
+    parser.add_argument("--both-orders", action="store_true",
+                        help="with --knockout-window: judge each group as given and reversed, from the log-probs of "
+                             "every index (needs a one-token index answer)")
     parser.add_argument("--dtype", default="float32", choices=["float32", "bfloat16"])
     parser.add_argument("--out", default=None, help="JSON output (default: MODEL/eval_<split>.json)")
     return parser.parse_args(argv)
@@ -209,6 +229,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.knockout_window == 1 or args.knockout_window < 0:
         print("--knockout-window must be 0 (off) or at least 2", file=sys.stderr)
         return 2
+    if args.both_orders and not args.knockout_window:
+        print("--both-orders needs --knockout-window", file=sys.stderr)
+        return 2
     from types import SimpleNamespace
 
     built_with = json.loads((Path(args.dataset) / "manifest.json").read_text())["config"]
@@ -221,7 +244,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         worker = RolloutWorker(cfg, args.model, dtype=args.dtype)
         try:
             if args.knockout_window:
-                return await choose_knockout(worker, tasks, args.knockout_window, style)
+                return await choose_knockout(worker, tasks, args.knockout_window, style,
+                                             both_orders=args.both_orders)
             return await choose(worker, tasks)
         finally:
             await worker.shutdown()
@@ -229,9 +253,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     choices = asyncio.run(run())
     result = selection_metrics(tasks, choices)
     result.update({"model": str(args.model), "dataset": str(args.dataset), "split": args.split,
-                   "knockout_window": args.knockout_window, "by_size": by_size(tasks, choices)})
+                   "knockout_window": args.knockout_window, "both_orders": args.both_orders, "by_size": by_size(tasks, choices)})
     print(format_table(result))
-    suffix = f"_knockout{args.knockout_window}" if args.knockout_window else ""
+    suffix = (f"_knockout{args.knockout_window}" + ("_both" if args.both_orders else "")) if args.knockout_window else ""
     out = Path(args.out) if args.out else Path(args.model) / f"eval_{args.split}{suffix}.json"
     out.write_text(json.dumps(result, indent=1))
     print(f"wrote {out}")

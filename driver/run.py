@@ -386,7 +386,8 @@ class Run:
                                 f"{result['parse_failure_rate']:.3f}  by N {by_n}")
             if "knockout/genselect" in result:
                 by_n = " ".join(f"{n}:{v:.2f}" for n, v in result["knockout/by_size"].items())
-                self.progress.write(f"[eval step {step}, knockout of {self.cfg.eval_knockout_window}] GenSelect@N "
+                orders = ", both orders" if self.cfg.eval_knockout_both_orders else ""
+                self.progress.write(f"[eval step {step}, knockout of {self.cfg.eval_knockout_window}{orders}] GenSelect@N "
                                     f"{result['knockout/genselect']:.3f} [{result['knockout/genselect_lo']:.3f}, "
                                     f"{result['knockout/genselect_hi']:.3f}]  by N {by_n}")
             if "nocue/genselect" in result:
@@ -434,13 +435,14 @@ class Run:
         from core.deadlines import generate_deadline_s
         from driver.evaluate import by_size, choose_knockout_remote, selection_metrics
 
-        # each round is one generate call of at most N / 2 sub-prompts per task, each shorter than the task's prompt
-        window, n = self.cfg.eval_knockout_window, self.cfg.data.max_candidates
+        # each round is one generate call of at most N / 2 sub-prompts per task (twice that read in both orders),
+        # each shorter than the task's prompt
+        window, n, both = self.cfg.eval_knockout_window, self.cfg.data.max_candidates, self.cfg.eval_knockout_both_orders
         deadline = rounds_needed(n, window) * generate_deadline_s(
-            self.cfg.rollout, self.cfg.data.max_prompt_tokens, len(tasks) * max(1, n // 2))
+            self.cfg.rollout, self.cfg.data.max_prompt_tokens, len(tasks) * max(1, n // 2) * (2 if both else 1))
         try:
             choices = choose_knockout_remote(self.handles.rollouts[0], tasks, window, PromptStyle.of(self.cfg.data),
-                                             deadline)
+                                             deadline, both_orders=both)
         except Exception as err:
             raise RunFailed(f"knockout evaluation at step {step} failed ({type(err).__name__}: {err})") from err
         metrics = selection_metrics(tasks, choices, seed=self.cfg.seed)

@@ -1,4 +1,5 @@
-"""Best-of-N-aware advantage estimators: GRPO, max@k, BoN-RLB, BoN-RLB(P), as small pluggable objects.
+"""Best-of-N-aware advantage estimators: GRPO, log-likelihood of success, max@k, BoN-RLB, BoN-RLB(P), as small
+pluggable objects.
 
 Every estimator maps a group's rewards ``(num_groups, G)`` to advantages of the same shape, with one
 convention: ``E[(1/G) sum_i A_i grad log pi(y_i)]`` is the gradient of the estimator's objective for the
@@ -179,6 +180,37 @@ class GRPOEstimator:
 
 
 @dataclass(frozen=True)
+class LogLikEstimator:
+    """Advantages for the gradient of ``log J`` (J = P(success), the per-prompt mean reward), not of ``J``:
+    ``A_i = (r_i - mean(r)) / mean(r)`` within each group; a group with ``mean(r) <= floor`` gives zeros.
+
+    Derivation: ``grad log J = grad J / J``; ``(1/G) sum_i (r_i - mean) grad log pi(y_i)`` estimates ``grad J``
+    (the GRPO centring), and ``mean`` estimates ``J``. For binary rewards a success gets ``(1 - m)/m`` and a
+    failure ``-1`` (m = the group's success rate): the gradient on a prompt is ``G (1 - m)`` times the
+    cross-entropy gradient towards the successes' choice, so a prompt the policy mostly gets wrong (m small)
+    pulls as hard as a supervised label would. GRPO's ``/ std`` weighs it by ``sqrt(m (1 - m))`` instead, which
+    fades as the policy grows confident and leaves a confidently wrong policy in place (the absorbing state
+    measured on the selector's one-token decision: BENCHMARKS.md, issue 7 session 12). Maximising ``E[log J]``
+    over prompts is maximum likelihood of success; rejection-sampling fine-tuning (supervised steps on the
+    successful samples only) follows the same gradient without the centring. Rewards must be ``>= 0``.
+    """
+
+    floor: float = 1e-6
+    needs_seq_log_ratio = False
+
+    def advantages(self, rewards: Tensor, seq_log_ratio: Tensor | None = None) -> Tensor:
+        """``(num_groups, G) -> (num_groups, G)``; on-policy, ``seq_log_ratio`` is ignored."""
+        if rewards.dim() != 2 or rewards.shape[1] < 2:
+            raise ValueError(f"rewards must be (num_groups, G>=2), got {tuple(rewards.shape)}")
+        if bool((rewards < 0).any()):
+            raise ValueError("the loglik estimator needs rewards >= 0 (J is a probability of success)")
+        mean = rewards.mean(dim=1, keepdim=True)
+        solved = mean > self.floor
+        return torch.where(solved, (rewards - mean) / torch.where(solved, mean, torch.ones_like(mean)),
+                           torch.zeros_like(rewards))
+
+
+@dataclass(frozen=True)
 class MaxKEstimator:
     """max@k advantages (arXiv 2510.23393): ``A_i = n rt_i - b_i`` so that ``E[(1/n) sum A grad log pi]``
     is ``grad max@k`` (``"loo"``/``"none"``) or ``(1 - k/n)`` of it (``"mean"``).
@@ -307,6 +339,7 @@ class BoNRLBEstimator:
 
 ESTIMATORS = {
     "grpo": GRPOEstimator,
+    "loglik": LogLikEstimator,
     "maxk": MaxKEstimator,
     "bon_rlb": BoNRLBEstimator,
     "bon_rlb_p": functools.partial(BoNRLBEstimator, positive_only=True),

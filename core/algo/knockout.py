@@ -9,6 +9,9 @@ caller's order, so a round is a pure function of the candidates still in play.
 Rules kept here (documented in docs/serving.md):
 * majority: the index with the most parsed votes wins; ties go to the lowest candidate index (the
   order the caller gave), so the answer is deterministic; unparseable judgments are counted, not dropped;
+* both orders (`both_orders_pick`): a group may be judged twice, as given and reversed, from the log-probs of
+  every index; a candidate's score is the sum of its two log-probs, so a preference for a position cancels
+  (the position swap of pairwise LLM judges); ties go to the lowest index;
 * a group in which no judgment parsed advances its first candidate and is counted as a fallback
   (a tournament needs a winner from every group); in the final round no parsed judgment means no answer
   (`index` None), never a made-up one.
@@ -73,6 +76,20 @@ def majority(parsed: Sequence[Optional[int]], num_candidates: int) -> tuple:
         return None, votes
     best = max(votes)
     return votes.index(best), votes
+
+
+def both_orders_pick(forward: Sequence[float], backward: Sequence[float]) -> int:
+    """The winner (an index into the group as given) of a group judged in both orders.
+
+    forward[i]: log p(answer i) with the group as given; backward[j]: log p(answer j) with the group reversed,
+    where given candidate i sits at position n-1-i. Score of i: forward[i] + backward[n-1-i]; ties go to the
+    lowest index.
+    """
+    n = len(forward)
+    if len(backward) != n or n < 1:
+        raise ValueError(f"need two readings of the same group, got {len(forward)} and {len(backward)} log-probs")
+    scores = [forward[i] + backward[n - 1 - i] for i in range(n)]
+    return max(range(n), key=lambda i: (scores[i], -i))
 
 
 def advance(group: Sequence[int], pick: Optional[int], final: bool) -> Optional[int]:

@@ -226,6 +226,34 @@ def test_constrained_index_sampling_and_learner_normalisation(engine, reference,
 
 
 @pytest.mark.slow
+def test_index_logprobs_are_the_constrained_distribution(engine, reference, rh):
+    """`index_logprobs`: per task, the log-prob of every index 0..N-1 under the constrained one-token
+    distribution at temperature 1, equal to transformers' log-softmax over the index tokens at the prompt's
+    end; refused for a worker that answers in free text."""
+    import dataclasses
+
+    import torch
+
+    worker, loop, _ = engine
+    tasks = [rh.make_task(31), rh.make_task(32)]
+    with pytest.raises(ValueError, match="constrain_index"):
+        loop.run(worker.index_logprobs(tasks))
+    worker.cfg = dataclasses.replace(worker.cfg, constrain_index=True)
+    try:
+        got = loop.run(worker.index_logprobs(tasks))
+    finally:
+        worker.cfg = dataclasses.replace(worker.cfg, constrain_index=False)
+    tok = worker.tokenizer
+    for task, row in zip(tasks, got):
+        allowed = [tok(str(i), add_special_tokens=False)["input_ids"][0] for i in range(task.num_candidates)]
+        with torch.no_grad():
+            logits = reference(torch.tensor([worker.task_prompt_ids(task)])).logits[0, -1]
+        want = torch.log_softmax(logits[allowed].double(), -1).numpy()
+        assert len(row) == task.num_candidates
+        assert np.max(np.abs(np.array(row) - want)) < 1e-4
+
+
+@pytest.mark.slow
 def test_truncation_sets_finish_reason(engine, rh):
     worker, loop, _ = engine
     eos = worker.tokenizer.eos_token_id

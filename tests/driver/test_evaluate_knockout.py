@@ -79,3 +79,30 @@ def test_remote_knockout_from_sync_code_and_its_deadline():
     assert choose_knockout_remote(_Handle(Judge()), tasks, 2, PLAIN, timeout_s=30) == [2]
     with pytest.raises(asyncio.TimeoutError):
         choose_knockout_remote(_Handle(Judge(), delay_s=0.5), tasks, 2, PLAIN, timeout_s=0.2)
+
+
+class LogprobJudge:
+    """A fake engine that reads content weakly and position strongly: log-probs favour the first solution shown
+    (0.9 of the mass, shared with the rest), shifted towards every `good` candidate by a small margin."""
+
+    def __init__(self):
+        self.batches = []
+
+    async def index_logprobs(self, tasks):
+        import math
+        self.batches.append(list(tasks))
+        out = []
+        for t in tasks:
+            shown = re.findall(r"Solution \d+:\n(\S+)", t.prompt)
+            weights = [(9.0 if i == 0 else 1.0) * (1.2 if "good" in c else 1.0) for i, c in enumerate(shown)]
+            out.append([math.log(w / sum(weights)) for w in weights])
+        return out
+
+
+def test_both_orders_knockout_finds_what_a_position_biased_judge_prefers_weakly():
+    tasks = [_task(["a", "b", "good-c", "d", "e"], "x"), _task(["a", "good-b"], "y")]
+    judge = LogprobJudge()
+    assert asyncio.run(choose_knockout(judge, tasks, window=2, style=PLAIN, both_orders=True)) == [2, 1]
+    first = judge.batches[0]  # every group twice, as given then reversed
+    assert [t.candidates for t in first[:2]] == [("a", "b"), ("b", "a")]
+    assert len(first) == 2 * (2 + 1)  # x: 2 pairs and a bye; y: 1 pair

@@ -250,7 +250,7 @@ def test_reference_md_weights_hold_for_bon_selected_samples_only(n_bon):
 
 # ---------------------------------------------------------------- properties and registry
 
-ALL_ZERO_ON_EQUAL = [("grpo", {}), ("maxk", {"k": 2}), ("maxk", {"k": 2, "baseline": "mean"}),
+ALL_ZERO_ON_EQUAL = [("grpo", {}), ("loglik", {}), ("maxk", {"k": 2}), ("maxk", {"k": 2, "baseline": "mean"}),
                      ("bon_rlb", {"n": 4}), ("bon_rlb_p", {"n": 4}), ("bon_rlb", {"n": 2, "p_estimate": "loo"})]
 
 
@@ -316,7 +316,8 @@ def test_bon_rejects_non_binary_rewards():
 def test_registry_names_build_their_classes():
     assert isinstance(bon.make_estimator("grpo"), bon.GRPOEstimator)
     assert bon.make_estimator("bon_rlb_p").positive_only and not bon.make_estimator("bon_rlb").positive_only
-    assert set(bon.ESTIMATORS) == {"grpo", "maxk", "bon_rlb", "bon_rlb_p"}
+    assert isinstance(bon.make_estimator("loglik"), bon.LogLikEstimator)
+    assert set(bon.ESTIMATORS) == {"grpo", "loglik", "maxk", "bon_rlb", "bon_rlb_p"}
 
 
 def test_maxk_off_policy_needs_the_ratio_and_ignores_it_when_off():
@@ -338,3 +339,37 @@ def test_maxk_off_policy_needs_the_ratio_and_ignores_it_when_off():
 def test_bon_refuses_an_empty_weight_range():
     with pytest.raises(ValueError, match="p_min < p_max"):
         bon.make_estimator("bon_rlb", p_min=0.5, p_max=0.5)
+
+
+# ---------------------------------------------------------------- loglik: the gradient of log P(success)
+
+def test_loglik_gives_successes_one_minus_m_over_m_and_failures_minus_one():
+    rewards = torch.tensor([[1.0, 0.0, 0.0, 0.0], [1.0, 1.0, 1.0, 0.0], [0.0, 0.0, 0.0, 0.0]], dtype=F64)
+    adv = bon.make_estimator("loglik").advantages(rewards)
+    torch.testing.assert_close(adv[0], torch.tensor([3.0, -1.0, -1.0, -1.0], dtype=F64))
+    torch.testing.assert_close(adv[1], torch.tensor([1 / 3, 1 / 3, 1 / 3, -1.0], dtype=F64))
+    torch.testing.assert_close(adv[2], torch.zeros(4, dtype=F64))  # unsolved: no signal, no division by 0
+    torch.testing.assert_close(adv.sum(-1), torch.zeros(3, dtype=F64))
+
+
+@pytest.mark.parametrize("theta", [THETA, torch.tensor([2.5, -1.0, -0.5, -2.0], dtype=F64)])
+def test_loglik_follows_grad_log_success_and_keeps_weight_on_a_mostly_wrong_prompt(theta):
+    """Exact expectation over every group of n = 6: aligned with grad log J; on a prompt the policy mostly
+    gets wrong (theta favours failing outcome 0), it keeps a larger share of grad log J than GRPO's std
+    scaling keeps of it (the absorbing state the estimator is for)."""
+    n = 6
+    est = bon.make_estimator("loglik")
+    got = expected_pg(lambda r, _: est.advantages(r), n, BINARY, theta)
+    t = theta.clone().requires_grad_(True)
+    torch.log(torch.softmax(t, 0) @ BINARY).backward()
+    want = t.grad
+    assert torch.nn.functional.cosine_similarity(got, want, dim=0) > 0.99
+    grpo = expected_pg(lambda r, _: bon.make_estimator("grpo").advantages(r), n, BINARY, theta)
+    share = lambda g: float(g @ want / want.norm() ** 2)  # noqa: E731
+    if float(torch.softmax(theta, 0) @ BINARY) < 0.2:
+        assert share(got) > 2 * share(grpo) > 0
+
+
+def test_loglik_refuses_negative_rewards():
+    with pytest.raises(ValueError, match=">= 0"):
+        bon.make_estimator("loglik").advantages(torch.tensor([[-0.5, 1.0, 0.0]], dtype=F64))

@@ -3,7 +3,7 @@ import random
 
 import pytest
 
-from core.algo.knockout import DoesNotFit, advance, balanced_split, majority, plan_round, rounds_needed
+from core.algo.knockout import DoesNotFit, advance, balanced_split, both_orders_pick, majority, plan_round, rounds_needed
 
 
 @pytest.mark.parametrize("n,groups,sizes", [(64, 8, [8] * 8), (9, 2, [5, 4]), (10, 3, [4, 3, 3]), (3, 2, [2, 1])])
@@ -61,3 +61,16 @@ def test_advance_sends_the_pick_on_and_falls_back_to_the_first_member_except_in_
     assert advance([4, 7, 9], None, final=False) == 4
     assert advance([4, 7, 9], None, final=True) is None
 
+
+
+def test_both_orders_pick_cancels_a_position_preference_and_breaks_ties_low():
+    import math
+    first = math.log(0.7), math.log(0.3)  # a judge that says "the first one" 70/30, whatever it reads
+    assert both_orders_pick(first, first) == 0  # a pure position preference: the two readings tie
+    # a weak content preference for given candidate 1, under the same position preference:
+    # as given it says 0 at 0.6; reversed (candidate 1 first) it says 0 (= candidate 1) at 0.8
+    assert both_orders_pick((math.log(0.6), math.log(0.4)), (math.log(0.8), math.log(0.2))) == 1
+    # three candidates: given i sits at position n-1-i when reversed
+    assert both_orders_pick((-1.0, -2.0, -3.0), (-0.5, -4.0, -4.0)) == 2  # -3-0.5 > -1-4, -2-4
+    with pytest.raises(ValueError, match="two readings"):
+        both_orders_pick((-1.0, -2.0), (-1.0,))
