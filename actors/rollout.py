@@ -273,7 +273,7 @@ class RolloutWorker:
         return await self._bounded(calls, deadline, call_id, f"generate of {len(tasks)} prompts")
 
     async def index_logprobs(self, tasks: list) -> list:
-        """Per task, the log-probabilities of the answers 0..N-1 (a list of N floats): the constrained
+        """Per task, (log-probabilities of the answers 0..N-1 (N floats), policy version): the constrained
         one-token distribution (`rollout.constrain_index`) at temperature 1, read from one engine request
         per task (`logprobs=N` of the masked, processed distribution). What a judgment read in several
         candidate orders adds up (`core.algo.knockout.both_orders_pick`). Raises ValueError for a model that
@@ -292,9 +292,9 @@ class RolloutWorker:
         async def one(ids: list, allowed_ids: list) -> list:
             params = SamplingParams(n=1, temperature=1.0, top_p=1.0, max_tokens=1, logprobs=len(allowed_ids),
                                     allowed_token_ids=allowed_ids, output_kind=RequestOutputKind.FINAL_ONLY)
-            final, *_ = await self.run_request(ids, params, tag="lp")
+            final, version, *_ = await self.run_request(ids, params, tag="lp")
             top = final.outputs[0].logprobs[0]
-            return [top[t].logprob if t in top else float("-inf") for t in allowed_ids]
+            return [top[t].logprob if t in top else float("-inf") for t in allowed_ids], version
 
         deadline = generate_deadline_s(self.cfg, max(map(len, prompts), default=0), len(tasks), 1)
         return await self._bounded([one(ids, a) for ids, a in zip(prompts, allowed)], deadline, None,

@@ -27,6 +27,7 @@ class SelectorSettings:
     max_prompt_tokens: int = 2048
     max_response_tokens: int = 48
     temperature: float = 1.0          # sampling temperature when samples > 1 (samples == 1: greedy)
+    orders: int = 1                   # default reading of a group: 1 (sampled judgments) or 2 (both orders)
     max_candidates: int = 256
     max_candidate_chars: int = 4000
     max_problem_chars: int = 16000
@@ -51,7 +52,7 @@ def error_response(status: int, field: str, message: str, kind: str = "invalid_r
 
 
 # ---- request validation (pure, no engine) ---------------------------------------------------------------
-_SELECT_FIELDS = {"problem", "candidates", "domain", "samples", "temperature"}
+_SELECT_FIELDS = {"problem", "candidates", "domain", "samples", "temperature", "orders"}
 
 
 def _is_int(value) -> bool:
@@ -59,7 +60,7 @@ def _is_int(value) -> bool:
 
 
 def parse_select(body: bytes, s: SelectorSettings) -> dict:
-    """Validate a /v1/select body; return {problem, candidates, domain, samples, temperature}.
+    """Validate a /v1/select body; return {problem, candidates, domain, samples, temperature, orders}.
     Raises RequestError naming the field (JSON paths such as `candidates[3]`)."""
     data = parse_json(body, s.max_body_bytes)
     unknown = sorted(set(data) - _SELECT_FIELDS)
@@ -107,8 +108,15 @@ def parse_select(body: bytes, s: SelectorSettings) -> dict:
             raise RequestError(422, "temperature", "0 (greedy) makes every sample identical; use samples=1")
     else:
         temperature = 0.0 if samples == 1 else s.temperature
+    orders = data.get("orders", s.orders)
+    if not _is_int(orders) or orders not in (1, 2):
+        raise RequestError(422, "orders", f"must be 1 (sampled judgments) or 2 (each group read in both orders), "
+                                          f"got {orders!r}")
+    if orders == 2 and (samples > 1 or "temperature" in data):
+        raise RequestError(422, "orders", "2 reads the log-prob of every index once per order: leave samples and "
+                                          "temperature out")
     return {"problem": problem, "candidates": candidates, "domain": domain, "samples": samples,
-            "temperature": float(temperature)}
+            "temperature": float(temperature) if orders == 1 else 1.0, "orders": orders}
 
 
 def parse_json(body: bytes, max_bytes: int) -> dict:

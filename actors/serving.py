@@ -40,7 +40,7 @@ from actors.select_request import (RequestError, SelectorSettings, _client_error
                                    error_response, parse_json, parse_select)
 from actors.weight_board import BOARD_NAMESPACE, check_same_shape, read_model_weights
 from core.algo.genselect import build_prompt, parse_judgment, read_prompt_style
-from core.algo.knockout import DoesNotFit, advance, majority, plan_round
+from core.algo.knockout import DoesNotFit, advance, both_orders_pick, majority, plan_round
 from core.records import SelectionTask
 
 log = logging.getLogger("genselect.serving")
@@ -180,7 +180,7 @@ class SelectorServer:
         ctx = serve.get_replica_context()
         body = {"status": "ok" if health["ok"] else "unhealthy", "policy_version": self.worker.version,
                 "model": self.model_path, "replica": ctx.replica_id.unique_id if ctx else None,
-                "window": self.s.window, "max_prompt_tokens": self.s.max_prompt_tokens,
+                "window": self.s.window, "orders": self.s.orders, "max_prompt_tokens": self.s.max_prompt_tokens,
                 # the cluster's HTTP ingress (docs/serving.md, "Scaling"), as the Serve controller reads it
                 "ingress": "haproxy" if os.environ.get("RAY_SERVE_ENABLE_HA_PROXY") == "1" else "proxy",
                 "in_flight": health["in_flight"], "paused": health["paused"], "error": health["error"],
@@ -233,7 +233,7 @@ class SelectorServer:
     async def _select(self, body: bytes) -> dict:
         req = await asyncio.to_thread(parse_select, body, self.s)
         self.counters["select"] += 1
-        problem, candidates, k = req["problem"], req["candidates"], req["samples"]
+        problem, candidates = req["problem"], req["candidates"]
         members, rounds, versions = list(range(len(candidates))), [], set()
         started = time.perf_counter()
         while True:
@@ -244,58 +244,83 @@ class SelectorServer:
                 raise RequestError(413, "candidates", f"candidates {e.members} together exceed the prompt budget "
                                                       f"of {self.s.max_prompt_tokens} tokens") from None
             judged = [g for g in groups if len(g) > 1]
-            tasks = [SelectionTask(prompt_id=f"serve/{i}", problem_id="serve", domain=req["domain"],
-                                   problem=problem, candidates=tuple(candidates[j] for j in g),
-                                   candidate_answers=tuple(candidates[j] for j in g), labels=(0.0,) * len(g),
-                                   reference="", prompt=build_prompt(problem, [candidates[j] for j in g],
-                                                                      style=self.style))
-                     for i, g in enumerate(judged)]
             # every group of the round in flight at once: the engine batches them (continuous batching)
-            results = await self.worker.generate(tasks, n=k, temperature=req["temperature"],
-                                                 max_tokens=self.s.max_response_tokens)
+            by_group = dict(zip(map(tuple, judged), await self._judge(req, judged)))
             record, winners, final = {"groups": [], "winners": []}, [], len(groups) == 1
-            by_group = dict(zip(map(tuple, judged), results))
             for g in groups:
-                if len(g) == 1:
-                    winners.append(g[0])
-                    record["groups"].append(g)
-                    record["winners"].append(g[0])
-                    continue
-                result = by_group[tuple(g)]
-                versions.add(result.policy_version)
-                parsed = [parse_judgment(r.response_text, len(g)) for r in result.rollouts]
-                local, votes = majority([p.index for p in parsed], len(g))
-                winner = advance(g, local, final)
-                if local is None and not final:
-                    self.counters["knockout_fallbacks"] += 1
+                verdict = by_group.get(tuple(g))
+                winner = g[0] if verdict is None else advance(g, verdict["local"], final)
+                if verdict is not None:
+                    versions.add(verdict["policy_version"])
+                    if verdict["local"] is None and not final:
+                        self.counters["knockout_fallbacks"] += 1
+                    if final:
+                        last = dict(verdict, group=g, winner=winner)
                 record["groups"].append(g)
                 record["winners"].append(winner)
                 winners.append(winner)
-                if final:
-                    last = {"group": g, "parsed": parsed, "votes": votes, "result": result, "winner": winner}
             rounds.append(record)
             if final:
                 break
             members = winners
-        n = len(candidates)
-        votes = [0] * n
+        votes, scores = [0] * len(candidates), [None] * len(candidates)
         for j, v in zip(last["group"], last["votes"]):
             votes[j] = v
-        parsed = last["parsed"]
-        return {
+        for j, v in zip(last["group"], last.get("scores") or ()):
+            scores[j] = v
+        out = {
             "index": last["winner"],
             "votes": votes,
-            "judgments": [r.response_text for r in last["result"].rollouts],
-            "parsed": [last["group"][p.index] if p.ok else None for p in parsed],
-            "unparsed": sum(not p.ok for p in parsed),
-            "parse_errors": [p.status for p in parsed if not p.ok],
-            "policy_version": last["result"].policy_version,
+            "judgments": last["judgments"],
+            "parsed": [last["group"][i] if i is not None else None for i in last["parsed"]],
+            "unparsed": sum(i is None for i in last["parsed"]),
+            "parse_errors": last["parse_errors"],
+            "policy_version": last["policy_version"],
             "policy_versions": sorted(versions),
             "rounds": len(rounds),
             "bracket": rounds,
-            "samples": k, "temperature": req["temperature"],
+            "samples": req["samples"], "temperature": req["temperature"], "orders": req["orders"],
             "seconds": round(time.perf_counter() - started, 4),
         }
+        if req["orders"] == 2:
+            out["scores"] = scores
+        return out
+
+    def _group_task(self, req: dict, group: list, i: int) -> SelectionTask:
+        shown = tuple(req["candidates"][j] for j in group)
+        return SelectionTask(prompt_id=f"serve/{i}", problem_id="serve", domain=req["domain"], problem=req["problem"],
+                             candidates=shown, candidate_answers=shown, labels=(0.0,) * len(group), reference="",
+                             prompt=build_prompt(req["problem"], list(shown), style=self.style))
+
+    async def _judge(self, req: dict, judged: list) -> list:
+        """One verdict per group of a round: {local (index within the group, or None), votes, judgments, parsed
+        (local indices or None), parse_errors, policy_version[, scores]}. orders=1: the majority of `samples`
+        sampled judgments; orders=2: the group read as given and reversed from the log-probs of every index
+        (core.algo.knockout.both_orders_pick), `scores` the summed log-probs."""
+        if req["orders"] == 2:
+            tasks = [self._group_task(req, order, i) for i, g in enumerate(judged) for order in (g, g[::-1])]
+            readings = await self.worker.index_logprobs(tasks)
+            verdicts = []
+            for k, g in enumerate(judged):
+                (forward, v1), (backward, v2) = readings[2 * k], readings[2 * k + 1]
+                local = both_orders_pick(forward, backward)
+                n = len(g)
+                verdicts.append({"local": local, "votes": [int(i == local) for i in range(n)], "judgments": [],
+                                 "parsed": [local], "parse_errors": [], "policy_version": max(v1, v2),
+                                 "scores": [round(forward[i] + backward[n - 1 - i], 6) for i in range(n)]})
+            return verdicts
+        results = await self.worker.generate([self._group_task(req, g, i) for i, g in enumerate(judged)],
+                                             n=req["samples"], temperature=req["temperature"],
+                                             max_tokens=self.s.max_response_tokens)
+        verdicts = []
+        for g, result in zip(judged, results):
+            parsed = [parse_judgment(r.response_text, len(g)) for r in result.rollouts]
+            local, votes = majority([p.index for p in parsed], len(g))
+            verdicts.append({"local": local, "votes": votes, "judgments": [r.response_text for r in result.rollouts],
+                             "parsed": [p.index if p.ok else None for p in parsed],
+                             "parse_errors": [p.status for p in parsed if not p.ok],
+                             "policy_version": result.policy_version})
+        return verdicts
 
     # ---- /v1/completions -------------------------------------------------------------------------------
     async def _completions(self, body: bytes) -> dict:

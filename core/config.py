@@ -117,6 +117,9 @@ class DataConfig:
     hedge_wrong_rate: float = _f(0.0, "Procedural generator: probability that a wrong candidate hedges its "
                                       "answer ('This might be wrong.'); a noisy verbal-confidence cue.")
     hedge_correct_rate: float = _f(0.0, "Procedural generator: probability that a correct candidate hedges.")
+    train_no_cue_share: float = _f(0.0, "Share of the training problems whose candidates lose their hedging "
+                                        "sentences (the held-out set keeps them): prompts only a reading of the "
+                                        "solutions decides, so the selector cannot lean on the cue alone.")
     solution_end_line: bool = _f(False, "End each candidate's block with `End of solution {i}.`: the index "
                                         "again beside the block's final answer (the embedded default: a tiny "
                                         "model finds a block's label there; data.md).")
@@ -317,6 +320,9 @@ class ServeConfig:
     window: int = _f(0, "Most candidates in one selection prompt; more are selected by knockout. "
                         "0: the model's run decides: its eval_knockout_window when its final "
                         "evaluation scored at least as well by knockout, else its data.max_candidates.")
+    orders: int = _f(0, "Default reading of a selection group: 1 (sampled judgments), 2 (read as given and reversed "
+                        "from the log-prob of every index); 0: the model's run decides: 2 when it served its knockout "
+                        "window and evaluated it with eval_knockout_both_orders, else 1. A request's `orders` wins.")
     max_prompt_tokens: int = _f(0, "Prompt token budget of one selection prompt (0: the training "
                                    "data.max_prompt_tokens).")
     max_response_tokens: int = _f(0, "Longest judgment (0: the training rollout.max_response_tokens).")
@@ -415,6 +421,7 @@ def _check(cfg: TrainConfig) -> None:
         ("data.max_candidates", d.max_candidates <= 16, "must be <= 16 (the paper's window)"),
         ("eval_knockout_window", cfg.eval_knockout_window == 0 or cfg.eval_knockout_window >= 2,
          "must be 0 (off) or at least 2 (candidates per knockout group)"),
+        ("serve.orders", cfg.serve.orders in (0, 1, 2), "must be 0 (the run decides), 1 or 2"),
         ("eval_knockout_both_orders", not cfg.eval_knockout_both_orders or
          (cfg.eval_knockout_window >= 2 and cfg.rollout.constrain_index),
          "needs eval_knockout_window >= 2 and rollout.constrain_index=true (it reads the log-prob of every index)"),
@@ -425,6 +432,7 @@ def _check(cfg: TrainConfig) -> None:
         ("data.candidate_error_rate", 0 <= d.candidate_error_rate <= 1, "must be in [0, 1]"),
         ("data.hedge_wrong_rate", 0 <= d.hedge_wrong_rate <= 1, "must be in [0, 1]"),
         ("data.hedge_correct_rate", 0 <= d.hedge_correct_rate <= 1, "must be in [0, 1]"),
+        ("data.train_no_cue_share", 0 <= d.train_no_cue_share <= 1, "must be in [0, 1]"),
         ("data.path", d.source != "file" or bool(d.path), "is required when data.source=file"),
         ("data.path", d.source != "model" or d.generator_problems != "file" or bool(d.path),
          "is required when data.generator_problems=file"),

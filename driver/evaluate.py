@@ -148,7 +148,7 @@ async def _judge_both_orders(worker, tasks: Sequence, judged: list, style: Promp
     """{(task index, group): pick within the group} for groups judged as given and reversed."""
     prompts = [sub_task(tasks[i], order, style) for i, g in judged for order in (g, g[::-1])]
     logprobs = await worker.index_logprobs(prompts)
-    return {(i, tuple(g)): both_orders_pick(logprobs[2 * k], logprobs[2 * k + 1])
+    return {(i, tuple(g)): both_orders_pick(logprobs[2 * k][0], logprobs[2 * k + 1][0])
             for k, (i, g) in enumerate(judged)}
 
 

@@ -69,6 +69,13 @@ def served_window(model: str, train_cfg) -> int:
     return train_cfg.data.max_candidates
 
 
+def served_orders(window: int, train_cfg) -> int:
+    """How a group is read by default: 2 (both orders) when the served window is the run's knockout window and
+    the run evaluated that knockout in both orders (`eval_knockout_both_orders`), else 1."""
+    both = train_cfg.eval_knockout_both_orders and window == train_cfg.eval_knockout_window
+    return 2 if both and train_cfg.rollout.constrain_index else 1
+
+
 def resolve_settings(model: str, serve_cfg, train_cfg=None, policy_version: Optional[int] = None):
     """SelectorSettings for `model`: ServeConfig values where set (non-zero), else the training run's."""
     from actors.select_request import SelectorSettings
@@ -82,10 +89,12 @@ def resolve_settings(model: str, serve_cfg, train_cfg=None, policy_version: Opti
     max_prompt = serve_cfg.max_prompt_tokens or train_cfg.data.max_prompt_tokens
     if context:
         max_prompt = min(max_prompt, context - max_response)
+    window = serve_cfg.window or served_window(model, train_cfg)
     return SelectorSettings(
         model=str(model), rollout=rollout, dtype=train_cfg.model.dtype, seed=train_cfg.seed,
         policy_version=exported_version(model) if policy_version is None else policy_version,
-        board=board_name(serve_cfg.app_name), window=serve_cfg.window or served_window(model, train_cfg),
+        board=board_name(serve_cfg.app_name), window=window,
+        orders=serve_cfg.orders or served_orders(window, train_cfg),
         max_prompt_tokens=max_prompt, max_response_tokens=max_response, temperature=train_cfg.rollout.temperature,
         max_candidates=serve_cfg.max_candidates,
         max_candidate_chars=serve_cfg.max_candidate_chars or train_cfg.data.max_candidate_chars,
@@ -275,6 +284,7 @@ def main(argv=None) -> int:
         _, settings = start(str(model.resolve()), serve_cfg, train_cfg, args.policy_version)
         url = f"http://{serve_cfg.host}:{serve_cfg.port}"
         print(f"serving {model} (policy version {settings.policy_version}, window {settings.window}, "
+              f"{'each group read in both orders, ' if settings.orders == 2 else ''}"
               f"prompt budget {settings.max_prompt_tokens} tokens) at {url}\n"
               f"  curl {url}/healthz\n  Ctrl-C stops", flush=True)
         while True:

@@ -90,6 +90,21 @@ def split_by_problem(problems: list, heldout_fraction: float, seed: int) -> tupl
     return [p for p in problems if p.id not in held], [p for p in problems if p.id in held]
 
 
+def without_cue(problems: list, share: float, seed: int) -> list:
+    """`problems` with the hedging sentences removed from every candidate of a seeded `share` of them (the
+    procedural source's verbal-confidence cue; `data.train_no_cue_share`): the same solutions and labels, so
+    those prompts can be decided only by reading the solutions."""
+    from dataclasses import replace
+
+    from driver.data.procedural import strip_hedges
+
+    if share <= 0:
+        return list(problems)
+    rng = random.Random(f"no-cue-{seed}")
+    return [replace(p, candidates=tuple(strip_hedges(c) for c in p.candidates)) if rng.random() < share else p
+            for p in problems]
+
+
 def draw_indices(labels: tuple, n: int, rng: random.Random) -> list:
     """n distinct candidate indices with >= 1 correct and >= 1 wrong, in shuffled order."""
     correct = [i for i, x in enumerate(labels) if x >= 1.0]

@@ -132,6 +132,11 @@ def make_candidates(plan: Plan, k: int, rng: random.Random, spec: ProceduralSpec
     return texts
 
 
+def strip_hedges(text: str) -> str:
+    """`text` without its hedging sentences (the inverse of `hedge`; other lines untouched)."""
+    return "\n".join(line for line in text.split("\n") if line not in HEDGES)
+
+
 def hedge(text: str, rng: random.Random) -> str:
     """Insert a hedging sentence (a verbal-confidence cue) before the final `Answer: X` line."""
     head, _, answer = text.rpartition("Answer: ")

@@ -244,7 +244,8 @@ def test_index_logprobs_are_the_constrained_distribution(engine, reference, rh):
     finally:
         worker.cfg = dataclasses.replace(worker.cfg, constrain_index=False)
     tok = worker.tokenizer
-    for task, row in zip(tasks, got):
+    assert all(version == worker.version for _, version in got)
+    for task, (row, _) in zip(tasks, got):
         allowed = [tok(str(i), add_special_tokens=False)["input_ids"][0] for i in range(task.num_candidates)]
         with torch.no_grad():
             logits = reference(torch.tensor([worker.task_prompt_ids(task)])).logits[0, -1]

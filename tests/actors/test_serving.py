@@ -59,6 +59,10 @@ BAD = [  # (body, status, field)
     ({**GOOD, "domain": "physics"}, 422, "domain"),
     ({**GOOD, "candidate": ["a"]}, 422, "candidate"),
     ({**GOOD, "problem": "p" * 250_000}, 413, "body"),
+    ({**GOOD, "orders": 3}, 422, "orders"),
+    ({**GOOD, "orders": "2"}, 422, "orders"),
+    ({**GOOD, "orders": 2, "samples": 2}, 422, "orders"),
+    ({**GOOD, "orders": 2, "temperature": 0}, 422, "orders"),
 ]
 
 
@@ -105,6 +109,20 @@ class ScriptedWorker:
         return groups
 
 
+class LogprobWorker(ScriptedWorker):
+    """Index log-probs that prefer the first solution shown 3:1 (a position bias), times 1.5 for a candidate
+    containing 'RIGHT'; records every batch (one per round: each group twice, as given and reversed)."""
+
+    async def index_logprobs(self, tasks):
+        import math
+        self.calls.append([t.candidates for t in tasks])
+        out = []
+        for t in tasks:
+            w = [(3.0 if i == 0 else 1.0) * (1.5 if "RIGHT" in c else 1.0) for i, c in enumerate(t.candidates)]
+            out.append(([math.log(x / sum(w)) for x in w], self.version))
+        return out
+
+
 def _select(server, body):
     return asyncio.run(server._select(_bytes(body)))
 
@@ -121,6 +139,21 @@ def test_knockout_wiring_finds_the_one_right_candidate_among_64():
     assert [len(g) for g in first["groups"]] == [8] * 8 and first["winners"][5] == 45
     assert server.counters["knockout_fallbacks"] == 7  # the 7 groups without a parseable judgment advance their first
     assert out["bracket"][1]["groups"] == [first["winners"]]
+
+
+def test_both_orders_reads_every_pair_twice_and_cancels_the_position_bias():
+    server = SelectorServer(settings(window=2, orders=2, policy_version=3), worker=LogprobWorker())
+    candidates = ["a", "b", "c RIGHT", "d", "e"]
+    out = _select(server, {"problem": "p", "candidates": candidates})
+    assert out["index"] == 2 and out["orders"] == 2 and out["policy_version"] == 3 and out["rounds"] == 3
+    first = server.worker.calls[0]
+    assert first[:2] == [("a", "b"), ("b", "a")] and len(first) == 4  # 2 pairs twice; "e" has a bye
+    final = out["bracket"][-1]["groups"][0]
+    assert out["votes"][2] == 1 and sum(out["votes"]) == 1 and out["unparsed"] == 0
+    assert [out["scores"][j] is not None for j in range(5)] == [j in final for j in range(5)]
+    assert out["scores"][2] == max(v for v in out["scores"] if v is not None)
+    # the same request read once per group (orders=1, scripted text judgments) still works beside it
+    assert _select(server, {"problem": "p", "candidates": candidates, "orders": 1})["index"] == 2
 
 
 def test_unparsed_final_round_gives_no_index_and_counts_them():
@@ -194,7 +227,7 @@ def test_healthz(served):
 
     body = requests.get(served.url + "/healthz", timeout=30).json()
     assert body["status"] == "ok" and body["policy_version"] == 0 and body["model"] == served.model
-    assert body["window"] == WINDOW and body["max_prompt_tokens"] > 0
+    assert body["window"] == WINDOW and body["orders"] == 1 and body["max_prompt_tokens"] > 0
     # the project's default ingress (core/env.py): HAProxy, running, in front of the replica's own HTTP server
     import psutil
     assert body["ingress"] == "haproxy"
@@ -218,6 +251,12 @@ def test_select_contract(served):
     greedy = [_post(served.url + "/v1/select", {"problem": "What is 1 + 1?", "candidates": ["2", "3"]}).json()
               for _ in range(2)]
     assert greedy[0]["judgments"] == greedy[1]["judgments"] and greedy[0]["temperature"] == 0.0
+    # each group read as given and reversed from the engine's index log-probs: deterministic, the argmax score
+    both = [_post(served.url + "/v1/select", {"problem": "What is 17 + 5?", "candidates": ["22", "23", "21"],
+                                              "orders": 2}).json() for _ in range(2)]
+    assert both[0]["orders"] == 2 and both[0]["scores"] == both[1]["scores"] and both[0]["index"] == both[1]["index"]
+    scores = both[0]["scores"]
+    assert None not in scores and both[0]["index"] == scores.index(max(scores)) and both[0]["policy_version"] == 0
 
 
 @pytest.mark.slow

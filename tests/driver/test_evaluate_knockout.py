@@ -95,7 +95,7 @@ class LogprobJudge:
         for t in tasks:
             shown = re.findall(r"Solution \d+:\n(\S+)", t.prompt)
             weights = [(9.0 if i == 0 else 1.0) * (1.2 if "good" in c else 1.0) for i, c in enumerate(shown)]
-            out.append([math.log(w / sum(weights)) for w in weights])
+            out.append(([math.log(w / sum(weights)) for w in weights], 0))
         return out
 
 

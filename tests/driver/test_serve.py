@@ -53,6 +53,21 @@ def test_served_window_is_the_runs_knockout_window_when_knockout_scored_at_least
     assert resolve_settings(str(export), ServeConfig(window=4)).window == 4  # an explicit window wins
 
 
+def test_groups_are_read_in_both_orders_when_the_run_evaluated_its_served_knockout_so(tmp_path):
+    cfg = load_config("smoke")
+    cfg.eval_knockout_window, cfg.data.max_candidates, cfg.eval_knockout_both_orders = 2, 6, True
+    run = tmp_path / "run"
+    export = _model_folder(run / "export")
+    (run / "config.yaml").write_text(to_yaml(cfg))
+    (run / "summary.json").write_text(json.dumps({"final_accuracy": 0.44, "final_knockout_accuracy": 0.66}))
+    assert resolve_settings(str(export), ServeConfig()).orders == 2
+    assert resolve_settings(str(export), ServeConfig(window=4)).orders == 1  # not the window it was evaluated at
+    assert resolve_settings(str(export), ServeConfig(orders=1)).orders == 1  # an explicit choice wins
+    cfg.eval_knockout_both_orders = False
+    (run / "config.yaml").write_text(to_yaml(cfg))
+    assert resolve_settings(str(export), ServeConfig()).orders == 1
+
+
 def test_prompt_budget_leaves_room_for_the_judgment(tmp_path):
     model = _model_folder(tmp_path / "m", context=1000)
     s = resolve_settings(str(model), ServeConfig(max_prompt_tokens=5000, max_response_tokens=40), TrainConfig())
