@@ -40,7 +40,7 @@ from actors.select_request import (RequestError, SelectorSettings, _client_error
                                    error_response, parse_json, parse_select)
 from actors.weight_board import BOARD_NAMESPACE, check_same_shape, read_model_weights
 from core.algo.genselect import build_prompt, parse_judgment, read_prompt_style
-from core.algo.knockout import DoesNotFit, advance, both_orders_pick, majority, plan_round
+from core.algo.knockout import DoesNotFit, advance, both_orders_pick, both_orders_scores, majority, plan_round
 from core.records import SelectionTask
 
 log = logging.getLogger("genselect.serving")
@@ -304,10 +304,9 @@ class SelectorServer:
             for k, g in enumerate(judged):
                 (forward, v1), (backward, v2) = readings[2 * k], readings[2 * k + 1]
                 local = both_orders_pick(forward, backward)
-                n = len(g)
-                verdicts.append({"local": local, "votes": [int(i == local) for i in range(n)], "judgments": [],
+                verdicts.append({"local": local, "votes": [int(i == local) for i in range(len(g))], "judgments": [],
                                  "parsed": [local], "parse_errors": [], "policy_version": max(v1, v2),
-                                 "scores": [round(forward[i] + backward[n - 1 - i], 6) for i in range(n)]})
+                                 "scores": [round(x, 6) for x in both_orders_scores(forward, backward)]})
             return verdicts
         results = await self.worker.generate([self._group_task(req, g, i) for i, g in enumerate(judged)],
                                              n=req["samples"], temperature=req["temperature"],

@@ -79,21 +79,22 @@ def greedy_accuracy(model, tokenizer, tasks, suffix_ids, index_ids, constrain: b
 
 def both_orders_accuracy(model, tokenizer, tasks, suffix_ids, index_ids, style) -> float:
     """Held-out accuracy of a 2-candidate selector read in both orders: candidate k scores
-    log pi(k | A, B) + log pi(1 - k | B, A) (the position-debiased pairwise judgment). Tasks with other N skipped."""
+    log pi(k | A, B) + log pi(1 - k | B, A) (the knockout rule `core.algo.knockout.both_orders_pick`, as
+    driver.evaluate and the service apply it). Tasks with other N skipped."""
     import torch
 
-    pairs = [t for t in tasks if t.num_candidates == 2]
+    from core.algo.knockout import both_orders_pick
+
+    pairs, ids = [t for t in tasks if t.num_candidates == 2], index_ids[:2]
     correct = 0
     model.eval()
     with torch.no_grad():
         for start in range(0, len(pairs), 32):
             chunk = pairs[start:start + 32]
             flipped = [reversed_task(t, style) for t in chunk]
-            ids = index_ids[:2]
-            a = torch.log_softmax(last_logits(model, tokenizer, chunk, suffix_ids)[:, ids], -1)
-            b = torch.log_softmax(last_logits(model, tokenizer, flipped, suffix_ids)[:, ids], -1)
-            score = a + b.flip(-1)
-            correct += sum(bool(t.correct[int(k)]) for t, k in zip(chunk, score.argmax(-1)))
+            a = torch.log_softmax(last_logits(model, tokenizer, chunk, suffix_ids)[:, ids], -1).tolist()
+            b = torch.log_softmax(last_logits(model, tokenizer, flipped, suffix_ids)[:, ids], -1).tolist()
+            correct += sum(bool(t.correct[both_orders_pick(f, r)]) for t, f, r in zip(chunk, a, b))
     model.train()
     return correct / max(1, len(pairs))
 

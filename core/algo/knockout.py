@@ -78,18 +78,23 @@ def majority(parsed: Sequence[Optional[int]], num_candidates: int) -> tuple:
     return votes.index(best), votes
 
 
-def both_orders_pick(forward: Sequence[float], backward: Sequence[float]) -> int:
-    """The winner (an index into the group as given) of a group judged in both orders.
+def both_orders_scores(forward: Sequence[float], backward: Sequence[float]) -> list:
+    """Scores of a group judged in both orders, indexed as the group is given.
 
     forward[i]: log p(answer i) with the group as given; backward[j]: log p(answer j) with the group reversed,
-    where given candidate i sits at position n-1-i. Score of i: forward[i] + backward[n-1-i]; ties go to the
-    lowest index.
+    where given candidate i sits at position n-1-i. Score of i: forward[i] + backward[n-1-i].
     """
     n = len(forward)
     if len(backward) != n or n < 1:
         raise ValueError(f"need two readings of the same group, got {len(forward)} and {len(backward)} log-probs")
-    scores = [forward[i] + backward[n - 1 - i] for i in range(n)]
-    return max(range(n), key=lambda i: (scores[i], -i))
+    return [forward[i] + backward[n - 1 - i] for i in range(n)]
+
+
+def both_orders_pick(forward: Sequence[float], backward: Sequence[float]) -> int:
+    """The winner (an index into the group as given) of a group judged in both orders: the highest
+    `both_orders_scores`; ties go to the lowest index."""
+    scores = both_orders_scores(forward, backward)
+    return max(range(len(scores)), key=lambda i: (scores[i], -i))
 
 
 def advance(group: Sequence[int], pick: Optional[int], final: bool) -> Optional[int]:

@@ -3,7 +3,7 @@ import random
 
 import pytest
 
-from core.algo.knockout import DoesNotFit, advance, balanced_split, both_orders_pick, majority, plan_round, rounds_needed
+from core.algo.knockout import DoesNotFit, advance, balanced_split, both_orders_pick, both_orders_scores, majority, plan_round, rounds_needed
 
 
 @pytest.mark.parametrize("n,groups,sizes", [(64, 8, [8] * 8), (9, 2, [5, 4]), (10, 3, [4, 3, 3]), (3, 2, [2, 1])])
@@ -72,5 +72,6 @@ def test_both_orders_pick_cancels_a_position_preference_and_breaks_ties_low():
     assert both_orders_pick((math.log(0.6), math.log(0.4)), (math.log(0.8), math.log(0.2))) == 1
     # three candidates: given i sits at position n-1-i when reversed
     assert both_orders_pick((-1.0, -2.0, -3.0), (-0.5, -4.0, -4.0)) == 2  # -3-0.5 > -1-4, -2-4
+    assert both_orders_scores((-1.0, -2.0, -3.0), (-0.5, -4.0, -4.0)) == [-5.0, -6.0, -3.5]
     with pytest.raises(ValueError, match="two readings"):
         both_orders_pick((-1.0, -2.0), (-1.0,))
