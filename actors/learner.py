@@ -71,6 +71,31 @@ def lr_multiplier(step: int, schedule: str, warmup_steps: int, total_steps: int)
 _PRUNABLE_LAYERS = ("Qwen3DecoderLayer", "Qwen2DecoderLayer", "LlamaDecoderLayer", "MistralDecoderLayer")
 
 
+def join_process_group(init, rank: int, world_size: int, master_addr: str, master_port: int,
+                       attempts: int = 3) -> None:
+    """Set the rendezvous variables and call `init()` (deepspeed.init_distributed with this rank's arguments).
+
+    A single rank has no peer to agree on a port with, so it picks one itself, here, on every interface, and
+    picks again if the pick was taken before its store could listen (EADDRINUSE: on a busy node other
+    processes' connections take ports all the time; a port chosen by the driver seconds earlier was once taken
+    in CI). Several ranks use the driver's `master_addr:master_port`, which all of them were given."""
+    from core.net import free_port
+
+    for attempt in range(1, attempts + 1):
+        addr, port = (master_addr, master_port) if world_size > 1 else ("127.0.0.1", free_port(""))
+        os.environ.update(RANK=str(rank), WORLD_SIZE=str(world_size), LOCAL_RANK="0",
+                          LOCAL_WORLD_SIZE=str(world_size), MASTER_ADDR=addr, MASTER_PORT=str(port))
+        try:
+            init()
+            return
+        except RuntimeError as err:
+            taken = "EADDRINUSE" in str(err) or "address already in use" in str(err).lower()
+            if world_size > 1 or not taken or attempt == attempts:
+                raise
+            log.warning("learner rank 0: port %d was taken before the process group could listen on it (%s); "
+                        "picking another", port, str(err).splitlines()[0][:200])
+
+
 class _PolicyLogprobs(torch.nn.Module):
     """Wraps a HF causal LM: packed inputs -> log-probs and entropies of the target tokens only.
 
@@ -205,16 +230,15 @@ class Learner(NcclWeightSender):
                              f"'proximal' (load the config with core.config.load_config to resolve 'auto')")
         self.cfg, self.algo, self.model_path = cfg, algo, Path(model_path)
         self.rank, self.world_size = rank, world_size
-        os.environ.update(RANK=str(rank), WORLD_SIZE=str(world_size), LOCAL_RANK="0",
-                          LOCAL_WORLD_SIZE=str(world_size), MASTER_ADDR=master_addr, MASTER_PORT=str(master_port))
         logging.getLogger("DeepSpeed").setLevel(logging.WARNING)
         cuda = torch.cuda.is_available()
         if cuda:
             torch.cuda.set_device(0)  # Ray gives each rank its own visible GPU
         self.device = torch.device("cuda", 0) if cuda else torch.device("cpu")
-        deepspeed.init_distributed(dist_backend="nccl" if cuda else "gloo", auto_mpi_discovery=False,
-                                   timeout=datetime.timedelta(seconds=cfg.step_timeout_s),
-                                   rank=rank, world_size=world_size)
+        join_process_group(functools.partial(deepspeed.init_distributed, dist_backend="nccl" if cuda else "gloo",
+                                             auto_mpi_discovery=False, rank=rank, world_size=world_size,
+                                             timeout=datetime.timedelta(seconds=cfg.step_timeout_s)),
+                           rank, world_size, master_addr, master_port)
         torch.manual_seed(seed + rank)
         bf16 = cfg.dtype == "bfloat16"
         hf = AutoModelForCausalLM.from_pretrained(str(model_path), dtype=torch.bfloat16 if bf16 else torch.float32,

@@ -83,6 +83,7 @@ def both_orders_accuracy(model, tokenizer, tasks, suffix_ids, index_ids, style) 
     driver.evaluate and the service apply it). Tasks with other N skipped."""
     import torch
 
+    from core.algo.genselect import mirrored_task
     from core.algo.knockout import both_orders_pick
 
     pairs, ids = [t for t in tasks if t.num_candidates == 2], index_ids[:2]
@@ -91,25 +92,12 @@ def both_orders_accuracy(model, tokenizer, tasks, suffix_ids, index_ids, style) 
     with torch.no_grad():
         for start in range(0, len(pairs), 32):
             chunk = pairs[start:start + 32]
-            flipped = [reversed_task(t, style) for t in chunk]
+            flipped = [mirrored_task(t, style) for t in chunk]
             a = torch.log_softmax(last_logits(model, tokenizer, chunk, suffix_ids)[:, ids], -1).tolist()
             b = torch.log_softmax(last_logits(model, tokenizer, flipped, suffix_ids)[:, ids], -1).tolist()
             correct += sum(bool(t.correct[both_orders_pick(f, r)]) for t, f, r in zip(chunk, a, b))
     model.train()
     return correct / max(1, len(pairs))
-
-
-def reversed_task(task, style):
-    """`task` with its candidates in reverse order (labels and prompt to match): the same decision with every
-    correct index moved, so that a batch holding both carries no net push towards any one index."""
-    import dataclasses
-
-    import core.algo.genselect as genselect
-
-    candidates = tuple(reversed(task.candidates))
-    return dataclasses.replace(task, candidates=candidates, candidate_answers=tuple(reversed(task.candidate_answers)),
-                               labels=tuple(reversed(task.labels)),
-                               prompt=genselect.build_prompt(task.problem, candidates, style=style))
 
 
 def policy_loss(log_probs, tasks, index_ids, mode: str, group_size: int, entropy_coef: float = 0.0,
@@ -165,7 +153,7 @@ def main(argv=None) -> int:
     import torch
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
-    from core.algo.genselect import PromptStyle
+    from core.algo.genselect import PromptStyle, mirrored_task
     from core.config import load_config
     from driver.data.builder import summarize
     from driver.data.dataset import load_dataset
@@ -206,7 +194,7 @@ def main(argv=None) -> int:
         if args.mirror:
             half = cfg.prompts_per_step // 2
             picked = [train[order[(step * half + i) % len(train)]] for i in range(half)]
-            batch = [t for task in picked for t in (task, reversed_task(task, style))]
+            batch = [t for task in picked for t in (task, mirrored_task(task, style))]
         else:
             batch = [train[order[(step * cfg.prompts_per_step + i) % len(train)]]
                      for i in range(cfg.prompts_per_step)]

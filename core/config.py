@@ -296,6 +296,9 @@ class CurriculumConfig:
     advance_gain: float = _f(0.15, "Admit the next size when mean (sampled reward - random@N) at the current "
                                    "largest size reaches this, over `window` steps.")
     window: int = _f(5, "Steps the gain is averaged over.")
+    mirror: bool = _f(False, "Draw each prompt with its twin, the same candidates in reverse order (id "
+                             "`{prompt_id}/mirror`), into the same batch: a push towards an index cancels within "
+                             "the batch and only a push towards content is left (BENCHMARKS.md, issue 7).")
 
 
 @dataclass

@@ -93,13 +93,15 @@ def check_compatible(folder: Path, cfg, train_prompt_ids) -> None:
     RESUME_KEYS, and every prompt id its stream will re-issue is a training prompt of the current dataset."""
     from omegaconf import OmegaConf
 
-    from core.config import to_yaml
+    from core.config import TrainConfig, to_yaml
 
     where = f"cannot resume from {folder}"
     hint = "start a new run (another run_dir, or resume=never) or restore the checkpoint's settings"
     if (Path(folder) / CONFIG).exists():
-        old = _flatten(OmegaConf.to_container(OmegaConf.load(Path(folder) / CONFIG)))
         new = _flatten(OmegaConf.to_container(OmegaConf.create(to_yaml(cfg))))
+        # a key the checkpoint's config lacks was added since it was written: it ran with that key's default
+        old = {**_flatten(OmegaConf.to_container(OmegaConf.create(to_yaml(TrainConfig())))),
+               **_flatten(OmegaConf.to_container(OmegaConf.load(Path(folder) / CONFIG)))}
         for key in sorted(set(old) | set(new)):
             if key.startswith(RESUME_KEYS) and key not in _RESUME_IGNORED and old.get(key) != new.get(key):
                 raise IncompatibleCheckpoint(f"{where}: it was written with {key}={old.get(key)!r}, this run has "

@@ -16,11 +16,16 @@ Resumable. Each stage draws from its own `PromptStream` (seeded by `seed + 1000 
 visits its prompts in the same order); the state is the stage, every stage stream's position, the recent
 gains, and the drawn-but-unfinished ids, which are re-issued first after a resume (no prompt replayed or
 skipped). With one stage this is exactly `PromptStream(prompt_ids, seed)`.
+
+Mirrored (`curriculum.mirror`). Every new draw is followed by its twin, the prompt with its candidates in
+reverse order (`core.algo.genselect.mirrored_task`): the stream's positions count the originals, the twins ride
+along, and a checkpoint re-issues unfinished twins like any other drawn id.
 """
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from core.algo.genselect import MIRROR_SUFFIX
 from driver.stream import PromptStream
 
 
@@ -50,6 +55,7 @@ class CurriculumStream:
     stage: int = 0
     gains: list = field(default_factory=list)
     streams: dict = field(default_factory=dict)
+    mirror: bool = False
 
     def __post_init__(self) -> None:
         if not self.caps:
@@ -71,7 +77,14 @@ class CurriculumStream:
         return self.streams[stage]
 
     def take(self, count: int) -> list:
-        return self._stream(self.stage).take(count)
+        """`count` ids of the current stage (re-issued ones first). With `mirror`, each new draw comes with its
+        twin right after it (`{id}/mirror`), so `count` rounds up to even: twins stay in one batch."""
+        stream = self._stream(self.stage)
+        if not self.mirror:
+            return stream.take(count)
+        drawn = stream.take(min(count, len(stream.reissue)))  # ids already drawn, twins among them
+        fresh = stream.take((count - len(drawn) + 1) // 2)
+        return drawn + [i for base in fresh for i in (base, base + MIRROR_SUFFIX)]
 
     def observe(self, gain: float | None) -> bool:
         """Record one step's gain at the current cap; advance (and return True) when the recent mean is high

@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import Optional, Sequence
 
 from core.algo import metrics as M
-from core.algo.genselect import PromptStyle, build_prompt, parse_judgment
+from core.algo.genselect import PromptStyle, parse_judgment, reordered_task
 from core.algo.knockout import advance, both_orders_pick, plan_round
 
 BASELINES = ("genselect", "pass_at_1", "majority", "random", "pass_at_n")
@@ -111,13 +111,7 @@ async def choose(worker, tasks: Sequence, max_tokens: Optional[int] = None) -> l
 
 def sub_task(task, members: Sequence[int], style: PromptStyle):
     """`task` restricted to the candidates `members` (in that order), its prompt rendered again."""
-    from dataclasses import replace
-
-    pick = lambda values: tuple(values[i] for i in members)  # noqa: E731
-    return replace(task, prompt_id=f"{task.prompt_id}/ko{'-'.join(map(str, members))}",
-                   candidates=pick(task.candidates), candidate_answers=pick(task.candidate_answers),
-                   labels=pick(task.labels), prompt=build_prompt(task.problem, pick(task.candidates),
-                                                                 style=style))
+    return reordered_task(task, members, style, f"{task.prompt_id}/ko{'-'.join(map(str, members))}")
 
 
 async def choose_knockout(worker, tasks: Sequence, window: int, style: PromptStyle,

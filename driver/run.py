@@ -16,7 +16,7 @@ from pathlib import Path
 import numpy as np
 
 from actors.faults import maybe_crash
-from core.algo.genselect import PromptStyle, write_prompt_style
+from core.algo.genselect import MIRROR_SUFFIX, PromptStyle, write_prompt_style
 from core.config import to_yaml
 from driver import checkpoint as ckpt
 from driver.report import MetricsLog, Progress, plot_curves, summarize
@@ -35,6 +35,16 @@ def unseen_tasks(tasks: list, seen_problems) -> list:
 
 class RunFailed(RuntimeError):
     """The run cannot go on (a learner died, a deadline passed); the message says how to continue."""
+
+
+def error_summary(err: BaseException, limit: int = 300) -> str:
+    """`Type: first line` of a Ray error, plus its root cause when the text ends in one (an actor whose
+    `__init__` raised carries the traceback, and its last line is the exception that killed it: without it a
+    start-up failure says only "died in its creation task")."""
+    lines = [l.strip() for l in str(err).splitlines() if l.strip()]
+    head = lines[0][:limit] if lines else ""
+    cause = lines[-1][:limit] if len(lines) > 1 else ""
+    return f"{type(err).__name__}: {head}" + (f" ... caused by {cause}" if cause and cause != head else "")
 
 
 class Run:
@@ -177,7 +187,7 @@ class Run:
         self.stream = self._curriculum()
         from core.deadlines import collect_deadline_s
 
-        self.collector = RolloutCollector(self.handles, {t.prompt_id: t for t in self.train_tasks}, self.stream,
+        self.collector = RolloutCollector(self.handles, self._tasks_by_id(), self.stream,
                                           self.cfg.rollout, self._restore_worker,
                                           deadline_s=lambda prompts: collect_deadline_s(self.cfg, prompts))
 
@@ -203,6 +213,16 @@ class Run:
               file=sys.stderr, flush=True)
         return ray.get_actor(settings.board, namespace=BOARD_NAMESPACE)
 
+    def _tasks_by_id(self) -> dict:
+        """Every training task by prompt id, and with `curriculum.mirror` each one's reversed twin."""
+        from core.algo.genselect import mirrored_task
+
+        tasks = {t.prompt_id: t for t in self.train_tasks}
+        if self.cfg.curriculum.mirror:
+            style = PromptStyle.of(self.cfg.data)
+            tasks.update({m.prompt_id: m for m in (mirrored_task(t, style) for t in self.train_tasks)})
+        return tasks
+
     def _curriculum(self, state: dict | None = None):
         """The prompt stream: one stage (every prompt) unless `curriculum.enabled` (driver/curriculum.py)."""
         from driver.curriculum import CurriculumStream, stage_caps
@@ -212,7 +232,7 @@ class Run:
         largest = max(sizes.values())
         caps = stage_caps(cur.start_candidates, largest) if cur.enabled else [largest]
         args = (list(sizes), sizes, caps)
-        kwargs = {"advance_gain": cur.advance_gain, "window": cur.window, "seed": self.cfg.seed}
+        kwargs = {"advance_gain": cur.advance_gain, "window": cur.window, "seed": self.cfg.seed, "mirror": cur.mirror}
         return CurriculumStream.restore(*args, state, **kwargs) if state else CurriculumStream(*args, **kwargs)
 
     def _wait_until_started(self) -> None:
@@ -241,7 +261,10 @@ class Run:
 
     def _resume(self, folder: Path) -> int:
         state = ckpt.load_driver_state(folder)
-        ckpt.check_compatible(folder, self.cfg, [t.prompt_id for t in self.train_tasks])
+        ids = [t.prompt_id for t in self.train_tasks]
+        if self.cfg.curriculum.mirror:  # unfinished twins are re-issued like any drawn prompt
+            ids += [i + MIRROR_SUFFIX for i in ids]
+        ckpt.check_compatible(folder, self.cfg, ids)
         self._get([l.load_checkpoint.remote(str(folder / "learner")) for l in self.handles.learners],
                   self.cfg.learner.step_timeout_s, "learner checkpoint load")
         self.version = state["version"]
@@ -483,7 +506,7 @@ class Run:
         except (RayActorError, RayTaskError, GetTimeoutError) as err:
             lost = self._placement_watch().unplaceable() if self.handles is not None else []
             why = f"; {'; '.join(lost)}" if lost else ""  # an actor's node died and took its resources along
-            raise RunFailed(f"{what} failed ({type(err).__name__}: {str(err).splitlines()[0][:300]}){why}; "
+            raise RunFailed(f"{what} failed ({error_summary(err)}){why}; "
                             f"{self._how_to_continue()}") from err
 
 

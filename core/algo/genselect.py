@@ -105,6 +105,26 @@ def build_prompt(problem: str, candidates: Sequence[str], max_candidate_chars: O
     return "\n\n".join(parts)
 
 
+MIRROR_SUFFIX = "/mirror"  # prompt id of a task's twin with its candidates in reverse order (curriculum.mirror)
+
+
+def reordered_task(task, order: Sequence[int], style: PromptStyle, prompt_id: str):
+    """`task` (a SelectionTask) showing its candidates `order[0], order[1], ...` as `Solution 0, 1, ...`, with
+    answers and labels to match and the prompt rendered again: the same decision, other indices."""
+    from dataclasses import replace
+
+    pick = lambda values: tuple(values[i] for i in order)  # noqa: E731
+    return replace(task, prompt_id=prompt_id, candidates=pick(task.candidates),
+                   candidate_answers=pick(task.candidate_answers), labels=pick(task.labels),
+                   prompt=build_prompt(task.problem, pick(task.candidates), style=style))
+
+
+def mirrored_task(task, style: PromptStyle):
+    """`task` with its candidates in reverse order, id `{prompt_id}/mirror`: beside the original in one batch,
+    a push towards an index (a position preference) cancels and only a push towards content is left."""
+    return reordered_task(task, range(task.num_candidates - 1, -1, -1), style, task.prompt_id + MIRROR_SUFFIX)
+
+
 def write_prompt_style(folder, style: PromptStyle) -> None:
     """Record in model `folder` how its selection prompts were rendered (read by `read_prompt_style`)."""
     (Path(folder) / PROMPT_STYLE_FILE).write_text(json.dumps(asdict(style)))

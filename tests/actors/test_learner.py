@@ -437,3 +437,39 @@ def test_two_rank_zero3_weight_sync_and_final_export(ray_session, tiny_model_pat
     finally:
         for a in ranks + [receiver]:
             ray.kill(a)
+
+
+JOIN_TAKEN_PORT = r'''
+import datetime, functools, socket, sys
+import torch.distributed as dist
+import core.net
+from actors.learner import join_process_group
+
+held = socket.socket()
+held.bind(("", 0))
+held.listen()
+taken = held.getsockname()[1]
+picks = iter([taken])
+real = core.net.free_port
+core.net.free_port = lambda host="127.0.0.1": next(picks, None) or real(host)
+init = functools.partial(dist.init_process_group, backend="gloo", timeout=datetime.timedelta(seconds=30))
+join_process_group(init, rank=0, world_size=1, master_addr="10.255.255.1", master_port=taken)
+import os
+print("joined", dist.get_world_size(), os.environ["MASTER_PORT"] != str(taken), os.environ["MASTER_ADDR"])
+dist.destroy_process_group()
+'''
+
+
+def test_single_rank_picks_its_own_port_and_again_when_taken():
+    """One learner rank needs no rendezvous with a peer: it picks its port itself (the driver's pick, made
+    while the actor starts, was once taken by then in CI) and picks again on EADDRINUSE. The first pick here
+    is a port another socket listens on; the join succeeds on the second, on loopback (not the address given)."""
+    import subprocess
+    import sys
+
+    root = Path(__file__).resolve().parent.parent.parent
+    out = subprocess.run([sys.executable, "-c", JOIN_TAKEN_PORT], cwd=root, capture_output=True, text=True,
+                         timeout=120, env={"PYTHONPATH": str(root), "PATH": "/usr/bin:/bin"})
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert out.stdout.strip().splitlines()[-1] == "joined 1 True 127.0.0.1", out.stdout
+    assert "was taken before the process group could listen" in out.stderr, out.stderr[-2000:]

@@ -97,6 +97,7 @@ def test_compatible_resume_restores_the_stream(tmp_path):
     (["learner.zero_stage=3"], "learner.zero_stage"),
     (["model.dtype=bfloat16", "learner.dtype=bfloat16"], "learner.dtype"),
     (["curriculum.enabled=true"], "curriculum.enabled"),  # on top of FLAT
+    (["curriculum.mirror=true"], "curriculum.mirror"),
 ])
 def test_resume_refuses_an_incompatible_config_naming_the_key(tmp_path, overrides, key):
     from core.config import load_config
@@ -113,3 +114,28 @@ def test_resume_accepts_settings_that_may_change(tmp_path):
     changed = load_config("default", FLAT + ["steps=500", "learner.lr=1e-5", "eval_every=3", "rollout.num_workers=2",
                                       "data.out_dir=/elsewhere"])
     ckpt.check_compatible(folder, changed, ["q1/p0", "q2/p0"])
+
+
+def test_a_key_added_since_the_checkpoint_compares_as_its_default(tmp_path):
+    """A checkpoint written before `curriculum.mirror` existed ran unmirrored: it resumes under the default and
+    is refused with the key named when the new run mirrors (the first version compared None with False)."""
+    from core.config import load_config
+
+    folder = _checkpoint_with(tmp_path, [], reissue=["q1/p0"])
+    path = folder / "config.yaml"  # the copy the checkpoint carries
+    path.write_text(path.read_text().replace("  mirror: false\n", ""))
+    assert "mirror" not in path.read_text()
+    ckpt.check_compatible(folder, load_config("default", FLAT), ["q1/p0"])
+    with pytest.raises(ckpt.IncompatibleCheckpoint, match=r"curriculum\.mirror=False, this run has curriculum\.mirror=True"):
+        ckpt.check_compatible(folder, load_config("default", FLAT + ["curriculum.mirror=true"]), ["q1/p0"])
+
+
+def test_mirrored_resume_reissues_unfinished_twins(tmp_path):
+    from core.config import load_config
+
+    mirror = FLAT + ["curriculum.mirror=true"]
+    folder = _checkpoint_with(tmp_path, ["curriculum.mirror=true"], reissue=["q2/p0/mirror", "q3/p0"])
+    run = _stub_run(load_config("default", mirror), ["q1/p0", "q2/p0", "q3/p0"], tmp_path)
+    assert run._resume(folder) == 3
+    taken = run.stream.take(4)
+    assert taken[:2] == ["q2/p0/mirror", "q3/p0"] and taken[3] == taken[2] + "/mirror", taken

@@ -49,11 +49,13 @@ def test_mean_gain_is_sampled_reward_over_random_at_the_given_size():
     assert mean_gain(groups, 3) == pytest.approx(1 - 1 / 3) and mean_gain(groups, 4) is None
 
 
+@pytest.mark.parametrize("mirror", [False, True])
 @given(st.lists(st.tuples(st.integers(1, 6), st.booleans()), min_size=1, max_size=10), st.integers(0, 10),
        st.integers(0, 4))
-def test_restore_continues_exactly_across_stages(plan, cut, unfinished_count):
-    """As for PromptStream: kill after `cut` steps (some drawn ids unfinished); the resumed curriculum is in
-    the same stage, re-issues the unfinished ids, then draws what an uninterrupted run draws."""
+def test_restore_continues_exactly_across_stages(mirror, plan, cut, unfinished_count):
+    """As for PromptStream: kill after `cut` steps (some drawn ids unfinished, twins among them when mirrored);
+    the resumed curriculum is in the same stage, re-issues the unfinished ids, then draws what an uninterrupted
+    run draws."""
     def run(stream, steps):
         out = []
         for take, good in steps:
@@ -61,7 +63,7 @@ def test_restore_continues_exactly_across_stages(plan, cut, unfinished_count):
             stream.observe(1.0 if good else 0.0)
         return out
 
-    kwargs = dict(advance_gain=0.5, window=2, seed=7)
+    kwargs = dict(advance_gain=0.5, window=2, seed=7, mirror=mirror)
     flat = run(CurriculumStream(IDS, SIZES, [2, 3, 5], **kwargs), plan)
     killed = CurriculumStream(IDS, SIZES, [2, 3, 5], **kwargs)
     drawn = run(killed, plan[:cut])
@@ -79,3 +81,18 @@ def test_restore_refuses_a_changed_curriculum():
         CurriculumStream.restore(IDS, SIZES, [5], state)
     with pytest.raises(ValueError, match="no curriculum state"):
         CurriculumStream.restore(IDS, SIZES, [5], PromptStream(IDS).state([]))
+
+
+def test_mirror_draws_each_prompt_beside_its_twin():
+    """curriculum.mirror: every new draw is followed by `{id}/mirror`; an odd count rounds up so that twins stay
+    in one batch; the stream's position counts originals only (the same originals as unmirrored, in order)."""
+    plain = CurriculumStream(IDS, SIZES, [5], seed=3)
+    mirrored = CurriculumStream(IDS, SIZES, [5], seed=3, mirror=True)
+    first, second = mirrored.take(4), mirrored.take(3)
+    assert len(first) == 4 and len(second) == 4
+    drawn = first + second
+    assert drawn[1::2] == [i + "/mirror" for i in drawn[0::2]]
+    assert drawn[0::2] == plain.take(4)
+    state = mirrored.state(unfinished=second)
+    resumed = CurriculumStream.restore(IDS, SIZES, [5], state, seed=3, mirror=True)
+    assert resumed.take(4) == second  # re-issued as drawn, twins included

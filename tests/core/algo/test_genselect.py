@@ -5,8 +5,8 @@ import pytest
 from hypothesis import given, strategies as st
 
 from core.algo.genselect import (PROMPT_STYLE_FILE, CandidateTooLong, ParseStatus, PromptStyle, build_prompt,
-                                 parse_judgment, read_prompt_style, render_judgment, selection_reward,
-                                 strip_thinking, write_prompt_style)
+                                 mirrored_task, parse_judgment, read_prompt_style, render_judgment,
+                                 reordered_task, selection_reward, strip_thinking, write_prompt_style)
 
 
 def test_prompt_numbers_candidates_in_order_and_keeps_duplicates():
@@ -105,3 +105,21 @@ def test_the_prompt_style_round_trips_through_a_model_folder(tmp_path):
         read_prompt_style(tmp_path)
     assert PromptStyle.of(SimpleNamespace(solution_end_line=True, line_labels=False)) == PromptStyle(end_lines=True)
     assert PromptStyle.of(SimpleNamespace(solution_end_line=True)) == PromptStyle(end_lines=True)  # older manifest
+
+
+def test_mirrored_task_reverses_candidates_answers_labels_and_prompt():
+    from core.records import SelectionTask
+
+    style = PromptStyle(end_lines=True)
+    cands = ("x = 1\nAnswer: 1", "x = 2\nAnswer: 2", "x = 3\nAnswer: 3")
+    task = SelectionTask(prompt_id="q1/p0", problem_id="q1", domain="math", problem="P?", candidates=cands,
+                         candidate_answers=("1", "2", "3"), labels=(1.0, 0.0, 0.0), reference="1",
+                         prompt=build_prompt("P?", cands, style=style))
+    twin = mirrored_task(task, style)
+    assert twin.prompt_id == "q1/p0/mirror" and twin.problem_id == "q1"
+    assert twin.candidates == cands[::-1] and twin.candidate_answers == ("3", "2", "1")
+    assert twin.labels == (0.0, 0.0, 1.0) and twin.correct == (False, False, True)
+    assert twin.prompt == build_prompt("P?", cands[::-1], style=style) != task.prompt
+    assert twin.prompt.index("x = 3") < twin.prompt.index("x = 1")
+    pair = reordered_task(task, [1, 0], style, "q1/p0/ko1-0")
+    assert pair.candidates == (cands[1], cands[0]) and pair.correct == (False, True)
