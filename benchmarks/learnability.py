@@ -147,6 +147,9 @@ def main(argv=None) -> int:
                     help="also report 2-candidate accuracy read in both candidate orders (position-debiased)")
     ap.add_argument("--mirror", action="store_true",
                     help="each step: prompts_per_step/2 prompts, each beside its copy with the candidates reversed")
+    ap.add_argument("--model", default=None,
+                    help="start from this model folder (e.g. a run's export/) instead of the config's warm-started "
+                         "model; with --steps 0, only evaluate it on the config's held-out prompts")
     ap.add_argument("--out", default=None, help="result JSON (default: benchmarks/results/learnability-<mode>.json)")
     args = ap.parse_args(argv)
 
@@ -160,14 +163,15 @@ def main(argv=None) -> int:
     from driver.prepare import prepare
 
     cfg = load_config(args.config, args.overrides)
-    prepared = prepare(cfg.data, cfg.model, eval_prompts=cfg.eval_prompts or 200)
+    prepared = prepare(cfg.data, cfg.model, eval_prompts=cfg.eval_prompts or 200, with_model=args.model is None)
+    model_dir = Path(args.model) if args.model else prepared.model_dir
     data = load_dataset(prepared.dataset_dir)
     keep = lambda tasks: [t for t in tasks if t.num_candidates <= args.max_candidates]  # noqa: E731
     train, heldout = keep(data.train), keep(data.heldout)[: cfg.eval_prompts or 200]
     torch.manual_seed(cfg.seed)
     torch.set_num_threads(args.threads)
-    tokenizer = AutoTokenizer.from_pretrained(prepared.model_dir)
-    model = AutoModelForCausalLM.from_pretrained(prepared.model_dir, dtype=torch.float32)
+    tokenizer = AutoTokenizer.from_pretrained(model_dir)
+    model = AutoModelForCausalLM.from_pretrained(model_dir, dtype=torch.float32)
     # the prompt ends where the index is written: after "Judgment: " (the tiny model's prompt holds it already)
     from core.chat import ANSWER_PREFIX, answer_prefix, index_token_ids
     suffix = [] if answer_prefix(tokenizer) else tokenizer(ANSWER_PREFIX, add_special_tokens=False)["input_ids"]
@@ -176,7 +180,7 @@ def main(argv=None) -> int:
         sys.exit("the probe needs one token per candidate index; this tokenizer splits some (use --max-candidates 10)")
     stats = summarize(heldout)
     first_index = sum(t.correct[0] for t in heldout) / max(1, len(heldout))
-    print(f"model {prepared.model_dir}\ndataset {prepared.dataset_dir}: {len(train)} train / {len(heldout)} "
+    print(f"model {model_dir}\ndataset {prepared.dataset_dir}: {len(train)} train / {len(heldout)} "
           f"held-out prompts; majority@N {stats.majority_at_n:.3f} random@N {stats.random_at_n:.3f} "
           f"always-0 {first_index:.3f}", flush=True)
     optimizer = torch.optim.AdamW(model.parameters(), lr=args.lr, weight_decay=0.0)

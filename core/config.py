@@ -296,6 +296,8 @@ class CurriculumConfig:
     advance_gain: float = _f(0.15, "Admit the next size when mean (sampled reward - random@N) at the current "
                                    "largest size reaches this, over `window` steps.")
     window: int = _f(5, "Steps the gain is averaged over.")
+    max_candidates: int = _f(0, "Most candidates per prompt of the last stage (0: the data's largest). With 2, RL "
+                                "trains on pairs only while the evaluation keeps every size.")
     mirror: bool = _f(False, "Draw each prompt with its twin, the same candidates in reverse order (id "
                              "`{prompt_id}/mirror`), into the same batch: a push towards an index cancels within "
                              "the batch and only a push towards content is left (BENCHMARKS.md, issue 7).")
@@ -486,6 +488,9 @@ def _check(cfg: TrainConfig) -> None:
         ("curriculum.start_candidates", d.min_candidates <= cfg.curriculum.start_candidates <= d.max_candidates,
          "must be between data.min_candidates and data.max_candidates"),
         ("curriculum.window", cfg.curriculum.window >= 1, "must be >= 1"),
+        ("curriculum.max_candidates", cfg.curriculum.max_candidates == 0 or
+         cfg.curriculum.start_candidates <= cfg.curriculum.max_candidates,
+         "must be 0 (the data's largest) or at least curriculum.start_candidates"),
         ("steps", cfg.steps >= 1, "must be >= 1"),
         ("serve.live", not cfg.serve.live or cfg.weight_sync.backend == "object_store",
          "needs weight_sync.backend=object_store (the serving replicas read the weights from Ray's object store)"),

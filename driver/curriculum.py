@@ -34,6 +34,15 @@ def stage_caps(start: int, largest: int) -> list:
     return list(range(min(start, largest), largest + 1))
 
 
+def curriculum_caps(cur, largest: int) -> list:
+    """The stages' caps for `cur` (core.config.CurriculumConfig) on data whose largest prompt has `largest`
+    candidates: one stage of every prompt when the curriculum is off; else start..last, the last being
+    `cur.max_candidates` when set (training never admits more; the evaluation is unaffected)."""
+    if not cur.enabled:
+        return [largest]
+    return stage_caps(cur.start_candidates, min(largest, cur.max_candidates or largest))
+
+
 def mean_gain(groups: list, num_candidates: int) -> float | None:
     """Mean over `groups` whose task has `num_candidates` candidates of (mean reward - random@N);
     None when there is no such group (a generator's tasks have no candidates). random@N is the fraction of

@@ -225,13 +225,11 @@ class Run:
 
     def _curriculum(self, state: dict | None = None):
         """The prompt stream: one stage (every prompt) unless `curriculum.enabled` (driver/curriculum.py)."""
-        from driver.curriculum import CurriculumStream, stage_caps
+        from driver.curriculum import CurriculumStream, curriculum_caps
 
         sizes = {t.prompt_id: t.num_candidates for t in self.train_tasks}
         cur = self.cfg.curriculum
-        largest = max(sizes.values())
-        caps = stage_caps(cur.start_candidates, largest) if cur.enabled else [largest]
-        args = (list(sizes), sizes, caps)
+        args = (list(sizes), sizes, curriculum_caps(cur, max(sizes.values())))
         kwargs = {"advance_gain": cur.advance_gain, "window": cur.window, "seed": self.cfg.seed, "mirror": cur.mirror}
         return CurriculumStream.restore(*args, state, **kwargs) if state else CurriculumStream(*args, **kwargs)
 

@@ -11,11 +11,12 @@ from __future__ import annotations
 import re
 from fractions import Fraction
 
+from driver.data.procedural import HEDGES
 from driver.data.worked import OPS
 
 _LINE_RE = re.compile(r"^(-?\d+(?:/\d+)?) ([-+*/]) \(?(-?\d+(?:/\d+)?)\)? = (-?\d+(?:/\d+)?)$")
 _ANSWER_RE = re.compile(r"^Answer: (-?\d+(?:/\d+)?)$")
-HEDGE_PREFIXES = ("I am not sure", "This might be wrong", "Not fully confident")
+HEDGE_PREFIXES = HEDGES  # the generator's hedging sentences, each on a line of its own
 
 
 def is_hedged(text: str) -> bool:

@@ -35,6 +35,8 @@ def test_override_applies_with_type():
     (["checkpoint_every=-1"], "checkpoint_every"),
     (["data.max_candidates=12"], "data.max_candidates"),
     (["model.pretrain.solution_check=true"], "model.pretrain.solution_check"),
+    (["curriculum.max_candidates=1"], "curriculum.max_candidates"),
+    (["curriculum.max_candidates=-2"], "curriculum.max_candidates"),
 ])
 def test_bad_values_are_rejected_naming_the_key(override, key):
     with pytest.raises(ConfigError, match=key.replace(".", r"\.")):

@@ -4,7 +4,7 @@ from types import SimpleNamespace
 import pytest
 from hypothesis import given, strategies as st
 
-from driver.curriculum import CurriculumStream, mean_gain, stage_caps
+from driver.curriculum import CurriculumStream, curriculum_caps, mean_gain, stage_caps
 from driver.stream import PromptStream
 
 SIZES = {f"p{i}": 2 + i % 4 for i in range(24)}  # 2..5 candidates
@@ -96,3 +96,13 @@ def test_mirror_draws_each_prompt_beside_its_twin():
     state = mirrored.state(unfinished=second)
     resumed = CurriculumStream.restore(IDS, SIZES, [5], state, seed=3, mirror=True)
     assert resumed.take(4) == second  # re-issued as drawn, twins included
+
+
+def test_curriculum_caps_follow_the_config():
+    from core.config import CurriculumConfig
+
+    assert curriculum_caps(CurriculumConfig(enabled=False, max_candidates=2), 8) == [8]
+    assert curriculum_caps(CurriculumConfig(enabled=True), 8) == [2, 3, 4, 5, 6, 7, 8]
+    assert curriculum_caps(CurriculumConfig(enabled=True, max_candidates=2), 8) == [2]  # pairs only
+    assert curriculum_caps(CurriculumConfig(enabled=True, start_candidates=3, max_candidates=5), 8) == [3, 4, 5]
+    assert curriculum_caps(CurriculumConfig(enabled=True, max_candidates=12), 8)[-1] == 8
