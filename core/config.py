@@ -55,6 +55,9 @@ class WarmStartConfig:
     prompt_lm: float = _f(0.0, "Weight of next-token language modelling on the training prompts' own text "
                                "(problem and candidates; no selection labels): pretraining that builds "
                                "arithmetic and in-context copying before RL. 0 = response tokens only.")
+    max_candidates: int = _f(0, "Warm-start only on training prompts with at most this many candidates (0: all); "
+                                "2 builds the start from which RL learns a check of pairs (BENCHMARKS.md, issue 7 "
+                                "session 13).")
 
 
 @dataclass
@@ -488,6 +491,9 @@ def _check(cfg: TrainConfig) -> None:
         ("curriculum.start_candidates", d.min_candidates <= cfg.curriculum.start_candidates <= d.max_candidates,
          "must be between data.min_candidates and data.max_candidates"),
         ("curriculum.window", cfg.curriculum.window >= 1, "must be >= 1"),
+        ("model.warm_start.max_candidates", cfg.model.warm_start.max_candidates == 0 or
+         d.min_candidates <= cfg.model.warm_start.max_candidates, "must be 0 (every prompt) or at least "
+         "data.min_candidates"),
         ("curriculum.max_candidates", cfg.curriculum.max_candidates == 0 or
          cfg.curriculum.start_candidates <= cfg.curriculum.max_candidates,
          "must be 0 (the data's largest) or at least curriculum.start_candidates"),

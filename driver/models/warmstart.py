@@ -217,6 +217,15 @@ def torch_threads(n: int):
         torch.set_num_threads(before)
 
 
+def warm_start_tasks(train_tasks: list, ws_cfg) -> list:
+    """The training prompts the warm-start reads: those with at most `ws_cfg.max_candidates` candidates (0: all)."""
+    cap = getattr(ws_cfg, "max_candidates", 0)
+    kept = [t for t in train_tasks if not cap or t.num_candidates <= cap]
+    if not kept:
+        raise ValueError(f"model.warm_start.max_candidates={cap}: no training prompt has that few candidates")
+    return kept
+
+
 def warm_start(base_dir, train_tasks: list, heldout_tasks: list, ws_cfg, out_dir, dtype: str = "float32",
                seed: int = 0, eval_prompts: int = 200, threads: int = 2, progress: bool = True) -> tuple:
     """Warm-start the model in `base_dir` and save it to `out_dir` (atomic; reused if already there).
@@ -234,7 +243,7 @@ def warm_start(base_dir, train_tasks: list, heldout_tasks: list, ws_cfg, out_dir
         torch.manual_seed(seed)
         tokenizer = AutoTokenizer.from_pretrained(base_dir)
         model = AutoModelForCausalLM.from_pretrained(base_dir, dtype=torch.float32)
-        losses = train_steps(model, tokenizer, train_tasks, ws_cfg, dtype, seed, progress)
+        losses = train_steps(model, tokenizer, warm_start_tasks(train_tasks, ws_cfg), ws_cfg, dtype, seed, progress)
         train_seconds = time.time() - t0
         held = random.Random(f"ws-eval-{seed}").sample(heldout_tasks, min(eval_prompts, len(heldout_tasks)))
         heldout = evaluate_selector(model, tokenizer, held, dtype=dtype)

@@ -103,3 +103,13 @@ def test_prompt_lm_loss_covers_prompt_tokens_only():
     logp = torch.log_softmax(logits, -1)
     expected = -(logp[0, 0, 2] + logp[0, 1, 3]) / 2
     assert torch.allclose(warmstart.prompt_lm_loss(logits, ids, [3, 1]), expected)
+
+
+def test_warm_start_tasks_keep_prompts_up_to_the_cap():
+    tasks = [task((1.0, 0.0)), task((1.0, 0.0, 0.0)), task((0.0, 1.0, 0.0, 0.0))]
+    assert warmstart.warm_start_tasks(tasks, WarmStartConfig()) == tasks
+    assert [t.num_candidates for t in warmstart.warm_start_tasks(tasks, WarmStartConfig(max_candidates=2))] == [2]
+    with pytest.raises(ValueError, match="no training prompt"):
+        warmstart.warm_start_tasks(tasks[1:], WarmStartConfig(max_candidates=2))
+    a, b = (warmstart.warm_start_dir("/m/tiny", WarmStartConfig(max_candidates=k), "h", "float32", 0) for k in (0, 2))
+    assert a != b  # a capped warm-start is cached apart
