@@ -489,6 +489,7 @@ class Run:
         plot_curves(self.metrics, self.run_dir / "curves.png")
         summary = summarize(self.metrics, time.time() - self.started_at, self.cfg.steps)
         summary["dataset"] = str(self.prepared.dataset_dir)
+        summary["start_model"] = str(self.prepared.model_dir)  # the warm-started model RL began from
         summary["export"] = str(export)
         summary["policy_version"] = self.version  # the exported weights' version (driver/serve.py reports it)
         (self.run_dir / "summary.json").write_text(json.dumps(summary, indent=1))

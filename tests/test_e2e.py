@@ -61,6 +61,7 @@ def test_smoke_run_trains_and_writes_every_artifact(smoke_run):
                 "random_accuracy", "pass_at_n", "time_per_step"):
         assert summary[key] is not None, key
     assert summary["steps"] == 3
+    assert (Path(summary["start_model"]) / "config.json").exists()  # the model RL began from, by its folder
     assert set(summary["time_per_step"]) == {"generate_s", "verify_s", "train_s", "sync_s", "idle_s"}
     train = _records(run_dir, "train")
     assert [r["step"] for r in train] == [1, 2, 3]
