@@ -418,7 +418,7 @@ def test_two_rank_zero3_weight_sync_and_final_export(ray_session, tiny_model_pat
         run.cfg = SimpleNamespace(steps=1, data=SimpleNamespace(solution_end_line=False, line_labels=False))
         run.handles = SimpleNamespace(learners=ranks)
         run.metrics = SimpleNamespace(close=lambda: None)
-        run.prepared = SimpleNamespace(dataset_dir="unused")
+        run.prepared = SimpleNamespace(dataset_dir="unused", model_dir=str(tiny_model_path))
         import driver.run as run_module
         patched = {"plot_curves": lambda *a, **k: None, "summarize": lambda *a, **k: {}}
         saved = {k: getattr(run_module, k) for k in patched}
