@@ -130,6 +130,9 @@ class DataConfig:
                                   "candidate's label (data.md). Recorded in the export for serving.")
     min_candidates: int = _f(2, "Fewest candidates in one selection prompt (paper: 2).")
     max_candidates: int = _f(8, "Most candidates in one selection prompt (paper: 16).")
+    train_max_candidates: int = _f(0, "Most candidates in one *training* prompt (0: max_candidates); the held-out "
+                                      "set keeps min_candidates..max_candidates. With 2 and a knockout evaluation "
+                                      "(eval_knockout_window: 2) every training prompt is a pair (data.md).")
     prompts_per_problem: int = _f(4, "Selection prompts drawn per kept problem (paper: up to 4).")
     max_correct_fraction: float = _f(0.5, "Keep problems with at most this fraction of correct candidates.")
     max_prompt_tokens: int = _f(2048, "Drop (and count) prompts longer than this many tokens; with the "
@@ -427,6 +430,9 @@ def _check(cfg: TrainConfig) -> None:
          "is K, the solutions sampled per problem with data.source=model: must be >= 2"),
         ("data.min_candidates", 2 <= d.min_candidates <= d.max_candidates, "must be >= 2 and <= max_candidates"),
         ("data.max_candidates", d.max_candidates <= 16, "must be <= 16 (the paper's window)"),
+        ("data.train_max_candidates", d.train_max_candidates == 0
+         or d.min_candidates <= d.train_max_candidates <= d.max_candidates,
+         "must be 0 (max_candidates) or between min_candidates and max_candidates"),
         ("eval_knockout_window", cfg.eval_knockout_window == 0 or cfg.eval_knockout_window >= 2,
          "must be 0 (off) or at least 2 (candidates per knockout group)"),
         ("serve.orders", cfg.serve.orders in (0, 1, 2), "must be 0 (the run decides), 1 or 2"),

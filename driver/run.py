@@ -16,7 +16,7 @@ from pathlib import Path
 import numpy as np
 
 from actors.faults import maybe_crash
-from core.algo.genselect import MIRROR_SUFFIX, PromptStyle, write_prompt_style
+from core.algo.genselect import PromptStyle, write_prompt_style
 from core.config import to_yaml
 from driver import checkpoint as ckpt
 from driver.report import MetricsLog, Progress, plot_curves, summarize
@@ -259,10 +259,7 @@ class Run:
 
     def _resume(self, folder: Path) -> int:
         state = ckpt.load_driver_state(folder)
-        ids = [t.prompt_id for t in self.train_tasks]
-        if self.cfg.curriculum.mirror:  # unfinished twins are re-issued like any drawn prompt
-            ids += [i + MIRROR_SUFFIX for i in ids]
-        ckpt.check_compatible(folder, self.cfg, ids)
+        ckpt.check_compatible(folder, self.cfg, list(self.collector.tasks))  # with their mirror twins, if any
         self._get([l.load_checkpoint.remote(str(folder / "learner")) for l in self.handles.learners],
                   self.cfg.learner.step_timeout_s, "learner checkpoint load")
         self.version = state["version"]

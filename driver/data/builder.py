@@ -145,12 +145,14 @@ def build_tasks(problem: RawProblem, min_candidates: int, max_candidates: int, p
     return tasks
 
 
-def build_all(problems: list, cfg, seed_tag: str, stats: BuildStats) -> list:
-    """Rule 4 over a list of problems; `cfg` is a DataConfig. Deterministic for (cfg.seed, seed_tag)."""
+def build_all(problems: list, cfg, seed_tag: str, stats: BuildStats, max_candidates: int = 0) -> list:
+    """Rule 4 over a list of problems; `cfg` is a DataConfig. Deterministic for (cfg.seed, seed_tag).
+    `max_candidates` caps the prompts' candidates below `cfg.max_candidates` (0: no cap)."""
     rng = random.Random(f"draw-{cfg.seed}-{seed_tag}")
+    most = min(max_candidates or cfg.max_candidates, cfg.max_candidates)
     out = []
     for p in problems:
-        out.extend(build_tasks(p, cfg.min_candidates, cfg.max_candidates, cfg.prompts_per_problem,
+        out.extend(build_tasks(p, cfg.min_candidates, most, cfg.prompts_per_problem,
                                cfg.max_candidate_chars, rng, stats, PromptStyle.of(cfg)))
     return out
 

@@ -36,10 +36,18 @@ class BadDatasetRow(ValueError):
     """A dataset row that does not validate; the message is `path:line: reason`."""
 
 
+# DataConfig keys added after datasets were cached, with the default that leaves a dataset as it was: left out
+# of the hash at that value, so that adding them did not rename every cached dataset (and its warm-start)
+KEYS_ADDED_LATER = {"train_max_candidates": 0}
+
+
 def config_dict(cfg) -> dict:
     """A DataConfig (dataclass) as a plain dict, `out_dir` left out (where a dataset lives is not what it is)."""
     d = dataclasses.asdict(cfg) if dataclasses.is_dataclass(cfg) else dict(cfg)
     d.pop("out_dir", None)
+    for key, default in KEYS_ADDED_LATER.items():  # at their default they build what was built before them
+        if d.get(key) == default:
+            d.pop(key)
     return d
 
 

@@ -90,7 +90,7 @@ def build_dataset(cfg, provider: TokenizerProvider, format_fn: Optional[Callable
                                    cfg.max_candidate_chars, stats)
     train_p, held_p = builder.split_by_problem(kept, cfg.heldout_fraction, cfg.seed)
     train_p = builder.without_cue(train_p, cfg.train_no_cue_share, cfg.seed)  # training side only
-    train = builder.build_all(train_p, cfg, "train", stats)
+    train = builder.build_all(train_p, cfg, "train", stats, max_candidates=cfg.train_max_candidates)
     held = builder.build_all(held_p, cfg, "heldout", stats)
     _say(progress, f"{len(kept)} problems kept, {len(train) + len(held)} prompts; loading tokenizer")
     fmt = format_fn or (lambda tok, text: text)

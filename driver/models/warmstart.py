@@ -219,7 +219,7 @@ def torch_threads(n: int):
 
 def warm_start_tasks(train_tasks: list, ws_cfg) -> list:
     """The training prompts the warm-start reads: those with at most `ws_cfg.max_candidates` candidates (0: all)."""
-    cap = getattr(ws_cfg, "max_candidates", 0)
+    cap = ws_cfg.max_candidates
     kept = [t for t in train_tasks if not cap or t.num_candidates <= cap]
     if not kept:
         raise ValueError(f"model.warm_start.max_candidates={cap}: no training prompt has that few candidates")

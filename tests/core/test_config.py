@@ -37,6 +37,8 @@ def test_override_applies_with_type():
     (["model.pretrain.solution_check=true"], "model.pretrain.solution_check"),
     (["curriculum.max_candidates=1"], "curriculum.max_candidates"),
     (["curriculum.max_candidates=-2"], "curriculum.max_candidates"),
+    (["data.train_max_candidates=1"], "data.train_max_candidates"),
+    (["data.train_max_candidates=9"], "data.train_max_candidates"),
 ])
 def test_bad_values_are_rejected_naming_the_key(override, key):
     with pytest.raises(ConfigError, match=key.replace(".", r"\.")):

@@ -77,7 +77,7 @@ def test_unchanged_config_is_reused_and_changed_config_makes_a_new_dataset(built
     again = build_dataset(cfg, provider, progress=False)
     assert again.cached and again.path == res.path and provider.calls == 0
     assert ds.dataset_key(replace(cfg, out_dir="/elsewhere"), {}, "t") == ds.dataset_key(cfg, {}, "t")
-    for change in ({"seed": 1}, {"max_candidates": 6}, {"candidate_error_rate": 0.5}):
+    for change in ({"seed": 1}, {"max_candidates": 6}, {"candidate_error_rate": 0.5}, {"train_max_candidates": 2}):
         assert ds.dataset_key(replace(cfg, **change), {}, "t") != ds.dataset_key(cfg, {}, "t")
     assert ds.dataset_key(cfg, {"math-verify": "0.9.0"}, "t") != ds.dataset_key(cfg, {"math-verify": "1.0"}, "t")
     assert ds.dataset_key(cfg, {}, "t1") != ds.dataset_key(cfg, {}, "t2")
@@ -210,3 +210,19 @@ def test_the_statistics_account_for_every_row_and_every_candidate(tmp_path):
     assert "labels by verifier" in text and "m3#0: 'The answer is 4.' vs '4'" in text
     for problem_id in m["problems_over_token_budget"][:20]:
         assert problem_id in text
+
+
+def test_a_key_added_later_leaves_the_hash_of_datasets_built_before_it_at_its_default(built):
+    cfg, _ = built
+    assert "train_max_candidates" not in ds.config_dict(cfg)  # so the datasets cached before it keep their names
+    assert ds.config_dict(replace(cfg, train_max_candidates=2))["train_max_candidates"] == 2
+
+
+def test_train_max_candidates_caps_training_prompts_and_leaves_the_heldout_set_as_it_was(built):
+    cfg, res = built
+    pairs = build_dataset(replace(cfg, train_max_candidates=2), FakeProvider(), progress=False)
+    train, held = ds.load_dataset(pairs.path).train, ds.load_dataset(pairs.path).heldout
+    before = ds.load_dataset(res.path)
+    assert train and {t.num_candidates for t in train} == {2}
+    assert [t.prompt for t in held] == [t.prompt for t in before.heldout]  # its draws do not depend on the cap
+    assert max(t.num_candidates for t in held) > 2

@@ -60,6 +60,7 @@ def _stub_run(cfg, prompt_ids: list, run_dir):
     """A driver.run.Run with its Ray-facing parts stubbed out: enough to drive `_resume`."""
     from types import SimpleNamespace
 
+    from core.algo.genselect import MIRROR_SUFFIX
     from driver.run import Run
 
     run = Run.__new__(Run)
@@ -69,7 +70,8 @@ def _stub_run(cfg, prompt_ids: list, run_dir):
     run._get = lambda refs, timeout, what: []
     run.sync_weights = lambda version: {}
     run.metrics = SimpleNamespace(truncate_after=lambda step: None)
-    run.collector = SimpleNamespace(stream=None)
+    twins = [i + MIRROR_SUFFIX for i in prompt_ids] if cfg.curriculum.mirror else []
+    run.collector = SimpleNamespace(stream=None, tasks=dict.fromkeys(prompt_ids + twins))  # as Run._tasks_by_id
     return run
 
 
