@@ -1,0 +1,48 @@
+"""How good must a pair judgment be for a knockout of pairs to beat majority voting on a held-out set?
+
+    .venv/bin/python benchmarks/knockout_needs.py .cache/datasets/<dataset>/heldout.jsonl [--repeats 50]
+
+For each held-out prompt (its candidates' labels and answers) it plays the knockout tournament of
+`core.algo.knockout` in the simplest form: candidates paired in order, a correct-vs-wrong match won by the
+correct one with probability p, any other match a coin flip, an odd one out passing to the next round. It prints
+majority@N (ties scored as a uniform tie-break, as `core.algo.metrics.majority_at_k`) and the knockout's
+expected accuracy for p from 0.5 to 1.0: the per-match accuracy a selector's check needs (issue 7).
+"""
+import argparse
+import json
+import random
+
+from core.algo.metrics import majority_at_k
+
+
+def knockout_correct(labels: list, p: float, rng: random.Random) -> float:
+    """Label of the knockout's winner when each correct-vs-wrong match goes to the correct candidate w.p. p."""
+    alive = list(range(len(labels)))
+    while len(alive) > 1:
+        winners = []
+        for a, b in zip(alive[0::2], alive[1::2]):
+            if (labels[a] >= 1.0) == (labels[b] >= 1.0):
+                winners.append(rng.choice((a, b)))
+            else:
+                good, bad = (a, b) if labels[a] >= 1.0 else (b, a)
+                winners.append(good if rng.random() < p else bad)
+        alive = winners + alive[len(alive) - len(alive) % 2:]
+    return float(labels[alive[0]] >= 1.0)
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("heldout", help="a dataset's heldout.jsonl")
+    ap.add_argument("--repeats", type=int, default=50, help="tournaments per prompt and p")
+    args = ap.parse_args()
+    rows = [json.loads(line) for line in open(args.heldout)]
+    rng = random.Random(0)
+    majority = sum(majority_at_k(r["candidate_answers"], [x >= 1.0 for x in r["labels"]]) for r in rows) / len(rows)
+    print(f"{len(rows)} prompts; majority@N {majority:.3f}")
+    for p in (0.5, 0.55, 0.6, 0.65, 0.7, 0.8, 0.9, 1.0):
+        acc = sum(knockout_correct(r["labels"], p, rng) for r in rows for _ in range(args.repeats))
+        print(f"pair accuracy {p:.2f}: knockout {acc / (len(rows) * args.repeats):.3f}")
+
+
+if __name__ == "__main__":
+    main()
