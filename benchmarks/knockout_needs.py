@@ -3,8 +3,8 @@
     .venv/bin/python benchmarks/knockout_needs.py .cache/datasets/<dataset>/heldout.jsonl [--repeats 50]
 
 For each held-out prompt (its candidates' labels and answers) it plays the knockout tournament of
-`core.algo.knockout` in the simplest form: candidates paired in order, a correct-vs-wrong match won by the
-correct one with probability p, any other match a coin flip, an odd one out passing to the next round. It prints
+`core.algo.knockout` with groups of two (its `plan_round`: balanced, in order, a group of one advancing), a
+correct-vs-wrong match won by the correct one with probability p, any other match a coin flip. It prints
 majority@N (ties scored as a uniform tie-break, as `core.algo.metrics.majority_at_k`) and the knockout's
 expected accuracy for p from 0.5 to 1.0: the per-match accuracy a selector's check needs (issue 7).
 """
@@ -12,21 +12,25 @@ import argparse
 import json
 import random
 
+from core.algo.knockout import plan_round
 from core.algo.metrics import majority_at_k
 
 
+def match_winner(a: int, b: int, labels: list, p: float, rng: random.Random) -> int:
+    """A correct-vs-wrong match goes to the correct candidate with probability p; any other is a coin flip."""
+    if (labels[a] >= 1.0) == (labels[b] >= 1.0):
+        return rng.choice((a, b))
+    good, bad = (a, b) if labels[a] >= 1.0 else (b, a)
+    return good if rng.random() < p else bad
+
+
 def knockout_correct(labels: list, p: float, rng: random.Random) -> float:
-    """Label of the knockout's winner when each correct-vs-wrong match goes to the correct candidate w.p. p."""
+    """Label of the knockout's winner, the rounds planned as the evaluation plans them (`plan_round`, window 2,
+    no token budget): a group of one advances, a pair is decided by `match_winner`."""
     alive = list(range(len(labels)))
     while len(alive) > 1:
-        winners = []
-        for a, b in zip(alive[0::2], alive[1::2]):
-            if (labels[a] >= 1.0) == (labels[b] >= 1.0):
-                winners.append(rng.choice((a, b)))
-            else:
-                good, bad = (a, b) if labels[a] >= 1.0 else (b, a)
-                winners.append(good if rng.random() < p else bad)
-        alive = winners + alive[len(alive) - len(alive) % 2:]
+        alive = [g[0] if len(g) == 1 else match_winner(*g, labels, p, rng)
+                 for g in plan_round(alive, 2, lambda group: True)]
     return float(labels[alive[0]] >= 1.0)
 
 
