@@ -374,6 +374,8 @@ class TrainConfig:
                                                 "rollout.constrain_index). Twice the judgments.")
     eval_without_cue: bool = _f(True, "With a hedge cue in the data: also evaluate (at the start and the end) on "
                                       "held-out prompts built without it, from unseen problems.")
+    eval_without_cue_every: int = _f(0, "The no-cue evaluation also at every evaluation whose step is a multiple of "
+                                        "this (0: start and end only; each costs ~20 s on the default).")
     checkpoint_every: int = _f(10, "Write an atomic checkpoint every this many steps (0: only after the last "
                                    "step).")
     keep_checkpoints: int = _f(2, "Checkpoints kept on disk.")

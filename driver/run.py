@@ -33,6 +33,12 @@ def unseen_tasks(tasks: list, seen_problems) -> list:
     return [t for t in tasks if problem_key(t.problem) not in seen]
 
 
+def nocue_due(step: int, steps: int, every: int) -> bool:
+    """Whether the evaluation at `step` also reads the no-cue held-out set: at the start, at the end, and at
+    multiples of `every` (0: start and end only)."""
+    return step in (0, steps) or (every > 0 and step % every == 0)
+
+
 class RunFailed(RuntimeError):
     """The run cannot go on (a learner died, a deadline passed); the message says how to continue."""
 
@@ -387,10 +393,11 @@ class Run:
         return step == self.cfg.steps or (every > 0 and step % every == 0)
 
     def evaluate(self, step: int) -> dict:
-        """Held-out accuracy (greedy and sampled, by N and by slip kind); at the start and the end also on
-        the held-out set built without the hedge cue, when the training data has one."""
+        """Held-out accuracy (greedy and sampled, by N and by slip kind); at the start, the end and every
+        `eval_without_cue_every` steps also on the held-out set built without the hedge cue, when the training
+        data has one."""
         result = self._evaluate_on(self.eval_tasks, self.cfg.eval_samples, step)
-        if self.nocue_tasks and step in (0, self.cfg.steps):
+        if self.nocue_tasks and nocue_due(step, self.cfg.steps, self.cfg.eval_without_cue_every):
             nocue = self._evaluate_on(self.nocue_tasks, 0, step)
             result.update({f"nocue/{k}": v for k, v in nocue.items() if isinstance(v, (int, float))})
         self.metrics.log(step, "eval", result)
