@@ -24,7 +24,8 @@ does in the full system; `--entropy-coef` adds an entropy bonus on the index dis
 Every `--eval-every` steps it reports held-out greedy accuracy (the same metric as GenSelect@N in
 `driver.evaluate`) next to majority@N, random@N and the accuracy of always answering 0. If the `sft` mode
 cannot beat majority@N, RL with the full system will not either; the reverse does not hold.
-Writes `--out` (default benchmarks/results/learnability-<mode>.json).
+Writes `--out` (default benchmarks/results/learnability-<mode>.json) and, with `--save DIR`, the trained model as
+a selector folder that `driver.evaluate` reads (e.g. its knockout accuracy on a no-cue held-out set).
 """
 from __future__ import annotations
 
@@ -129,6 +130,21 @@ def policy_loss(log_probs, tasks, index_ids, mode: str, group_size: int, entropy
     return loss, (sum(rewards) / len(rewards) if rewards else float("nan"))
 
 
+def save_selector(model, tokenizer, source: Path, folder: Path, style) -> None:
+    """`model` as a selector folder: `source`'s metadata files (genselect_model.json, ...), the trained weights
+    and tokenizer, and the prompt style the probe rendered its prompts with."""
+    import shutil
+
+    from core.algo.genselect import write_prompt_style
+
+    folder.mkdir(parents=True, exist_ok=True)
+    for meta in source.glob("*.json"):
+        shutil.copy(meta, folder / meta.name)
+    model.save_pretrained(folder)
+    tokenizer.save_pretrained(folder)
+    write_prompt_style(folder, style)
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("config", nargs="?", default="default")
@@ -151,6 +167,9 @@ def main(argv=None) -> int:
                     help="start from this model folder (e.g. a run's export/) instead of the config's warm-started "
                          "model; with --steps 0, only evaluate it on the config's held-out prompts")
     ap.add_argument("--out", default=None, help="result JSON (default: benchmarks/results/learnability-<mode>.json)")
+    ap.add_argument("--save", default=None,
+                    help="write the trained model here as a selector folder (weights, tokenizer, prompt style), "
+                         "readable by driver.evaluate")
     args = ap.parse_args(argv)
 
     import torch
@@ -219,11 +238,14 @@ def main(argv=None) -> int:
             orders = f" both orders {curve[-1]['both_orders']:.3f}" if args.both_orders else ""
             print(f"step {step} held-out accuracy {curve[-1]['accuracy']:.3f}{orders}{reward} "
                   f"({time.time() - started:.0f} s)", flush=True)
-    result = {"config": args.config, "overrides": args.overrides, "mode": args.mode, "lr": args.lr,
+    result = {"config": args.config, "overrides": args.overrides, "model": str(model_dir), "mode": args.mode, "lr": args.lr,
               "steps": args.steps, "mirror": args.mirror, "entropy_coef": args.entropy_coef, "scale": args.scale, "constrain": args.constrain, "max_candidates": args.max_candidates, "train_prompts": len(train),
               "heldout_prompts": len(heldout), "majority_at_n": stats.majority_at_n,
               "random_at_n": stats.random_at_n, "always_first": first_index, "curve": curve,
               "seconds": round(time.time() - started, 1), "machine": f"{platform.machine()} {platform.processor()}"}
+    if args.save:
+        save_selector(model, tokenizer, model_dir, Path(args.save), style)
+        print(f"saved the trained selector to {args.save}")
     out = Path(args.out) if args.out else ROOT / "benchmarks" / "results" / f"learnability-{args.mode}.json"
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(json.dumps(result, indent=1))

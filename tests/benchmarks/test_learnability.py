@@ -60,7 +60,20 @@ def test_the_probe_writes_where_out_says_and_nothing_else(tmp_path, monkeypatch)
 
     monkeypatch.setattr(learnability, "ROOT", tmp_path)
     out = tmp_path / "probe.json"
-    assert learnability.main(["smoke", "--mode", "sft", "--steps", "2", "--eval-every", "1", "--out", str(out)]) == 0
+    saved = tmp_path / "selector"
+    assert learnability.main(["smoke", "--mode", "sft", "--steps", "2", "--eval-every", "1", "--out", str(out),
+                              "--save", str(saved)]) == 0
     result = json.loads(out.read_text())
     assert result["mode"] == "sft" and result["steps"] == 2
     assert not (tmp_path / "benchmarks").exists()
+    # --save: a selector folder driver.evaluate can read, holding the trained (not the starting) weights
+    from safetensors.torch import load_file
+
+    from core.algo.genselect import PROMPT_STYLE_FILE
+
+    assert {"config.json", "model.safetensors", "tokenizer.json", "genselect_model.json",
+            PROMPT_STYLE_FILE} <= {f.name for f in saved.iterdir()}
+    start = load_file(Path(result["model"]) / "model.safetensors")
+    trained = load_file(saved / "model.safetensors")
+    assert trained.keys() == start.keys()
+    assert any(not torch.equal(trained[k], start[k]) for k in trained)
