@@ -18,6 +18,9 @@ torch on CPU:
 the full system (core/algo/bon.py, the gradient of log P(success)). `--both-orders` also reports the
 2-candidate accuracy read as given and reversed (the position-debiased knockout judgment of driver.evaluate).
 
+`--ema D` reads (and `--save` writes) an exponential moving average of the weights with decay D instead of the
+trained weights themselves, which oscillate in the no-cue pair runs; the training is the same.
+
 `--constrain` restricts the policy to the valid indices 0..N-1 (renormalised), as `rollout.constrain_index`
 does in the full system; `--entropy-coef` adds an entropy bonus on the index distribution.
 
@@ -30,6 +33,7 @@ a selector folder that `driver.evaluate` reads (e.g. its knockout accuracy on a 
 from __future__ import annotations
 
 import argparse
+import copy
 import json
 import platform
 import random
@@ -130,6 +134,15 @@ def policy_loss(log_probs, tasks, index_ids, mode: str, group_size: int, entropy
     return loss, (sum(rewards) / len(rewards) if rewards else float("nan"))
 
 
+def ema_update(average, model, decay: float) -> None:
+    """average <- decay * average + (1 - decay) * model, parameter by parameter (Polyak averaging)."""
+    import torch
+
+    with torch.no_grad():
+        for avg, new in zip(average.parameters(), model.parameters()):
+            avg.lerp_(new, 1.0 - decay)
+
+
 def save_selector(model, tokenizer, source: Path, folder: Path, style) -> None:
     """`model` as a selector folder: `source`'s metadata files (genselect_model.json, ...), the trained weights
     and tokenizer, and the prompt style the probe rendered its prompts with."""
@@ -167,6 +180,9 @@ def main(argv=None) -> int:
                     help="start from this model folder (e.g. a run's export/) instead of the config's warm-started "
                          "model; with --steps 0, only evaluate it on the config's held-out prompts")
     ap.add_argument("--out", default=None, help="result JSON (default: benchmarks/results/learnability-<mode>.json)")
+    ap.add_argument("--ema", type=float, default=0.0,
+                    help="read and save an exponential moving average of the weights with this decay (e.g. 0.995: "
+                         "~200 steps), updated after every optimizer step; training itself is unchanged (0: off)")
     ap.add_argument("--save", default=None,
                     help="write the trained model here as a selector folder (weights, tokenizer, prompt style), "
                          "readable by driver.evaluate")
@@ -207,10 +223,15 @@ def main(argv=None) -> int:
     order = list(range(len(train)))
     rng.shuffle(order)
     style = PromptStyle.of(cfg.data)
-    both = (lambda: {"both_orders": both_orders_accuracy(model, tokenizer, heldout, suffix, index_ids, style)}) \
-        if args.both_orders else dict
-    curve = [{"step": 0, "accuracy": greedy_accuracy(model, tokenizer, heldout, suffix, index_ids, args.constrain),
-              **both()}]
+    # what is read and saved: the trained weights, or with --ema their exponential moving average
+    reader = copy.deepcopy(model) if args.ema else model
+
+    def readings() -> dict:
+        both = {"both_orders": both_orders_accuracy(reader, tokenizer, heldout, suffix, index_ids, style)} \
+            if args.both_orders else {}
+        return {"accuracy": greedy_accuracy(reader, tokenizer, heldout, suffix, index_ids, args.constrain), **both}
+
+    curve = [{"step": 0, **readings()}]
     print(f"step 0 held-out accuracy {curve[0]['accuracy']:.3f} {curve[0].get('both_orders', '')}", flush=True)
     started, rewards = time.time(), []
     for step in range(1, args.steps + 1):
@@ -230,21 +251,23 @@ def main(argv=None) -> int:
             loss.backward()
             torch.nn.utils.clip_grad_norm_(model.parameters(), cfg.learner.grad_clip)
             optimizer.step()
+            if args.ema:
+                ema_update(reader, model, args.ema)
         if step % args.eval_every == 0 or step == args.steps:
             recent = [r for r in rewards[-args.eval_every:] if r == r]
-            curve.append({"step": step, "accuracy": greedy_accuracy(model, tokenizer, heldout, suffix, index_ids, args.constrain),
-                          "sampled_reward": sum(recent) / len(recent) if recent else None, **both()})
+            curve.append({"step": step, "sampled_reward": sum(recent) / len(recent) if recent else None,
+                          **readings()})
             reward = "" if args.mode == "sft" else f" sampled reward {curve[-1]['sampled_reward']:.3f}"
             orders = f" both orders {curve[-1]['both_orders']:.3f}" if args.both_orders else ""
             print(f"step {step} held-out accuracy {curve[-1]['accuracy']:.3f}{orders}{reward} "
                   f"({time.time() - started:.0f} s)", flush=True)
-    result = {"config": args.config, "overrides": args.overrides, "model": str(model_dir), "mode": args.mode, "lr": args.lr,
-              "steps": args.steps, "mirror": args.mirror, "entropy_coef": args.entropy_coef, "scale": args.scale, "constrain": args.constrain, "max_candidates": args.max_candidates, "train_prompts": len(train),
+    result = {"config": args.config, "overrides": args.overrides, "model": str(model_dir), "mode": args.mode,
+              "lr": args.lr, "ema": args.ema, "steps": args.steps, "mirror": args.mirror, "entropy_coef": args.entropy_coef, "scale": args.scale, "constrain": args.constrain, "max_candidates": args.max_candidates, "train_prompts": len(train),
               "heldout_prompts": len(heldout), "majority_at_n": stats.majority_at_n,
               "random_at_n": stats.random_at_n, "always_first": first_index, "curve": curve,
               "seconds": round(time.time() - started, 1), "machine": f"{platform.machine()} {platform.processor()}"}
     if args.save:
-        save_selector(model, tokenizer, model_dir, Path(args.save), style)
+        save_selector(reader, tokenizer, model_dir, Path(args.save), style)
         print(f"saved the trained selector to {args.save}")
     out = Path(args.out) if args.out else ROOT / "benchmarks" / "results" / f"learnability-{args.mode}.json"
     out.parent.mkdir(parents=True, exist_ok=True)

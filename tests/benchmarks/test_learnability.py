@@ -62,11 +62,11 @@ def test_the_probe_writes_where_out_says_and_nothing_else(tmp_path, monkeypatch)
     out = tmp_path / "probe.json"
     saved = tmp_path / "selector"
     assert learnability.main(["smoke", "--mode", "sft", "--steps", "2", "--eval-every", "1", "--out", str(out),
-                              "--save", str(saved)]) == 0
+                              "--save", str(saved), "--ema", "0.9"]) == 0
     result = json.loads(out.read_text())
     assert result["mode"] == "sft" and result["steps"] == 2
     assert not (tmp_path / "benchmarks").exists()
-    # --save: a selector folder driver.evaluate can read, holding the trained (not the starting) weights
+    # --save: a selector folder driver.evaluate can read, holding the trained weights' average (not the start's)
     from safetensors.torch import load_file
 
     from core.algo.genselect import PROMPT_STYLE_FILE
@@ -77,3 +77,15 @@ def test_the_probe_writes_where_out_says_and_nothing_else(tmp_path, monkeypatch)
     trained = load_file(saved / "model.safetensors")
     assert trained.keys() == start.keys()
     assert any(not torch.equal(trained[k], start[k]) for k in trained)
+
+
+def test_ema_update_moves_each_parameter_by_one_minus_decay_towards_the_model():
+    average, model = torch.nn.Linear(2, 1), torch.nn.Linear(2, 1)
+    with torch.no_grad():
+        for p in average.parameters():
+            p.fill_(1.0)
+        for p in model.parameters():
+            p.fill_(3.0)
+    learnability.ema_update(average, model, 0.75)
+    assert all(torch.allclose(p, torch.full_like(p, 1.5)) for p in average.parameters())
+    assert all(torch.equal(p, torch.full_like(p, 3.0)) for p in model.parameters())
