@@ -16,7 +16,8 @@ torch on CPU:
 
 `--scale mean` divides the centred rewards by the group's mean instead of its std: the `loglik` estimator of
 the full system (core/algo/bon.py, the gradient of log P(success)). `--both-orders` also reports the
-2-candidate accuracy read as given and reversed (the position-debiased knockout judgment of driver.evaluate).
+2-candidate accuracy read as given and reversed (the position-debiased knockout judgment of driver.evaluate), and at
+the end that reading by the slip kind of each pair's wrong candidate (`both_orders_by_slip`).
 
 `--ema D` reads (and `--save` writes) an exponential moving average of the weights with decay D instead of the
 trained weights themselves, which oscillate in the no-cue pair runs; the training is the same.
@@ -82,8 +83,8 @@ def greedy_accuracy(model, tokenizer, tasks, suffix_ids, index_ids, constrain: b
     return correct / max(1, len(tasks))
 
 
-def both_orders_accuracy(model, tokenizer, tasks, suffix_ids, index_ids, style) -> float:
-    """Held-out accuracy of a 2-candidate selector read in both orders: candidate k scores
+def both_orders_hits(model, tokenizer, tasks, suffix_ids, index_ids, style) -> list:
+    """(pair, whether it was won) for every 2-candidate task read in both orders: candidate k scores
     log pi(k | A, B) + log pi(1 - k | B, A) (the knockout rule `core.algo.knockout.both_orders_pick`, as
     driver.evaluate and the service apply it). Tasks with other N skipped."""
     import torch
@@ -92,7 +93,7 @@ def both_orders_accuracy(model, tokenizer, tasks, suffix_ids, index_ids, style) 
     from core.algo.knockout import both_orders_pick
 
     pairs, ids = [t for t in tasks if t.num_candidates == 2], index_ids[:2]
-    correct = 0
+    hits = []
     model.eval()
     with torch.no_grad():
         for start in range(0, len(pairs), 32):
@@ -100,9 +101,29 @@ def both_orders_accuracy(model, tokenizer, tasks, suffix_ids, index_ids, style) 
             flipped = [mirrored_task(t, style) for t in chunk]
             a = torch.log_softmax(last_logits(model, tokenizer, chunk, suffix_ids)[:, ids], -1).tolist()
             b = torch.log_softmax(last_logits(model, tokenizer, flipped, suffix_ids)[:, ids], -1).tolist()
-            correct += sum(bool(t.correct[both_orders_pick(f, r)]) for t, f, r in zip(chunk, a, b))
+            hits += [(t, bool(t.correct[both_orders_pick(f, r)])) for t, f, r in zip(chunk, a, b)]
     model.train()
-    return correct / max(1, len(pairs))
+    return hits
+
+
+def both_orders_accuracy(model, tokenizer, tasks, suffix_ids, index_ids, style) -> float:
+    """Held-out accuracy of a 2-candidate selector read in both orders (`both_orders_hits`)."""
+    hits = both_orders_hits(model, tokenizer, tasks, suffix_ids, index_ids, style)
+    return sum(won for _, won in hits) / max(1, len(hits))
+
+
+def accuracy_by_slip(hits: list) -> dict:
+    """{slip kind of the pair's wrong candidate: {pairs, accuracy}} (driver.data.slips; pairs whose two
+    candidates are both wrong or both correct are skipped): which mistakes a pair check catches."""
+    from driver.data.slips import slip_kind
+
+    by_kind = {}
+    for task, won in hits:
+        if sum(task.correct) != 1:
+            continue
+        kind = slip_kind(task.candidates[task.correct.index(False)])
+        by_kind.setdefault(kind, []).append(won)
+    return {k: {"pairs": len(v), "accuracy": sum(v) / len(v)} for k, v in sorted(by_kind.items())}
 
 
 def policy_loss(log_probs, tasks, index_ids, mode: str, group_size: int, entropy_coef: float = 0.0,
@@ -266,6 +287,11 @@ def main(argv=None) -> int:
               "heldout_prompts": len(heldout), "majority_at_n": stats.majority_at_n,
               "random_at_n": stats.random_at_n, "always_first": first_index, "curve": curve,
               "seconds": round(time.time() - started, 1), "machine": f"{platform.machine()} {platform.processor()}"}
+    if args.both_orders:  # the final reading by what is wrong with each pair's wrong candidate
+        result["both_orders_by_slip"] = accuracy_by_slip(
+            both_orders_hits(reader, tokenizer, heldout, suffix, index_ids, style))
+        print("both orders, by slip kind: " + ", ".join(
+            f"{k} {v['accuracy']:.2f} ({v['pairs']})" for k, v in result["both_orders_by_slip"].items()), flush=True)
     if args.save:
         save_selector(reader, tokenizer, model_dir, Path(args.save), style)
         print(f"saved the trained selector to {args.save}")

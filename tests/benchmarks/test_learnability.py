@@ -89,3 +89,19 @@ def test_ema_update_moves_each_parameter_by_one_minus_decay_towards_the_model():
     learnability.ema_update(average, model, 0.75)
     assert all(torch.allclose(p, torch.full_like(p, 1.5)) for p in average.parameters())
     assert all(torch.equal(p, torch.full_like(p, 3.0)) for p in model.parameters())
+
+
+def test_accuracy_by_slip_groups_correct_vs_wrong_pairs_by_the_wrong_candidates_mistake():
+    def pair(wrong_text, won):
+        task = SelectionTask(prompt_id="p/0", problem_id="p", domain="math", problem="Compute 7 + 5.",
+                             candidates=("7 + 5 = 12\nAnswer: 12", wrong_text), candidate_answers=("12", "x"),
+                             labels=(1.0, 0.0), reference="12", prompt="x")
+        return task, won
+
+    hits = [pair("7 + 5 = 13\nAnswer: 13", True), pair("7 + 5 = 11\nAnswer: 11", False),
+            pair("7 + 5 = 12\nAnswer: 21", True)]
+    both_wrong = SelectionTask(prompt_id="q/0", problem_id="q", domain="math", problem="x", candidates=("a", "b"),
+                               candidate_answers=("1", "2"), labels=(0.0, 0.0), reference="3", prompt="x")
+    by_kind = learnability.accuracy_by_slip(hits + [(both_wrong, False)])
+    assert by_kind["off_by_one"] == {"pairs": 2, "accuracy": 0.5}
+    assert sum(v["pairs"] for v in by_kind.values()) == 3
