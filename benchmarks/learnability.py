@@ -16,8 +16,9 @@ torch on CPU:
 
 `--scale mean` divides the centred rewards by the group's mean instead of its std: the `loglik` estimator of
 the full system (core/algo/bon.py, the gradient of log P(success)). `--both-orders` also reports the
-2-candidate accuracy read as given and reversed (the position-debiased knockout judgment of driver.evaluate), and at
-the end that reading by the slip kind of each pair's wrong candidate (`both_orders_by_slip`).
+2-candidate accuracy read as given and reversed (the position-debiased knockout judgment of driver.evaluate), and
+that reading by the slip kind of each pair's wrong candidate (`both_orders_by_slip`, at every evaluation; the
+final one also at the top level of the result).
 
 `--ema D` reads (and `--save` writes) an exponential moving average of the weights with decay D instead of the
 trained weights themselves, which oscillate in the no-cue pair runs; the training is the same.
@@ -106,10 +107,10 @@ def both_orders_hits(model, tokenizer, tasks, suffix_ids, index_ids, style) -> l
     return hits
 
 
-def both_orders_accuracy(model, tokenizer, tasks, suffix_ids, index_ids, style) -> float:
-    """Held-out accuracy of a 2-candidate selector read in both orders (`both_orders_hits`)."""
-    hits = both_orders_hits(model, tokenizer, tasks, suffix_ids, index_ids, style)
-    return sum(won for _, won in hits) / max(1, len(hits))
+def both_orders_readings(hits: list) -> dict:
+    """From `both_orders_hits`: the accuracy in both orders and that accuracy by slip kind."""
+    return {"both_orders": sum(won for _, won in hits) / max(1, len(hits)),
+            "both_orders_by_slip": accuracy_by_slip(hits)}
 
 
 def accuracy_by_slip(hits: list) -> dict:
@@ -248,7 +249,7 @@ def main(argv=None) -> int:
     reader = copy.deepcopy(model) if args.ema else model
 
     def readings() -> dict:
-        both = {"both_orders": both_orders_accuracy(reader, tokenizer, heldout, suffix, index_ids, style)} \
+        both = both_orders_readings(both_orders_hits(reader, tokenizer, heldout, suffix, index_ids, style)) \
             if args.both_orders else {}
         return {"accuracy": greedy_accuracy(reader, tokenizer, heldout, suffix, index_ids, args.constrain), **both}
 
@@ -288,8 +289,7 @@ def main(argv=None) -> int:
               "random_at_n": stats.random_at_n, "always_first": first_index, "curve": curve,
               "seconds": round(time.time() - started, 1), "machine": f"{platform.machine()} {platform.processor()}"}
     if args.both_orders:  # the final reading by what is wrong with each pair's wrong candidate
-        result["both_orders_by_slip"] = accuracy_by_slip(
-            both_orders_hits(reader, tokenizer, heldout, suffix, index_ids, style))
+        result["both_orders_by_slip"] = curve[-1]["both_orders_by_slip"]
         print("both orders, by slip kind: " + ", ".join(
             f"{k} {v['accuracy']:.2f} ({v['pairs']})" for k, v in result["both_orders_by_slip"].items()), flush=True)
     if args.save:

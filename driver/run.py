@@ -33,10 +33,15 @@ def unseen_tasks(tasks: list, seen_problems) -> list:
     return [t for t in tasks if problem_key(t.problem) not in seen]
 
 
+def on_schedule(step: int, steps: int, every: int) -> bool:
+    """Whether `step` is the last one or a multiple of `every` (0: the last only)."""
+    return step == steps or (every > 0 and step % every == 0)
+
+
 def nocue_due(step: int, steps: int, every: int) -> bool:
     """Whether the evaluation at `step` also reads the no-cue held-out set: at the start, at the end, and at
     multiples of `every` (0: start and end only)."""
-    return step in (0, steps) or (every > 0 and step % every == 0)
+    return step == 0 or on_schedule(step, steps, every)
 
 
 class RunFailed(RuntimeError):
@@ -389,8 +394,7 @@ class Run:
 
     # -- evaluation, checkpoints, the end -------------------------------------------------------------
     def should_evaluate(self, step: int) -> bool:
-        every = self.cfg.eval_every
-        return step == self.cfg.steps or (every > 0 and step % every == 0)
+        return on_schedule(step, self.cfg.steps, self.cfg.eval_every)
 
     def evaluate(self, step: int) -> dict:
         """Held-out accuracy (greedy and sampled, by N and by slip kind); at the start, the end and every

@@ -62,9 +62,11 @@ def test_the_probe_writes_where_out_says_and_nothing_else(tmp_path, monkeypatch)
     out = tmp_path / "probe.json"
     saved = tmp_path / "selector"
     assert learnability.main(["smoke", "--mode", "sft", "--steps", "2", "--eval-every", "1", "--out", str(out),
-                              "--save", str(saved), "--ema", "0.9"]) == 0
+                              "--save", str(saved), "--ema", "0.9", "--both-orders"]) == 0
     result = json.loads(out.read_text())
     assert result["mode"] == "sft" and result["steps"] == 2
+    assert all(0 <= e["both_orders"] <= 1 for e in result["curve"])
+    assert result["both_orders_by_slip"] == result["curve"][-1]["both_orders_by_slip"]
     assert not (tmp_path / "benchmarks").exists()
     # --save: a selector folder driver.evaluate can read, holding the trained weights' average (not the start's)
     from safetensors.torch import load_file
