@@ -26,6 +26,7 @@ from typing import Optional, Sequence
 from core.algo import metrics as M
 from core.algo.genselect import PromptStyle, parse_judgment, reordered_task
 from core.algo.knockout import advance, both_orders_pick, plan_round
+from core.algo.round_robin import all_pairs, pair_win_prob, round_robin_pick
 
 BASELINES = ("genselect", "pass_at_1", "majority", "random", "pass_at_n")
 
@@ -146,6 +147,20 @@ async def _judge_both_orders(worker, tasks: Sequence, judged: list, style: Promp
             for k, (i, g) in enumerate(judged)}
 
 
+async def choose_round_robin(worker, tasks: Sequence, style: PromptStyle, by_answer: bool = True) -> list:
+    """Round-robin selections (core/algo/round_robin.py): every pair of every task judged as given and reversed
+    from the log-probs of its two indices (`worker.index_logprobs`, one batch for all tasks), wins pooled by the
+    candidates' final answers (`by_answer`; else every candidate alone). Indices into each task's candidates."""
+    judged = [(i, pair) for i, task in enumerate(tasks) for pair in all_pairs(task.num_candidates)]
+    prompts = [sub_task(tasks[i], order, style) for i, pair in judged for order in (pair, pair[::-1])]
+    logprobs = await worker.index_logprobs(prompts) if prompts else []
+    win_prob = [dict() for _ in tasks]
+    for k, (i, pair) in enumerate(judged):
+        win_prob[i][pair] = pair_win_prob(logprobs[2 * k][0], logprobs[2 * k + 1][0])
+    return [round_robin_pick(task.num_candidates, probs, task.candidate_answers if by_answer else None)[0]
+            for task, probs in zip(tasks, win_prob)]
+
+
 def choose_remote(rollout_handle, tasks: Sequence, timeout_s: float, samples: int = 0) -> tuple:
     """Greedy choices through a Ray actor handle (used by the training driver), and, with `samples > 0`,
     the sampled accuracy of that many temperature-1 responses per prompt (else None)."""
@@ -179,6 +194,13 @@ def choose_knockout_remote(rollout_handle, tasks: Sequence, window: int, style: 
                                                         both_orders=both_orders), timeout_s))
 
 
+def choose_round_robin_remote(rollout_handle, tasks: Sequence, style: PromptStyle, timeout_s: float,
+                               by_answer: bool = True) -> list:
+    """choose_round_robin through a Ray actor handle, from synchronous code (the training driver)."""
+    return asyncio.run(asyncio.wait_for(choose_round_robin(_RemoteWorker(rollout_handle), tasks, style, by_answer),
+                                        timeout_s))
+
+
 def format_table(result: dict) -> str:
     names = {"genselect": "GenSelect@N (selector)", "pass_at_1": "pass@1", "majority": "majority@N",
              "random": "random@N", "pass_at_n": "pass@N (oracle)"}
@@ -201,6 +223,10 @@ def _parse_args(argv: Sequence[str]) -> argparse.Namespace:
     parser.add_argument("--both-orders", action="store_true",
                         help="with --knockout-window: judge each group as given and reversed, from the log-probs of "
                              "every index (needs a one-token index answer)")
+    parser.add_argument("--round-robin", choices=["answer", "candidate"], default=None,
+                        help="select by a round robin of pairs, each read in both orders, wins pooled by final answer "
+                             "(`answer`: majority voting's pick for a selector at chance) or per candidate; "
+                             "core/algo/round_robin.py")
     parser.add_argument("--dtype", default="float32", choices=["float32", "bfloat16"])
     parser.add_argument("--out", default=None, help="JSON output (default: MODEL/eval_<split>.json)")
     return parser.parse_args(argv)
@@ -226,6 +252,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.both_orders and not args.knockout_window:
         print("--both-orders needs --knockout-window", file=sys.stderr)
         return 2
+    if args.round_robin and args.knockout_window:
+        print("--round-robin and --knockout-window are two selection procedures: pick one", file=sys.stderr)
+        return 2
     from types import SimpleNamespace
 
     built_with = json.loads((Path(args.dataset) / "manifest.json").read_text())["config"]
@@ -237,6 +266,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     async def run() -> list:
         worker = RolloutWorker(cfg, args.model, dtype=args.dtype)
         try:
+            if args.round_robin:
+                return await choose_round_robin(worker, tasks, style, by_answer=args.round_robin == "answer")
             if args.knockout_window:
                 return await choose_knockout(worker, tasks, args.knockout_window, style,
                                              both_orders=args.both_orders)
@@ -247,9 +278,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     choices = asyncio.run(run())
     result = selection_metrics(tasks, choices)
     result.update({"model": str(args.model), "dataset": str(args.dataset), "split": args.split,
-                   "knockout_window": args.knockout_window, "both_orders": args.both_orders, "by_size": by_size(tasks, choices)})
+                   "knockout_window": args.knockout_window, "both_orders": args.both_orders,
+                   "round_robin": args.round_robin, "by_size": by_size(tasks, choices)})
     print(format_table(result))
     suffix = (f"_knockout{args.knockout_window}" + ("_both" if args.both_orders else "")) if args.knockout_window else ""
+    suffix = f"_round_robin_{args.round_robin}" if args.round_robin else suffix
     out = Path(args.out) if args.out else Path(args.model) / f"eval_{args.split}{suffix}.json"
     out.write_text(json.dumps(result, indent=1))
     print(f"wrote {out}")

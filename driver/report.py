@@ -125,7 +125,7 @@ def summarize(log: MetricsLog, wall_seconds: float, steps: int) -> dict:
     train = log.records("train")
     first, last = (evals[0], evals[-1]) if evals else ({}, {})
     nocue = {f"{k.replace('/', '_')}_{when}": rec.get(f"nocue/{k}") for when, rec in (("start", first), ("final", last))
-             for k in ("genselect", "majority", "random", "knockout/genselect")}
+             for k in ("genselect", "majority", "random", "knockout/genselect", "round_robin/genselect")}
     split = {key: _mean([r.get(f"time/{key}", math.nan) for r in train]) for key in TIME_KEYS}
     return {
         "steps": steps,
@@ -137,6 +137,10 @@ def summarize(log: MetricsLog, wall_seconds: float, steps: int) -> dict:
         "final_knockout_accuracy": last.get("knockout/genselect"),
         "final_knockout_accuracy_ci": [last.get("knockout/genselect_lo"), last.get("knockout/genselect_hi")],
         "final_knockout_by_candidates": last.get("knockout/by_size"),
+        "start_round_robin_accuracy": first.get("round_robin/genselect"),
+        "final_round_robin_accuracy": last.get("round_robin/genselect"),
+        "final_round_robin_accuracy_ci": [last.get("round_robin/genselect_lo"), last.get("round_robin/genselect_hi")],
+        "final_round_robin_by_candidates": last.get("round_robin/by_size"),
         "start_sampled_accuracy": first.get("sampled"),
         "final_sampled_accuracy": last.get("sampled"),
         "final_by_candidates": last.get("by_size"),

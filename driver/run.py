@@ -419,13 +419,21 @@ class Run:
                 self.progress.write(f"[eval step {step}, knockout of {self.cfg.eval_knockout_window}{orders}] GenSelect@N "
                                     f"{result['knockout/genselect']:.3f} [{result['knockout/genselect_lo']:.3f}, "
                                     f"{result['knockout/genselect_hi']:.3f}]  by N {by_n}")
+            if "round_robin/genselect" in result:
+                by_n = " ".join(f"{n}:{v:.2f}" for n, v in result["round_robin/by_size"].items())
+                self.progress.write(f"[eval step {step}, round robin of pairs by {self.cfg.eval_round_robin}] "
+                                    f"GenSelect@N {result['round_robin/genselect']:.3f} "
+                                    f"[{result['round_robin/genselect_lo']:.3f}, {result['round_robin/genselect_hi']:.3f}]"
+                                    f"  by N {by_n}")
             if "nocue/genselect" in result:
                 self.progress.write(f"[eval step {step}, no-cue held-out set] GenSelect@N "
                                     f"{result['nocue/genselect']:.3f} [{result['nocue/genselect_lo']:.3f}, "
                                     f"{result['nocue/genselect_hi']:.3f}]  majority@N {result['nocue/majority']:.3f}"
                                     f"  random@N {result['nocue/random']:.3f}"
                                     + (f"  knockout {result['nocue/knockout/genselect']:.3f}"
-                                       if "nocue/knockout/genselect" in result else ""))
+                                       if "nocue/knockout/genselect" in result else "")
+                                    + (f"  round robin {result['nocue/round_robin/genselect']:.3f}"
+                                       if "nocue/round_robin/genselect" in result else ""))
         return result
 
     def _evaluate_on(self, tasks: list, samples: int, step: int) -> dict:
@@ -453,6 +461,8 @@ class Run:
         result.update({"sampled": sampled, "by_size": by_size(tasks, choices)})
         if self.cfg.eval_knockout_window:
             result.update(self._knockout_metrics(tasks, step))
+        if self.cfg.eval_round_robin:
+            result.update(self._round_robin_metrics(tasks, step))
         result["eval_s"] = time.time() - started
         if self.cfg.data.source == "procedural_math":  # its mistakes can be read back from the text
             result["by_slip_kind"] = by_slip_kind(tasks, choices)
@@ -478,6 +488,24 @@ class Run:
         out = {f"knockout/{k}": metrics[k] for k in ("genselect", "genselect_lo", "genselect_hi",
                                                     "parse_failure_rate")}
         out["knockout/by_size"] = {n: r["genselect"] for n, r in by_size(tasks, choices).items()}
+        return out
+
+    def _round_robin_metrics(self, tasks: list, step: int) -> dict:
+        """`round_robin/*`: the same tasks selected by a round robin of pairs read in both orders
+        (driver.evaluate.choose_round_robin; wins pooled by final answer with eval_round_robin=answer)."""
+        from core.deadlines import generate_deadline_s
+        from driver.evaluate import by_size, choose_round_robin_remote, selection_metrics
+
+        n = self.cfg.data.max_candidates  # one batch of at most N (N - 1) pair prompts per task
+        deadline = generate_deadline_s(self.cfg.rollout, self.cfg.data.max_prompt_tokens, len(tasks) * n * (n - 1))
+        try:
+            choices = choose_round_robin_remote(self.handles.rollouts[0], tasks, PromptStyle.of(self.cfg.data),
+                                                deadline, by_answer=self.cfg.eval_round_robin == "answer")
+        except Exception as err:
+            raise RunFailed(f"round-robin evaluation at step {step} failed ({type(err).__name__}: {err})") from err
+        metrics = selection_metrics(tasks, choices, seed=self.cfg.seed)
+        out = {f"round_robin/{k}": metrics[k] for k in ("genselect", "genselect_lo", "genselect_hi")}
+        out["round_robin/by_size"] = {n: r["genselect"] for n, r in by_size(tasks, choices).items()}
         return out
 
     def checkpoint(self, step: int) -> Path:

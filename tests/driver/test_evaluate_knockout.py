@@ -8,7 +8,8 @@ import pytest
 
 from core.algo.genselect import PLAIN, PromptStyle, render_judgment
 from core.records import SelectionTask
-from driver.evaluate import choose_knockout, choose_knockout_remote, sub_task
+from driver.evaluate import (choose_knockout, choose_knockout_remote, choose_round_robin, choose_round_robin_remote,
+                             sub_task)
 
 
 def _task(texts, pid="p"):
@@ -106,3 +107,36 @@ def test_both_orders_knockout_finds_what_a_position_biased_judge_prefers_weakly(
     first = judge.batches[0]  # every group twice, as given then reversed
     assert [t.candidates for t in first[:2]] == [("a", "b"), ("b", "a")]
     assert len(first) == 2 * (2 + 1)  # x: 2 pairs and a bye; y: 1 pair
+
+
+def _answered(texts, answers, pid="r"):
+    return SelectionTask(prompt_id=pid, problem_id=pid, domain="math", problem="Compute 1 + 1.",
+                         candidates=tuple(texts), candidate_answers=tuple(answers),
+                         labels=tuple(float("good" in t) for t in texts), reference="2", prompt="full prompt")
+
+
+def test_round_robin_judges_every_pair_in_both_orders_in_one_batch():
+    tasks = [_task(["a", "b", "good-c", "d", "e"], "x"), _task(["a", "good-b"], "y"), _task(["only"], "z")]
+    judge = LogprobJudge()
+    assert asyncio.run(choose_round_robin(judge, tasks, PLAIN, by_answer=False)) == [2, 1, 0]
+    assert len(judge.batches) == 1 and len(judge.batches[0]) == 2 * (10 + 1)  # C(5,2) + C(2,2) pairs, both orders
+    assert [t.candidates for t in judge.batches[0][:2]] == [("a", "b"), ("b", "a")]
+
+
+def test_round_robin_by_answer_keeps_agreement_a_weak_judge_cannot_overturn():
+    """Three candidates agree on 7 against one `good` candidate the judge prefers only weakly: pooled by answer
+    the agreeing answer wins, scored alone the preferred candidate does."""
+    task = _answered(["a", "b", "c", "good-d"], ["7", "7", "7", "2"])
+    assert asyncio.run(choose_round_robin(LogprobJudge(), [task], PLAIN, by_answer=True)) == [0]
+    assert asyncio.run(choose_round_robin(LogprobJudge(), [task], PLAIN, by_answer=False)) == [3]
+
+
+def test_remote_round_robin_from_sync_code():
+    class _LpHandle:
+        def __init__(self, judge):
+            async def remote(tasks):
+                return await judge.index_logprobs(tasks)
+            self.index_logprobs = SimpleNamespace(remote=remote)
+
+    tasks = [_task(["a", "good-b", "c"])]
+    assert choose_round_robin_remote(_LpHandle(LogprobJudge()), tasks, PLAIN, timeout_s=30, by_answer=False) == [1]
