@@ -28,6 +28,8 @@ class SelectorSettings:
     max_response_tokens: int = 48
     temperature: float = 1.0          # sampling temperature when samples > 1 (samples == 1: greedy)
     orders: int = 1                   # default reading of a group: 1 (sampled judgments) or 2 (both orders)
+    selection: str = "knockout"       # default procedure: "knockout" or "round_robin" (core/algo/round_robin.py)
+    max_round_robin_candidates: int = 32  # most candidates a round robin takes (N (N - 1) judgments)
     max_candidates: int = 256
     max_candidate_chars: int = 4000
     max_problem_chars: int = 16000
@@ -52,7 +54,8 @@ def error_response(status: int, field: str, message: str, kind: str = "invalid_r
 
 
 # ---- request validation (pure, no engine) ---------------------------------------------------------------
-_SELECT_FIELDS = {"problem", "candidates", "domain", "samples", "temperature", "orders"}
+_SELECT_FIELDS = {"problem", "candidates", "domain", "samples", "temperature", "orders", "selection", "answers"}
+SELECTIONS = ("knockout", "round_robin")
 
 
 def _is_int(value) -> bool:
@@ -108,7 +111,18 @@ def parse_select(body: bytes, s: SelectorSettings) -> dict:
             raise RequestError(422, "temperature", "0 (greedy) makes every sample identical; use samples=1")
     else:
         temperature = 0.0 if samples == 1 else s.temperature
-    orders = data.get("orders", s.orders)
+    selection = data.get("selection", s.selection)
+    if selection not in SELECTIONS:
+        raise RequestError(422, "selection", f"must be one of {list(SELECTIONS)}, got {selection!r}")
+    answers = _answers(data, candidates, selection, s)
+    if selection == "round_robin":
+        if len(candidates) > s.max_round_robin_candidates:
+            raise RequestError(413, "candidates", f"{len(candidates)} candidates; a round robin takes at most "
+                                                  f"{s.max_round_robin_candidates} (use selection=knockout)")
+        if data.get("orders", 2) != 2:
+            raise RequestError(422, "orders", "a round robin reads every pair in both orders: orders must be 2 or "
+                                              "left out")
+    orders = data.get("orders", 2 if selection == "round_robin" else s.orders)
     if not _is_int(orders) or orders not in (1, 2):
         raise RequestError(422, "orders", f"must be 1 (sampled judgments) or 2 (each group read in both orders), "
                                           f"got {orders!r}")
@@ -116,7 +130,26 @@ def parse_select(body: bytes, s: SelectorSettings) -> dict:
         raise RequestError(422, "orders", "2 reads the log-prob of every index once per order: leave samples and "
                                           "temperature out")
     return {"problem": problem, "candidates": candidates, "domain": domain, "samples": samples,
-            "temperature": float(temperature) if orders == 1 else 1.0, "orders": orders}
+            "temperature": float(temperature) if orders == 1 else 1.0, "orders": orders, "selection": selection,
+            "answers": answers}
+
+
+def _answers(data: dict, candidates: list, selection: str, s: SelectorSettings):
+    """The optional `answers` field: one final answer (a string, or null for none) per candidate, pooled by the
+    round robin (core/algo/round_robin.py); None when absent."""
+    answers = data.get("answers")
+    if answers is None:
+        return None
+    if selection != "round_robin":
+        raise RequestError(422, "answers", "only a round robin reads answers: send selection='round_robin'")
+    if not isinstance(answers, list) or len(answers) != len(candidates):
+        raise RequestError(422, "answers", f"must be a list of {len(candidates)} strings or nulls, one per candidate")
+    for i, a in enumerate(answers):
+        if a is not None and not isinstance(a, str):
+            raise RequestError(422, f"answers[{i}]", f"must be a string or null, got {type(a).__name__}")
+        if a is not None and len(a) > s.max_candidate_chars:
+            raise RequestError(413, f"answers[{i}]", f"{len(a)} characters; the limit is {s.max_candidate_chars}")
+    return answers
 
 
 def parse_json(body: bytes, max_bytes: int) -> dict:

@@ -41,6 +41,7 @@ from actors.select_request import (RequestError, SelectorSettings, _client_error
 from actors.weight_board import BOARD_NAMESPACE, check_same_shape, read_model_weights
 from core.algo.genselect import build_prompt, parse_judgment, read_prompt_style
 from core.algo.knockout import DoesNotFit, advance, both_orders_pick, both_orders_scores, majority, plan_round
+from core.algo.round_robin import all_pairs, pair_win_prob, round_robin_pick
 from core.records import SelectionTask
 
 log = logging.getLogger("genselect.serving")
@@ -180,7 +181,8 @@ class SelectorServer:
         ctx = serve.get_replica_context()
         body = {"status": "ok" if health["ok"] else "unhealthy", "policy_version": self.worker.version,
                 "model": self.model_path, "replica": ctx.replica_id.unique_id if ctx else None,
-                "window": self.s.window, "orders": self.s.orders, "max_prompt_tokens": self.s.max_prompt_tokens,
+                "window": self.s.window, "orders": self.s.orders, "selection": self.s.selection,
+                "max_prompt_tokens": self.s.max_prompt_tokens,
                 # the cluster's HTTP ingress (docs/serving.md, "Scaling"), as the Serve controller reads it
                 "ingress": "haproxy" if os.environ.get("RAY_SERVE_ENABLE_HA_PROXY") == "1" else "proxy",
                 "in_flight": health["in_flight"], "paused": health["paused"], "error": health["error"],
@@ -233,6 +235,8 @@ class SelectorServer:
     async def _select(self, body: bytes) -> dict:
         req = await asyncio.to_thread(parse_select, body, self.s)
         self.counters["select"] += 1
+        if req["selection"] == "round_robin":
+            return await self._round_robin(req)
         problem, candidates = req["problem"], req["candidates"]
         members, rounds, versions = list(range(len(candidates))), [], set()
         started = time.perf_counter()
@@ -280,11 +284,34 @@ class SelectorServer:
             "rounds": len(rounds),
             "bracket": rounds,
             "samples": req["samples"], "temperature": req["temperature"], "orders": req["orders"],
-            "seconds": round(time.perf_counter() - started, 4),
+            "selection": "knockout", "seconds": round(time.perf_counter() - started, 4),
         }
         if req["orders"] == 2:
             out["scores"] = scores
         return out
+
+    async def _round_robin(self, req: dict) -> dict:
+        """A round robin of pairs (core/algo/round_robin.py): every pair read as given and reversed, in one batch;
+        wins pooled by `answers` when the request sent them. 413 when a pair does not fit the prompt budget."""
+        problem, candidates = req["problem"], req["candidates"]
+        started = time.perf_counter()
+        pairs = all_pairs(len(candidates))
+        too_long = next((p for p in pairs if not self._prompt_fits(problem, candidates, list(p))), None)
+        if too_long is not None:
+            raise RequestError(413, "candidates", f"candidates {list(too_long)} together exceed the prompt budget "
+                                                  f"of {self.s.max_prompt_tokens} tokens")
+        tasks = [self._group_task(req, list(order), k) for k, p in enumerate(pairs) for order in (p, p[::-1])]
+        try:
+            readings = await self.worker.index_logprobs(tasks)
+        except ValueError as e:  # a model that answers in free text has no index log-probs
+            raise RequestError(422, "selection", f"round_robin needs the log-prob of every index: {e}") from None
+        win_prob = {p: pair_win_prob(readings[2 * k][0], readings[2 * k + 1][0]) for k, p in enumerate(pairs)}
+        index, wins = round_robin_pick(len(candidates), win_prob, req["answers"])
+        versions = sorted({version for _, version in readings})
+        return {"index": index, "selection": "round_robin", "wins": [round(w, 6) for w in wins],
+                "pooled_by_answer": req["answers"] is not None, "pairs": len(pairs),
+                "policy_version": versions[-1], "policy_versions": versions, "rounds": 1, "orders": 2,
+                "samples": 1, "temperature": 1.0, "seconds": round(time.perf_counter() - started, 4)}
 
     def _group_task(self, req: dict, group: list, i: int) -> SelectionTask:
         shown = tuple(req["candidates"][j] for j in group)

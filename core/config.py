@@ -334,6 +334,12 @@ class ServeConfig:
     orders: int = _f(0, "Default reading of a selection group: 1 (sampled judgments), 2 (read as given and reversed "
                         "from the log-prob of every index); 0: the model's run decides: 2 when it served its knockout "
                         "window and evaluated it with eval_knockout_both_orders, else 1. A request's `orders` wins.")
+    selection: str = _f("", "Default selection procedure of /v1/select: 'knockout' or 'round_robin' (every pair in "
+                            "both orders, wins pooled by the request's `answers`); '': the model's run decides: "
+                            "round_robin when it evaluated eval_round_robin and its final round robin scored at least "
+                            "as well as its knockout and its direct reading, else knockout. A request's `selection` wins.")
+    max_round_robin_candidates: int = _f(32, "Most candidates a round-robin request may send (N (N - 1) one-token "
+                                             "judgments; 413 above).")
     max_prompt_tokens: int = _f(0, "Prompt token budget of one selection prompt (0: the training "
                                    "data.max_prompt_tokens).")
     max_response_tokens: int = _f(0, "Longest judgment (0: the training rollout.max_response_tokens).")
@@ -443,6 +449,9 @@ def _check(cfg: TrainConfig) -> None:
         ("eval_knockout_window", cfg.eval_knockout_window == 0 or cfg.eval_knockout_window >= 2,
          "must be 0 (off) or at least 2 (candidates per knockout group)"),
         ("serve.orders", cfg.serve.orders in (0, 1, 2), "must be 0 (the run decides), 1 or 2"),
+        ("serve.selection", cfg.serve.selection in ("", "knockout", "round_robin"),
+         "must be '' (the run decides), 'knockout' or 'round_robin'"),
+        ("serve.max_round_robin_candidates", cfg.serve.max_round_robin_candidates >= 2, "must be >= 2"),
         ("eval_knockout_both_orders", not cfg.eval_knockout_both_orders or
          (cfg.eval_knockout_window >= 2 and cfg.rollout.constrain_index),
          "needs eval_knockout_window >= 2 and rollout.constrain_index=true (it reads the log-prob of every index)"),

@@ -76,6 +76,19 @@ def served_orders(window: int, train_cfg) -> int:
     return 2 if both and train_cfg.rollout.constrain_index else 1
 
 
+def served_selection(model: str, train_cfg) -> str:
+    """The default selection procedure when serving `model`: "round_robin" when its run evaluated a round robin
+    (`eval_round_robin`) and the final one scored at least as well as every other final reading in summary.json
+    (knockout, one prompt), else "knockout"."""
+    summary = run_summary_of(model)
+    round_robin = summary.get("final_round_robin_accuracy")
+    others = [summary.get(k) for k in ("final_knockout_accuracy", "final_accuracy")]
+    if getattr(train_cfg, "eval_round_robin", "") and isinstance(round_robin, (int, float)) \
+            and all(round_robin >= v for v in others if isinstance(v, (int, float))):
+        return "round_robin"
+    return "knockout"
+
+
 def resolve_settings(model: str, serve_cfg, train_cfg=None, policy_version: Optional[int] = None):
     """SelectorSettings for `model`: ServeConfig values where set (non-zero), else the training run's."""
     from actors.select_request import SelectorSettings
@@ -95,6 +108,8 @@ def resolve_settings(model: str, serve_cfg, train_cfg=None, policy_version: Opti
         policy_version=exported_version(model) if policy_version is None else policy_version,
         board=board_name(serve_cfg.app_name), window=window,
         orders=serve_cfg.orders or served_orders(window, train_cfg),
+        selection=serve_cfg.selection or served_selection(model, train_cfg),
+        max_round_robin_candidates=serve_cfg.max_round_robin_candidates,
         max_prompt_tokens=max_prompt, max_response_tokens=max_response, temperature=train_cfg.rollout.temperature,
         max_candidates=serve_cfg.max_candidates,
         max_candidate_chars=serve_cfg.max_candidate_chars or train_cfg.data.max_candidate_chars,
@@ -283,8 +298,8 @@ def main(argv=None) -> int:
     try:
         _, settings = start(str(model.resolve()), serve_cfg, train_cfg, args.policy_version)
         url = f"http://{serve_cfg.host}:{serve_cfg.port}"
-        print(f"serving {model} (policy version {settings.policy_version}, window {settings.window}, "
-              f"{'each group read in both orders, ' if settings.orders == 2 else ''}"
+        print(f"serving {model} (policy version {settings.policy_version}, selection {settings.selection}, "
+              f"window {settings.window}, {'each group read in both orders, ' if settings.orders == 2 else ''}"
               f"prompt budget {settings.max_prompt_tokens} tokens) at {url}\n"
               f"  curl {url}/healthz\n  Ctrl-C stops", flush=True)
         while True:

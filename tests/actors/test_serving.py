@@ -63,6 +63,15 @@ BAD = [  # (body, status, field)
     ({**GOOD, "orders": "2"}, 422, "orders"),
     ({**GOOD, "orders": 2, "samples": 2}, 422, "orders"),
     ({**GOOD, "orders": 2, "temperature": 0}, 422, "orders"),
+    ({**GOOD, "selection": "league"}, 422, "selection"),
+    ({**GOOD, "answers": ["4", "5"]}, 422, "answers"),  # a knockout reads no answers
+    ({**GOOD, "selection": "round_robin", "answers": ["4"]}, 422, "answers"),
+    ({**GOOD, "selection": "round_robin", "answers": "4, 5"}, 422, "answers"),
+    ({**GOOD, "selection": "round_robin", "answers": ["4", 5]}, 422, "answers[1]"),
+    ({**GOOD, "selection": "round_robin", "answers": ["4", "x" * 501]}, 413, "answers[1]"),
+    ({**GOOD, "selection": "round_robin", "orders": 1}, 422, "orders"),
+    ({**GOOD, "selection": "round_robin", "samples": 2}, 422, "orders"),
+    ({**GOOD, "selection": "round_robin", "candidates": ["a"] * 33}, 413, "candidates"),
 ]
 
 
@@ -154,6 +163,28 @@ def test_both_orders_reads_every_pair_twice_and_cancels_the_position_bias():
     assert out["scores"][2] == max(v for v in out["scores"] if v is not None)
     # the same request read once per group (orders=1, scripted text judgments) still works beside it
     assert _select(server, {"problem": "p", "candidates": candidates, "orders": 1})["index"] == 2
+
+
+def test_round_robin_reads_every_pair_twice_in_one_batch_and_pools_answers():
+    server = SelectorServer(settings(window=2, policy_version=3), worker=LogprobWorker())
+    candidates = ["a", "b", "c RIGHT", "d"]
+    out = _select(server, {"problem": "p", "candidates": candidates, "selection": "round_robin"})
+    assert out["index"] == 2 and out["selection"] == "round_robin" and out["orders"] == 2 and out["pairs"] == 6
+    assert out["policy_version"] == 3 and not out["pooled_by_answer"] and sum(out["wins"]) == pytest.approx(6)
+    batch = server.worker.calls[0]
+    assert len(server.worker.calls) == 1 and len(batch) == 12 and batch[:2] == [("a", "b"), ("b", "a")]
+    # three candidates agree against the one the judge prefers only weakly: pooled by answer, agreement wins
+    out = _select(server, {"problem": "p", "candidates": candidates, "selection": "round_robin",
+                           "answers": ["7", "7", "2", "7"]})
+    assert out["index"] in (0, 1, 3) and out["pooled_by_answer"]
+
+
+def test_round_robin_is_the_default_where_the_settings_say_so_and_refuses_a_pair_over_budget():
+    server = SelectorServer(settings(selection="round_robin", max_prompt_tokens=55), worker=LogprobWorker())
+    assert _select(server, {"problem": "p", "candidates": ["a RIGHT", "b"]})["selection"] == "round_robin"
+    with pytest.raises(RequestError) as err:
+        _select(server, {"problem": "p", "candidates": ["a", "b", "long " * 20]})
+    assert (err.value.status, err.value.field) == (413, "candidates")
 
 
 def test_unparsed_final_round_gives_no_index_and_counts_them():

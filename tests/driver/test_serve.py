@@ -68,6 +68,26 @@ def test_groups_are_read_in_both_orders_when_the_run_evaluated_its_served_knocko
     assert resolve_settings(str(export), ServeConfig()).orders == 1
 
 
+def test_round_robin_is_served_when_the_run_evaluated_it_and_it_scored_best(tmp_path):
+    cfg = load_config("smoke")
+    cfg.eval_knockout_window, cfg.data.max_candidates, cfg.eval_round_robin = 2, 6, "answer"
+    run = tmp_path / "run"
+    export = _model_folder(run / "export")
+    (run / "config.yaml").write_text(to_yaml(cfg))
+    selections = []
+    for summary in ({"final_accuracy": 0.44, "final_knockout_accuracy": 0.64, "final_round_robin_accuracy": 0.70},
+                    {"final_accuracy": 0.44, "final_knockout_accuracy": 0.66, "final_round_robin_accuracy": 0.60},
+                    {"final_accuracy": 0.44, "final_knockout_accuracy": 0.66}):
+        (run / "summary.json").write_text(json.dumps(summary))
+        selections.append(resolve_settings(str(export), ServeConfig()).selection)
+    assert selections == ["round_robin", "knockout", "knockout"]
+    assert resolve_settings(str(export), ServeConfig(selection="round_robin")).selection == "round_robin"
+    cfg.eval_round_robin = ""  # a figure in the summary without the run's setting does not count
+    (run / "config.yaml").write_text(to_yaml(cfg))
+    (run / "summary.json").write_text(json.dumps({"final_accuracy": 0.4, "final_round_robin_accuracy": 0.9}))
+    assert resolve_settings(str(export), ServeConfig()).selection == "knockout"
+
+
 def test_prompt_budget_leaves_room_for_the_judgment(tmp_path):
     model = _model_folder(tmp_path / "m", context=1000)
     s = resolve_settings(str(model), ServeConfig(max_prompt_tokens=5000, max_response_tokens=40), TrainConfig())
