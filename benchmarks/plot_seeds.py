@@ -4,9 +4,11 @@
         --out benchmarks/results/seeds_heldout.png
 
 Reads each run's `metrics.jsonl` (the `kind: eval` rows the run logs every `eval_every` steps) and plots, against
-the step: the knockout-of-pairs accuracy (`knockout/genselect`, with its 95% bootstrap CI as a band), the
-one-prompt accuracy (`genselect`), and majority@N / random@N of the same held-out prompts. Prints one line per
-run (start -> end, gain, CI, whether the CI's lower bound clears both baselines) and writes the figure.
+the step: the accuracy of one selection procedure (`--key`: `knockout/genselect`, the knockout of pairs, or
+`round_robin/genselect`, the round robin of pairs, with its 95% bootstrap CI as a band), the one-prompt accuracy
+(`genselect`), and majority@N / random@N of the same held-out prompts; where the runs read the no-cue held-out set
+by the same procedure (`nocue/...`), a second panel shows it against that set's majority@N. Prints one line per
+run and set (start -> end, gain, CI, whether the CI's lower bound clears both baselines) and writes the figure.
 """
 from __future__ import annotations
 
@@ -35,6 +37,8 @@ def summary_line(name: str, rows: list, key: str = "knockout/genselect") -> str:
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("runs", nargs="+", help="run folders (each with metrics.jsonl)")
+    parser.add_argument("--key", default="knockout/genselect", choices=["knockout/genselect", "round_robin/genselect"],
+                        help="the selection procedure plotted with its CI")
     parser.add_argument("--out", default="benchmarks/results/seeds_heldout.png")
     args = parser.parse_args(argv)
 
@@ -43,31 +47,52 @@ def main(argv=None) -> int:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    fig, ax = plt.subplots(figsize=(9, 4.2))
-    for i, run in enumerate(map(Path, args.runs)):
-        rows = eval_rows(run)
-        if not rows or "knockout/genselect" not in rows[0]:
-            print(f"{run}: no knockout evaluations in metrics.jsonl", file=sys.stderr)
+    runs = [(Path(run), eval_rows(Path(run))) for run in args.runs]
+    for run, rows in runs:
+        if not rows or args.key not in rows[0]:
+            print(f"{run}: no {args.key} evaluations in metrics.jsonl", file=sys.stderr)
             return 2
-        print(summary_line(run.name, rows))
+    nocue_key = f"nocue/{args.key}"
+    with_nocue = all(any(nocue_key in r for r in rows) for _, rows in runs)
+    fig, axes = plt.subplots(1, 2 if with_nocue else 1, figsize=(13 if with_nocue else 9, 4.2), squeeze=False)
+    ax = axes[0][0]
+    what = "knockout of pairs" if args.key.startswith("knockout") else "round robin of pairs"
+    for i, (run, rows) in enumerate(runs):
+        print(summary_line(run.name, rows, args.key))
         steps = [r["step"] for r in rows]
         color = f"C{i}"
-        ax.plot(steps, [r["knockout/genselect"] for r in rows], "-o", color=color, label=f"{run.name}: knockout of pairs")
-        ax.fill_between(steps, [r["knockout/genselect_lo"] for r in rows], [r["knockout/genselect_hi"] for r in rows],
+        ax.plot(steps, [r[args.key] for r in rows], "-o", color=color, label=f"{run.name}: {what}")
+        ax.fill_between(steps, [r[f"{args.key}_lo"] for r in rows], [r[f"{args.key}_hi"] for r in rows],
                         color=color, alpha=0.12)
         ax.plot(steps, [r["genselect"] for r in rows], ":", color=color, label=f"{run.name}: one prompt")
-    last = eval_rows(Path(args.runs[0]))[-1]
-    ax.axhline(last["majority"], color="k", ls="--", lw=1, label=f"majority@N {last['majority']:.3f}")
-    ax.axhline(last["random"], color="grey", ls="-.", lw=1, label=f"random@N {last['random']:.3f}")
-    ax.set_xlabel("RL step")
+    _baselines(ax, runs[0][1][-1], "")
     ax.set_ylabel("held-out GenSelect accuracy (N = 2..8)")
-    ax.legend(fontsize=7, loc="center left", bbox_to_anchor=(1.01, 0.5))
-    ax.grid(alpha=0.3)
+    if with_nocue:
+        ax = axes[0][1]
+        for i, (run, rows) in enumerate(runs):
+            rows = [{k[len("nocue/"):]: v for k, v in r.items() if k.startswith("nocue/")} | {"step": r["step"]}
+                    for r in rows if nocue_key in r]
+            print(summary_line(f"{run.name} (no-cue set)", rows, args.key))
+            ax.plot([r["step"] for r in rows], [r[args.key] for r in rows], "-o", color=f"C{i}",
+                    label=f"{run.name}: {what}")
+            ax.fill_between([r["step"] for r in rows], [r[f"{args.key}_lo"] for r in rows],
+                            [r[f"{args.key}_hi"] for r in rows], color=f"C{i}", alpha=0.12)
+        last = {k[len("nocue/"):]: v for k, v in runs[0][1][-1].items() if k.startswith("nocue/")}
+        _baselines(ax, last, "no-cue ")
+        ax.set_ylabel("no-cue held-out accuracy (N = 2..8)")
     fig.tight_layout()
     Path(args.out).parent.mkdir(parents=True, exist_ok=True)
     fig.savefig(args.out, dpi=120)
     print(f"wrote {args.out}")
     return 0
+
+
+def _baselines(ax, last: dict, prefix: str) -> None:
+    ax.axhline(last["majority"], color="k", ls="--", lw=1, label=f"{prefix}majority@N {last['majority']:.3f}")
+    ax.axhline(last["random"], color="grey", ls="-.", lw=1, label=f"{prefix}random@N {last['random']:.3f}")
+    ax.set_xlabel("RL step")
+    ax.legend(fontsize=7, loc="lower right")
+    ax.grid(alpha=0.3)
 
 
 if __name__ == "__main__":

@@ -105,10 +105,19 @@ def plot_curves(log: MetricsLog, out_path: str | Path) -> Path:
                        marker="o", capsize=3, label="GenSelect@N (selector, greedy)")
         right.plot(steps, [r.get("sampled", math.nan) for r in evals], "o-", alpha=0.6,
                    label="selector, sampled (temperature 1)")
+        for key, label in (("knockout/genselect", "knockout of pairs"), ("round_robin/genselect", "round robin of pairs")):
+            if any(key in r for r in evals):
+                right.plot(steps, [r.get(key, math.nan) for r in evals], "s-", label=f"selector, {label}")
+        nocue = [r for r in evals if "nocue/round_robin/genselect" in r]
+        if nocue:
+            right.plot([r["step"] for r in nocue], [r["nocue/round_robin/genselect"] for r in nocue], "^-", alpha=0.7,
+                       label="no-cue set, round robin")
+            right.plot([r["step"] for r in nocue], [r["nocue/majority"] for r in nocue], "^:", alpha=0.7,
+                       label="no-cue set, majority@N")
         right.plot(steps, [r["majority"] for r in evals], "--", label="majority@N")
         right.plot(steps, [r["random"] for r in evals], ":", label="random@N")
     right.set(xlabel="learner step", ylabel="held-out accuracy", title="Held-out selection accuracy", ylim=(0, 1))
-    right.legend(loc="lower right")
+    right.legend(loc="lower right", fontsize=7)
     fig.tight_layout()
     fig.savefig(out_path, dpi=110)
     plt.close(fig)

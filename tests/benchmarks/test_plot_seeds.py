@@ -28,3 +28,22 @@ def test_main_writes_the_figure(tmp_path, capsys):
     assert main([str(_run(tmp_path / "s0", 0.4, 0.6, 0.52)), str(_run(tmp_path / "s1", 0.43, 0.66, 0.58)),
                  "--out", str(out)]) == 0
     assert out.stat().st_size > 1000 and capsys.readouterr().out.count("lower bound above both") == 2
+
+
+def test_round_robin_key_with_the_no_cue_panel(tmp_path, capsys):
+    folder = tmp_path / "rr"
+    folder.mkdir()
+    rows = []
+    for step, rr, nocue in ((0, 0.45, 0.44), (100, 0.70, 0.47)):
+        row = {"step": step, "kind": "eval", "genselect": 0.4, "majority": 0.49, "random": 0.41,
+               "round_robin/genselect": rr, "round_robin/genselect_lo": rr - 0.08, "round_robin/genselect_hi": rr + 0.08}
+        row.update({"nocue/round_robin/genselect": nocue, "nocue/round_robin/genselect_lo": nocue - 0.09,
+                    "nocue/round_robin/genselect_hi": nocue + 0.09, "nocue/majority": 0.42, "nocue/random": 0.39})
+        rows.append(row)
+    (folder / "metrics.jsonl").write_text("\n".join(map(json.dumps, rows)) + "\n")
+    out = tmp_path / "fig.png"
+    assert main([str(folder), "--key", "round_robin/genselect", "--out", str(out)]) == 0
+    printed = capsys.readouterr().out
+    assert "rr: round_robin/genselect 0.450 -> 0.700" in printed
+    assert "rr (no-cue set): round_robin/genselect 0.440 -> 0.470" in printed and "majority@N 0.420" in printed
+    assert main([str(folder), "--out", str(out)]) == 2  # no knockout readings in this run
