@@ -49,8 +49,8 @@ def selection_metrics(tasks: Sequence, choices: Sequence[Optional[int]], seed: i
     Args:
         tasks: P SelectionTask objects.
         choices: P chosen candidate indices (None = parse failure).
-    Returns: {metric: value, metric_lo, metric_hi for each of BASELINES, prompts, problems,
-              parse_failure_rate}.
+    Returns: {metric: value, metric_lo, metric_hi for each of BASELINES and for `over_majority` (GenSelect@N
+              minus majority@N, paired by problem), prompts, problems, parse_failure_rate}.
     """
     by_problem = defaultdict(lambda: defaultdict(list))
     for task, choice in zip(tasks, choices):
@@ -61,6 +61,9 @@ def selection_metrics(tasks: Sequence, choices: Sequence[Optional[int]], seed: i
     for key in BASELINES:
         values = [sum(v[key]) / len(v[key]) for v in by_problem.values()]
         out[key], out[f"{key}_lo"], out[f"{key}_hi"] = M.bootstrap_ci(values, seed=seed)
+    # the selector's margin over majority voting, paired by problem (tighter than comparing the two CIs)
+    margins = [(sum(v["genselect"]) - sum(v["majority"])) / len(v["genselect"]) for v in by_problem.values()]
+    out["over_majority"], out["over_majority_lo"], out["over_majority_hi"] = M.bootstrap_ci(margins, seed=seed)
     return out
 
 
@@ -207,6 +210,8 @@ def format_table(result: dict) -> str:
     lines = [f"{'metric':<24}{'value':>8}   95% CI (over {result['problems']} problems)"]
     for key in BASELINES:
         lines.append(f"{names[key]:<24}{result[key]:>8.3f}   [{result[key + '_lo']:.3f}, {result[key + '_hi']:.3f}]")
+    lines.append(f"{'selector - majority@N':<24}{result['over_majority']:>+8.3f}   [{result['over_majority_lo']:+.3f}, "
+                 f"{result['over_majority_hi']:+.3f}] (paired by problem)")
     lines.append(f"{'parse failures':<24}{result['parse_failure_rate']:>8.3f}   ({result['prompts']} prompts)")
     return "\n".join(lines)
 

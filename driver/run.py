@@ -432,7 +432,9 @@ class Run:
                                     f"  random@N {result['nocue/random']:.3f}"
                                     + (f"  knockout {result['nocue/knockout/genselect']:.3f}"
                                        if "nocue/knockout/genselect" in result else "")
-                                    + (f"  round robin {result['nocue/round_robin/genselect']:.3f}"
+                                    + (f"  round robin {result['nocue/round_robin/genselect']:.3f} "
+                                       f"({result['nocue/round_robin/over_majority']:+.3f} [{result['nocue/round_robin/over_majority_lo']:+.3f}, "
+                                       f"{result['nocue/round_robin/over_majority_hi']:+.3f}] over majority@N)"
                                        if "nocue/round_robin/genselect" in result else ""))
         return result
 
@@ -504,7 +506,8 @@ class Run:
         except Exception as err:
             raise RunFailed(f"round-robin evaluation at step {step} failed ({type(err).__name__}: {err})") from err
         metrics = selection_metrics(tasks, choices, seed=self.cfg.seed)
-        out = {f"round_robin/{k}": metrics[k] for k in ("genselect", "genselect_lo", "genselect_hi")}
+        out = {f"round_robin/{k}": metrics[k] for k in ("genselect", "genselect_lo", "genselect_hi", "over_majority",
+                                                       "over_majority_lo", "over_majority_hi")}
         out["round_robin/by_size"] = {n: r["genselect"] for n, r in by_size(tasks, choices).items()}
         return out
 

@@ -73,6 +73,9 @@ def test_smoke_run_trains_and_writes_every_artifact(smoke_run):
     # the smoke config also evaluates by a knockout of pairs (eval_knockout_window: 2), through the real engine
     assert all(0 <= r["knockout/genselect"] <= 1 and r["knockout/by_size"] for r in evals)
     assert summary["final_knockout_accuracy"] == evals[-1]["knockout/genselect"]
+    # and by a round robin of pairs pooled by answer (eval_round_robin: answer), from the engine's index log-probs
+    assert all(0 <= r["round_robin/genselect"] <= 1 and r["round_robin/by_size"] for r in evals)
+    assert summary["final_round_robin_accuracy"] == evals[-1]["round_robin/genselect"]
     assert (run_dir / "curves.png").stat().st_size > 10_000
     assert list((run_dir / "tensorboard").iterdir())
     assert (run_dir / "checkpoints" / "latest").read_text().strip() == "step_000003"

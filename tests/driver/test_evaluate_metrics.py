@@ -26,7 +26,9 @@ def test_table_of_choices():
     assert result["pass_at_n"] == 1.0
     assert result["parse_failure_rate"] == pytest.approx(1 / 3)
     assert result["genselect_lo"] <= result["genselect"] <= result["genselect_hi"]
-    assert "GenSelect@N" in format_table(result)
+    assert result["over_majority"] == pytest.approx(result["genselect"] - result["majority"])
+    assert result["over_majority_lo"] <= result["over_majority"] <= result["over_majority_hi"]
+    assert "GenSelect@N" in format_table(result) and "selector - majority@N" in format_table(result)
 
 
 def test_by_size_reports_the_baselines_of_each_number_of_candidates():
