@@ -291,6 +291,24 @@ def test_select_contract(served):
 
 
 @pytest.mark.slow
+def test_round_robin_over_http(served):
+    """Every pair read in both orders by the real engine: deterministic, wins summing to the pairs, pooled by the
+    answers sent; 413 past serve.max_round_robin_candidates."""
+    body = {"problem": "What is 17 + 5?", "candidates": ["17 + 5 = 22", "17 + 5 = 23", "22", "17 + 5 = 21"],
+            "selection": "round_robin"}
+    out = [_post(served.url + "/v1/select", body).json() for _ in range(2)]
+    assert out[0]["selection"] == "round_robin" and out[0]["pairs"] == 6 and out[0]["wins"] == out[1]["wins"]
+    assert sum(out[0]["wins"]) == pytest.approx(6, abs=1e-4) and out[0]["index"] == out[1]["index"]
+    assert out[0]["index"] == max(range(4), key=lambda i: (out[0]["wins"][i], -i)) and out[0]["policy_version"] == 0
+    pooled = _post(served.url + "/v1/select", {**body, "answers": ["22", "23", "22", "21"]}).json()
+    assert pooled["pooled_by_answer"] and pooled["wins"] == out[0]["wins"]
+    wins = pooled["wins"]
+    assert pooled["index"] in ((0, 2) if wins[0] + wins[2] >= max(wins[1], wins[3]) else (1, 3))
+    r = _post(served.url + "/v1/select", {**body, "candidates": ["x"] * 33})
+    assert r.status_code == 413 and r.json()["error"]["field"] == "candidates"
+
+
+@pytest.mark.slow
 def test_knockout_with_64_candidates(served):
     import requests
 
