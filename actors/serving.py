@@ -41,7 +41,7 @@ from actors.select_request import (RequestError, SelectorSettings, _client_error
 from actors.weight_board import BOARD_NAMESPACE, check_same_shape, read_model_weights
 from core.algo.genselect import build_prompt, parse_judgment, read_prompt_style
 from core.algo.knockout import DoesNotFit, advance, both_orders_pick, both_orders_scores, majority, plan_round
-from core.algo.round_robin import all_pairs, pair_win_prob, round_robin_pick
+from core.algo.round_robin import all_pairs, read_in_both_orders, round_robin_pick, win_probs
 from core.records import SelectionTask
 
 log = logging.getLogger("genselect.serving")
@@ -300,12 +300,12 @@ class SelectorServer:
         if too_long is not None:
             raise RequestError(413, "candidates", f"candidates {list(too_long)} together exceed the prompt budget "
                                                   f"of {self.s.max_prompt_tokens} tokens")
-        tasks = [self._group_task(req, list(order), k) for k, p in enumerate(pairs) for order in (p, p[::-1])]
+        tasks = [self._group_task(req, list(order), k) for k, order in enumerate(read_in_both_orders(pairs))]
         try:
             readings = await self.worker.index_logprobs(tasks)
         except ValueError as e:  # a model that answers in free text has no index log-probs
             raise RequestError(422, "selection", f"round_robin needs the log-prob of every index: {e}") from None
-        win_prob = {p: pair_win_prob(readings[2 * k][0], readings[2 * k + 1][0]) for k, p in enumerate(pairs)}
+        win_prob = win_probs(pairs, [logprobs for logprobs, _version in readings])
         index, wins = round_robin_pick(len(candidates), win_prob, req["answers"])
         versions = sorted({version for _, version in readings})
         return {"index": index, "selection": "round_robin", "wins": [round(w, 6) for w in wins],

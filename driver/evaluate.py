@@ -26,7 +26,7 @@ from typing import Optional, Sequence
 from core.algo import metrics as M
 from core.algo.genselect import PromptStyle, parse_judgment, reordered_task
 from core.algo.knockout import advance, both_orders_pick, plan_round
-from core.algo.round_robin import all_pairs, pair_win_prob, round_robin_pick
+from core.algo.round_robin import all_pairs, read_in_both_orders, round_robin_pick, win_probs
 
 BASELINES = ("genselect", "pass_at_1", "majority", "random", "pass_at_n")
 
@@ -154,14 +154,15 @@ async def choose_round_robin(worker, tasks: Sequence, style: PromptStyle, by_ans
     """Round-robin selections (core/algo/round_robin.py): every pair of every task judged as given and reversed
     from the log-probs of its two indices (`worker.index_logprobs`, one batch for all tasks), wins pooled by the
     candidates' final answers (`by_answer`; else every candidate alone). Indices into each task's candidates."""
-    judged = [(i, pair) for i, task in enumerate(tasks) for pair in all_pairs(task.num_candidates)]
-    prompts = [sub_task(tasks[i], order, style) for i, pair in judged for order in (pair, pair[::-1])]
-    logprobs = await worker.index_logprobs(prompts) if prompts else []
-    win_prob = [dict() for _ in tasks]
-    for k, (i, pair) in enumerate(judged):
-        win_prob[i][pair] = pair_win_prob(logprobs[2 * k][0], logprobs[2 * k + 1][0])
-    return [round_robin_pick(task.num_candidates, probs, task.candidate_answers if by_answer else None)[0]
-            for task, probs in zip(tasks, win_prob)]
+    pairs = [all_pairs(task.num_candidates) for task in tasks]
+    prompts = [sub_task(task, order, style) for task, p in zip(tasks, pairs) for order in read_in_both_orders(p)]
+    readings = [logprobs for logprobs, _version in await worker.index_logprobs(prompts)] if prompts else []
+    choices, start = [], 0
+    for task, p in zip(tasks, pairs):
+        probs = win_probs(p, readings[start:start + 2 * len(p)])
+        start += 2 * len(p)
+        choices.append(round_robin_pick(task.num_candidates, probs, task.candidate_answers if by_answer else None)[0])
+    return choices
 
 
 def choose_remote(rollout_handle, tasks: Sequence, timeout_s: float, samples: int = 0) -> tuple:

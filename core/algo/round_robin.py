@@ -47,6 +47,19 @@ def pair_win_prob(forward: Sequence[float], backward: Sequence[float]) -> float:
     return a / (a + b)
 
 
+def read_in_both_orders(pairs: Sequence[tuple]) -> list:
+    """The groups to judge for `pairs`: each pair as given, then reversed ((i, j), (j, i), ...)."""
+    return [order for pair in pairs for order in (tuple(pair), tuple(pair[::-1]))]
+
+
+def win_probs(pairs: Sequence[tuple], readings: Sequence[Sequence[float]]) -> dict:
+    """{pair: P(first beats second)} from the index log-probs of `read_in_both_orders(pairs)`, in that order
+    (2 readings per pair, each 2 floats)."""
+    if len(readings) != 2 * len(pairs):
+        raise ValueError(f"{len(readings)} readings for {len(pairs)} pairs read in both orders")
+    return {tuple(pair): pair_win_prob(readings[2 * k], readings[2 * k + 1]) for k, pair in enumerate(pairs)}
+
+
 def candidate_wins(n: int, win_prob: Mapping[tuple, float]) -> list:
     """wins(i) = sum over j != i of P(i beats j), from `win_prob[(i, j)]` = P(i beats j) for every pair i < j."""
     wins = [0.0] * n

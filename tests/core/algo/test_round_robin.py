@@ -5,7 +5,8 @@ import random
 import pytest
 
 from core.algo.metrics import majority_at_k
-from core.algo.round_robin import all_pairs, candidate_wins, pair_win_prob, round_robin_pick
+from core.algo.round_robin import (all_pairs, candidate_wins, pair_win_prob, read_in_both_orders, round_robin_pick,
+                                   win_probs)
 
 
 def test_all_pairs_lists_each_pair_once():
@@ -88,3 +89,13 @@ def test_candidates_without_an_answer_stand_alone_and_bad_input_is_refused():
     with pytest.raises(ValueError, match="at least one"):
         round_robin_pick(0, {})
     assert round_robin_pick(1, {}, ["x"]) == (0, [0.0])
+
+
+def test_win_probs_read_each_pair_from_its_two_readings_in_order():
+    pairs = all_pairs(3)
+    assert read_in_both_orders(pairs) == [(0, 1), (1, 0), (0, 2), (2, 0), (1, 2), (2, 1)]
+    even, first_wins = [math.log(0.5)] * 2, [0.0, float("-inf")]
+    readings = [even, even, first_wins, [float("-inf"), 0.0], even, even]
+    assert win_probs(pairs, readings) == {(0, 1): 0.5, (0, 2): 1.0, (1, 2): 0.5}
+    with pytest.raises(ValueError, match="readings for 3 pairs"):
+        win_probs(pairs, readings[:5])
