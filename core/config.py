@@ -378,10 +378,10 @@ class TrainConfig:
                                                 "the log-probs of every index, and advance the candidate with the "
                                                 "higher sum (a position preference cancels; needs "
                                                 "rollout.constrain_index). Twice the judgments.")
-    eval_round_robin: str = _f("", "Also evaluate the selector by a round robin of pairs, each read in both orders "
+    eval_round_robin: str = _f("none", "Also evaluate the selector by a round robin of pairs, each read in both orders "
                                    "(core/algo/round_robin.py): 'answer' pools the wins by final answer (a selector "
                                    "at chance then picks majority voting's answer), 'candidate' scores candidates "
-                                   "alone; '' off. N (N - 1) one-token judgments a prompt; needs "
+                                   "alone; 'none': not. N (N - 1) one-token judgments a prompt; needs "
                                    "rollout.constrain_index.")
     eval_without_cue: bool = _f(True, "With a hedge cue in the data: also evaluate (at the start and the end) on "
                                       "held-out prompts built without it, from unseen problems.")
@@ -455,10 +455,10 @@ def _check(cfg: TrainConfig) -> None:
         ("eval_knockout_both_orders", not cfg.eval_knockout_both_orders or
          (cfg.eval_knockout_window >= 2 and cfg.rollout.constrain_index),
          "needs eval_knockout_window >= 2 and rollout.constrain_index=true (it reads the log-prob of every index)"),
-        ("eval_round_robin", cfg.eval_round_robin in ("", "answer", "candidate")
-         and (not cfg.eval_round_robin or cfg.rollout.constrain_index),
-         "must be '' (off), 'answer' or 'candidate', and needs rollout.constrain_index=true (it reads the log-prob "
-         "of every index)"),
+        ("eval_round_robin", cfg.eval_round_robin in ("none", "answer", "candidate")
+         and (cfg.eval_round_robin == "none" or cfg.rollout.constrain_index),
+         "must be 'none', 'answer' or 'candidate', and anything but 'none' needs rollout.constrain_index=true (it "
+         "reads the log-prob of every index)"),
         ("data.candidates_per_problem", d.candidates_per_problem >= d.min_candidates,
          "must be >= data.min_candidates"),
         ("data.max_correct_fraction", 0 < d.max_correct_fraction <= 1, "must be in (0, 1]"),

@@ -463,7 +463,7 @@ class Run:
         result.update({"sampled": sampled, "by_size": by_size(tasks, choices)})
         if self.cfg.eval_knockout_window:
             result.update(self._knockout_metrics(tasks, step))
-        if self.cfg.eval_round_robin:
+        if self.cfg.eval_round_robin != "none":
             result.update(self._round_robin_metrics(tasks, step))
         result["eval_s"] = time.time() - started
         if self.cfg.data.source == "procedural_math":  # its mistakes can be read back from the text

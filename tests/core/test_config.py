@@ -194,6 +194,9 @@ def test_every_estimator_field_has_a_config_key():
 
 
 def test_more_than_ten_candidates_need_unconstrained_answers_with_the_tiny_model():
-    cfg = load_config("default", ["data.max_candidates=16", "rollout.constrain_index=false"])
+    cfg = load_config("default", ["data.max_candidates=16", "rollout.constrain_index=false", "eval_round_robin=none"])
     assert cfg.data.max_candidates == 16
+    # the default's round-robin evaluation reads index log-probs: without the constraint it is refused by name
+    with pytest.raises(ConfigError, match="eval_round_robin"):
+        load_config("default", ["data.max_candidates=16", "rollout.constrain_index=false"])
     assert load_config("default", ["data.max_candidates=10"]).data.max_candidates == 10

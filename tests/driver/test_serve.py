@@ -82,7 +82,7 @@ def test_round_robin_is_served_when_the_run_evaluated_it_and_it_scored_best(tmp_
         selections.append(resolve_settings(str(export), ServeConfig()).selection)
     assert selections == ["round_robin", "knockout", "knockout"]
     assert resolve_settings(str(export), ServeConfig(selection="round_robin")).selection == "round_robin"
-    cfg.eval_round_robin = ""  # a figure in the summary without the run's setting does not count
+    cfg.eval_round_robin = "none"  # a figure in the summary without the run's setting does not count
     (run / "config.yaml").write_text(to_yaml(cfg))
     (run / "summary.json").write_text(json.dumps({"final_accuracy": 0.4, "final_round_robin_accuracy": 0.9}))
     assert resolve_settings(str(export), ServeConfig()).selection == "knockout"
