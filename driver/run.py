@@ -474,7 +474,7 @@ class Run:
         """`knockout/*`: the same tasks selected by a knockout tournament (driver.evaluate.choose_knockout)."""
         from core.algo.knockout import rounds_needed
         from core.deadlines import generate_deadline_s
-        from driver.evaluate import by_size, choose_knockout_remote, selection_metrics
+        from driver.evaluate import choose_knockout_remote
 
         # each round is one generate call of at most N / 2 sub-prompts per task (twice that read in both orders),
         # each shorter than the task's prompt
@@ -486,17 +486,13 @@ class Run:
                                              deadline, both_orders=both)
         except Exception as err:
             raise RunFailed(f"knockout evaluation at step {step} failed ({type(err).__name__}: {err})") from err
-        metrics = selection_metrics(tasks, choices, seed=self.cfg.seed)
-        out = {f"knockout/{k}": metrics[k] for k in ("genselect", "genselect_lo", "genselect_hi",
-                                                    "parse_failure_rate")}
-        out["knockout/by_size"] = {n: r["genselect"] for n, r in by_size(tasks, choices).items()}
-        return out
+        return self._procedure_metrics("knockout", tasks, choices, ("parse_failure_rate",))
 
     def _round_robin_metrics(self, tasks: list, step: int) -> dict:
         """`round_robin/*`: the same tasks selected by a round robin of pairs read in both orders
         (driver.evaluate.choose_round_robin; wins pooled by final answer with eval_round_robin=answer)."""
         from core.deadlines import generate_deadline_s
-        from driver.evaluate import by_size, choose_round_robin_remote, selection_metrics
+        from driver.evaluate import choose_round_robin_remote
 
         n = self.cfg.data.max_candidates  # one batch of at most N (N - 1) pair prompts per task
         deadline = generate_deadline_s(self.cfg.rollout, self.cfg.data.max_prompt_tokens, len(tasks) * n * (n - 1))
@@ -505,10 +501,16 @@ class Run:
                                                 deadline, by_answer=self.cfg.eval_round_robin == "answer")
         except Exception as err:
             raise RunFailed(f"round-robin evaluation at step {step} failed ({type(err).__name__}: {err})") from err
+        return self._procedure_metrics("round_robin", tasks, choices,
+                                       ("over_majority", "over_majority_lo", "over_majority_hi"))
+
+    def _procedure_metrics(self, prefix: str, tasks: list, choices: list, extra: tuple) -> dict:
+        """`{prefix}/genselect` with its CI, the `extra` metrics and `{prefix}/by_size` of one selection procedure."""
+        from driver.evaluate import by_size, selection_metrics
+
         metrics = selection_metrics(tasks, choices, seed=self.cfg.seed)
-        out = {f"round_robin/{k}": metrics[k] for k in ("genselect", "genselect_lo", "genselect_hi", "over_majority",
-                                                       "over_majority_lo", "over_majority_hi")}
-        out["round_robin/by_size"] = {n: r["genselect"] for n, r in by_size(tasks, choices).items()}
+        out = {f"{prefix}/{k}": metrics[k] for k in ("genselect", "genselect_lo", "genselect_hi") + extra}
+        out[f"{prefix}/by_size"] = {n: r["genselect"] for n, r in by_size(tasks, choices).items()}
         return out
 
     def checkpoint(self, step: int) -> Path:

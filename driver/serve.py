@@ -83,7 +83,7 @@ def served_selection(model: str, train_cfg) -> str:
     summary = run_summary_of(model)
     round_robin = summary.get("final_round_robin_accuracy")
     others = [summary.get(k) for k in ("final_knockout_accuracy", "final_accuracy")]
-    if getattr(train_cfg, "eval_round_robin", "none") != "none" and isinstance(round_robin, (int, float)) \
+    if train_cfg.eval_round_robin != "none" and isinstance(round_robin, (int, float)) \
             and all(round_robin >= v for v in others if isinstance(v, (int, float))):
         return "round_robin"
     return "knockout"
