@@ -243,6 +243,8 @@ class Learner(NcclWeightSender):
         bf16 = cfg.dtype == "bfloat16"
         hf = AutoModelForCausalLM.from_pretrained(str(model_path), dtype=torch.bfloat16 if bf16 else torch.float32,
                                                   attn_implementation="sdpa")
+        if cfg.gradient_checkpointing:  # per decoder layer, non-reentrant (works under no_grad and with DeepSpeed)
+            hf.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
         self.tied = bool(getattr(hf.config, "tie_word_embeddings", False))
         module = _PolicyLogprobs(hf, temperature)
         optimizer = torch.optim.AdamW(module.parameters(), lr=cfg.lr, betas=tuple(cfg.betas),

@@ -1,4 +1,4 @@
-"""Learner side of the NCCL weight sync (GPU clusters; UNTESTED on the CPU development machines).
+"""Learner side of the NCCL weight sync (GPU clusters; `weight_metadata` ran on one H100, the broadcast needs 2 GPUs).
 
 Protocol (vLLM's RLHF example; the broadcaster is actors/weight_sync.py, the receiving side
 actors/vllm_extension.py): learner rank 0 is rank 0 of a `StatelessProcessGroup` whose other ranks are

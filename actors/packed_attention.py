@@ -8,10 +8,12 @@ W^2 scores, most of them masked. Here the micro-batch carries a `BlockLayout` in
 `scaled_dot_product_attention` call on its own keys only:
 
 * a prompt `[a, b)`: queries and keys `[a, b)`, causal (`is_causal=True`, no mask tensor);
-* a response segment `[s, e)` of a unit whose prompt is `[a, b)`: queries `[s, e)`, keys `[a, b)` then `[s, e)`,
-  with an (e - s, b - a + e - s) boolean mask: the whole prompt, causal within the segment;
+* a response segment `[s, e)` of a unit whose prompt is `[a, b)`: queries `[s, e)`, keys `[a, b)` then `[s, e)`:
+  the whole prompt, causal within the segment, which is causal aligned to the lower right (torch's
+  `causal_lower_right`, so that CUDA keeps its flash kernel; CPU materialises the (e - s, b - a + e - s) mask);
 * padding: output 0 (no target reads it, no block sees it).
 
+Grouped-query attention is SDPA's own (`enable_gqa`): keys and values are not copied per query head.
 The cost is the sum over blocks of queries x keys, and the memory of a mask is per response segment, so neither
 grows with W^2. Each query's softmax runs over exactly the keys the dense mask allows, in the same order of
 positions, so the outputs equal the dense-mask attention up to float rounding (tests/actors/test_packing.py).
@@ -29,6 +31,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 import torch
+from torch.nn.attention.bias import causal_lower_right
 
 NAME = "genselect_packed"
 
@@ -69,20 +72,25 @@ class BlockLayout:
         return total
 
 
-def _response_mask(prompt_len: int, length: int, device) -> torch.Tensor:
-    """(length, prompt_len + length) bool: every prompt key, then causal over the segment."""
-    causal = torch.ones(length, length, dtype=torch.bool, device=device).tril()
-    return torch.cat([torch.ones(length, prompt_len, dtype=torch.bool, device=device), causal], dim=1)
+def _response_mask(prompt_len: int, length: int):
+    """What a response segment of `length` queries sees of its `prompt_len + length` keys: every prompt key,
+    then causal over the segment, i.e. causal aligned to the lower right. As torch's `CausalBias` rather than
+    a boolean tensor, so that on CUDA SDPA keeps its flash kernel (a mask tensor rules it out); on CPU it is
+    materialised as the (length, prompt_len + length) boolean mask it stands for."""
+    return causal_lower_right(length, prompt_len + length)
+
+
+def _sdpa(query, key, value, **kwargs) -> torch.Tensor:
+    """SDPA over query (1, H, Lq, D) and key/value (1, H_kv, Lk, D): grouped-query attention (H_kv < H) is
+    SDPA's own (`enable_gqa`), with no copy of the keys and values per query head."""
+    return torch.nn.functional.scaled_dot_product_attention(query, key, value,
+                                                            enable_gqa=key.shape[1] != query.shape[1], **kwargs)
 
 
 def block_attention(query: torch.Tensor, key: torch.Tensor, value: torch.Tensor, layout: BlockLayout,
                     scaling=None) -> torch.Tensor:
     """query (rows, H, W, D), key/value (rows, H_kv, W, D) -> (rows, H, W, D) attention output."""
-    sdpa = torch.nn.functional.scaled_dot_product_attention
     rows, heads, width, dim = query.shape
-    if key.shape[1] != heads:  # grouped-query attention: one K/V head per group of query heads
-        rep = heads // key.shape[1]
-        key, value = key.repeat_interleave(rep, dim=1), value.repeat_interleave(rep, dim=1)
     if (rows, width) != (layout.rows, layout.width):
         raise ValueError(f"attention input {rows}x{width} does not match the layout {layout.rows}x{layout.width}")
     out_rows = []
@@ -96,11 +104,11 @@ def block_attention(query: torch.Tensor, key: torch.Tensor, value: torch.Tensor,
         parts = []
         for j, (kind, s, e, a, b) in enumerate(blocks):
             if kind == "prompt":
-                parts.append(sdpa(qs[j], ks[j], vs[j], is_causal=True, scale=scaling))
+                parts.append(_sdpa(qs[j], ks[j], vs[j], is_causal=True, scale=scaling))
             elif kind == "response":
                 p = start_of[a]  # the unit's prompt block
-                parts.append(sdpa(qs[j], torch.cat([ks[p], ks[j]], dim=2), torch.cat([vs[p], vs[j]], dim=2),
-                                  attn_mask=_response_mask(b - a, e - s, query.device), scale=scaling))
+                parts.append(_sdpa(qs[j], torch.cat([ks[p], ks[j]], dim=2), torch.cat([vs[p], vs[j]], dim=2),
+                                   attn_mask=_response_mask(b - a, e - s), scale=scaling))
             else:
                 parts.append(query.new_zeros(1, heads, e - s, dim))
         out_rows.append(torch.cat(parts, dim=2) if len(parts) > 1 else parts[0])
@@ -112,11 +120,7 @@ def query_attention(query: torch.Tensor, key: torch.Tensor, value: torch.Tensor,
     """Attention of a few queries: query (n, H, D) at the sorted flat `positions` (into rows * width) of
     `layout`, key/value (rows, H_kv, W, D) at every position -> (n, H, D). Each query sees what it sees in
     `block_attention` (its prompt block causally, or its prompt and its own segment causally)."""
-    sdpa = torch.nn.functional.scaled_dot_product_attention
     n, heads, dim = query.shape
-    if key.shape[1] != heads:
-        rep = heads // key.shape[1]
-        key, value = key.repeat_interleave(rep, dim=1), value.repeat_interleave(rep, dim=1)
     cols = positions.tolist()
     parts, i = [], 0
     for r in range(layout.rows):
@@ -144,7 +148,7 @@ def query_attention(query: torch.Tensor, key: torch.Tensor, value: torch.Tensor,
                 kk, vv = torch.cat([ks[p], ks[j]], dim=2), torch.cat([vs[p], vs[j]], dim=2)
                 mask = torch.cat([causal.new_ones(i - first, b - a), causal], dim=1)
             q = query[first:i].transpose(0, 1).unsqueeze(0)  # (1, H, m, D)
-            parts.append(sdpa(q, kk, vv, attn_mask=mask, scale=scaling)[0].transpose(0, 1))
+            parts.append(_sdpa(q, kk, vv, attn_mask=mask, scale=scaling)[0].transpose(0, 1))
     if i != n:
         raise ValueError("query positions outside the layout")
     return torch.cat(parts, dim=0) if len(parts) > 1 else parts[0]

@@ -96,23 +96,29 @@ def long_group(width: int, prompt_len: int, samples: int, vocab: int, seed: int 
                           1.0 if j % 2 == 0 else -1.0, 0) for j, r in enumerate(lengths)]
 
 
-def load_model(model_dir, mode: str):
-    """The learner's module; "dense" is the learner before issue 10: the whole last layer at every position."""
+def load_model(model_dir, mode: str, dtype: str = "float32", device: str = "cpu", checkpointing: bool = False):
+    """The learner's module (weights in `dtype`, on `device`; `checkpointing`: the learner's
+    `gradient_checkpointing`); "dense" is the learner before issue 10: the whole last layer at every position."""
     import torch
     from transformers import AutoModelForCausalLM
 
     from actors.learner import _PolicyLogprobs
 
-    hf = AutoModelForCausalLM.from_pretrained(str(model_dir), dtype=torch.float32, attn_implementation="sdpa")
-    return _PolicyLogprobs(hf, last_layer_at_targets=mode in ("blocks", "dense_pruned")).train()
+    hf = AutoModelForCausalLM.from_pretrained(str(model_dir), dtype=getattr(torch, dtype), attn_implementation="sdpa")
+    if checkpointing:
+        hf.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
+    return _PolicyLogprobs(hf.to(device), last_layer_at_targets=mode in ("blocks", "dense_pruned")).train()
 
 
-def inputs(mb, attention: str) -> dict:
-    """The learner's forward kwargs for `mb`, with the dense mask or the block layout."""
+def inputs(mb, attention: str, device=None) -> dict:
+    """The learner's forward kwargs for `mb`, with the dense mask or the block layout; tensors moved to `device`
+    when given (the dense mask is built on the CPU, then moved)."""
     out = {"input_ids": mb.input_ids, "position_ids": mb.position_ids, "target_index": mb.target_index,
            "target_ids": mb.target_ids, "allowed_ids": mb.allowed_ids}
     out["attention_mask"] = mb.dense_attention_mask() if attention.startswith("dense") else mb.attention_mask
-    return out
+    if device is None:
+        return out
+    return {k: v if v is None else v.to(device) for k, v in out.items()}
 
 
 class Step:
@@ -122,6 +128,7 @@ class Step:
         import torch
 
         self.module, self.algo, self.grad_clip = module, algo, grad_clip
+        self.device = next(module.parameters()).device
         self.optimizer = torch.optim.AdamW(module.parameters(), lr=lr)
 
     def logprobs(self, packed: list, attention: str, num_sequences: int) -> list:
@@ -133,7 +140,7 @@ class Step:
         out = [[] for _ in range(num_sequences)]
         with torch.no_grad():
             for mb in packed:
-                unpack_per_sequence(self.module(**inputs(mb, attention))[0], mb, out)
+                unpack_per_sequence(self.module(**inputs(mb, attention, self.device))[0], mb, out)
         return out
 
     def __call__(self, packed: list, attention: str, num_tokens: int) -> dict:
@@ -146,7 +153,7 @@ class Step:
         self.optimizer.zero_grad(set_to_none=True)
         for mb in packed:
             t0 = time.perf_counter()
-            logprobs, _ = self.module(**inputs(mb, attention))
+            logprobs, _ = self.module(**inputs(mb, attention, self.device))
             loss, _, _, _ = micro_batch_loss(logprobs, mb, self.algo, num_tokens, 1)
             t1 = time.perf_counter()
             loss.backward()

@@ -202,6 +202,11 @@ class LearnerConfig:
     warmup_steps: int = _f(0, "Linear warm-up steps.")
     grad_clip: float = _f(1.0, "Global gradient-norm clip.")
     micro_batch_tokens: int = _f(8192, "Token budget of one packed micro-batch per rank.")
+    gradient_checkpointing: bool = _f(False, "Recompute each decoder layer's activations in the backward pass "
+                                             "instead of keeping them (about one more forward pass of compute): "
+                                             "activation memory of one layer instead of all. Needed on a GPU for "
+                                             "long micro-batches (paper configs: a 32K-token micro-batch of a "
+                                             "0.6B model needs > 80 GB without it); off on the CPU default.")
     mini_batches_per_step: int = _f(1, "Optimizer updates per train_step (the batch split in this many "
                                        "mini-batches; > 1 makes the PPO clip active on-policy).")
     step_timeout_s: float = _f(900.0, "Deadline for one train_step call.")

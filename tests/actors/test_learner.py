@@ -191,6 +191,28 @@ def test_bf16_and_proximal_ratio(tiny_model_path, vocab):
         learner.shutdown()
 
 
+def test_gradient_checkpointing_changes_memory_not_the_step(tiny_model_path, vocab):
+    """`learner.gradient_checkpointing` recomputes every decoder layer in the backward pass (the layers are
+    switched to it) and the step stays the same: log-probs, loss and new weights equal to float32 rounding."""
+    batch = make_batch(6, seed=3, vocab=vocab, group=3)
+    results = []
+    for checkpointing in (False, True):
+        learner = new_learner(tiny_model_path, cfg=learner_cfg(gradient_checkpointing=checkpointing))
+        try:
+            layers = learner.hf.base_model.layers
+            assert all(layer.gradient_checkpointing for layer in layers) == checkpointing
+            seqs = on_policy(learner, batch)
+            metrics = learner.train_step(seqs, count_loss_tokens(seqs), step=0)
+            results.append((seqs, metrics, learner.export_weights()))
+        finally:
+            learner.shutdown()
+    (seqs_off, m_off, w_off), (seqs_on, m_on, w_on) = results
+    assert all(a.behaviour_logprobs == b.behaviour_logprobs for a, b in zip(seqs_off, seqs_on))
+    assert m_on["loss"] == pytest.approx(m_off["loss"], abs=1e-6)
+    assert m_on["grad_norm"] == pytest.approx(m_off["grad_norm"], rel=1e-5)
+    assert max_diff(w_on, w_off) < 1e-6
+
+
 @pytest.mark.slow
 def test_proximal_ratio_reuses_the_first_forward_and_keeps_the_step_start_for_later_mini_batches(tiny_model_path,
                                                                                                vocab):
