@@ -4,6 +4,7 @@ Set before vLLM, DeepSpeed or transformers are imported; existing values win, so
 (for example a GPU node without DS_ACCELERATOR) are kept. Ray actors inherit them through the runtime
 environment that `cluster.placement` passes.
 """
+import logging
 import os
 from pathlib import Path
 
@@ -35,6 +36,16 @@ def default_env(cache: Path = CACHE) -> dict:
     env["PYTHONPATH"] = os.pathsep.join(p for p in (str(ROOT), os.environ.get("PYTHONPATH", "")) if p)
     env.update({k: v for k, v in os.environ.items() if k.startswith("GENSELECT_")})  # e.g. test faults
     return env
+
+
+def _not_the_token_notice(record) -> bool:
+    return "Token authentication is enabled for this Ray cluster" not in record.getMessage()
+
+
+def quiet_local_ray_auth_notice() -> None:
+    """Before `ray.init(address="local")`: a fresh local Ray 2.60 instance turns token authentication on (its
+    default, kept) and logs a warning saying so on the console at every start; this drops that one line."""
+    logging.getLogger("ray._private.authentication.authentication_token_setup").addFilter(_not_the_token_notice)
 
 
 def job_env_var_names(job_config_json: str = None) -> set:

@@ -165,7 +165,7 @@ class Run:
     def _start_ray(self) -> None:
         import ray
 
-        from core.env import default_env, job_env_var_names
+        from core.env import default_env, job_env_var_names, quiet_local_ray_auth_notice
 
         cluster = self.cfg.cluster
         job_owned = job_env_var_names()
@@ -175,6 +175,7 @@ class Run:
             ray.init(address=address, runtime_env=env, log_to_driver=False)
         else:
             # "local": always a fresh instance, never one found on this machine (`ray start`, stale files)
+            quiet_local_ray_auth_notice()
             ray.init(address="local", num_cpus=cluster.num_cpus, include_dashboard=False, runtime_env=env,
                      log_to_driver=False)
         from ray._private.worker import global_worker

@@ -282,7 +282,7 @@ def main(argv=None) -> int:
     import ray
     from ray import serve
 
-    from core.env import default_env
+    from core.env import default_env, quiet_local_ray_auth_notice
 
     def _interrupt(signum, frame):
         raise KeyboardInterrupt
@@ -294,6 +294,7 @@ def main(argv=None) -> int:
     if args.address:
         ray.init(address=args.address, runtime_env=env)
     else:
+        quiet_local_ray_auth_notice()
         ray.init(address="local", include_dashboard=False, runtime_env=env)
     try:
         _, settings = start(str(model.resolve()), serve_cfg, train_cfg, args.policy_version)

@@ -227,9 +227,10 @@ class RaySampler:
         import ray
 
         from cluster.placement import launch_rollouts
-        from core.env import default_env
+        from core.env import default_env, quiet_local_ray_auth_notice
 
         if not ray.is_initialized():
+            quiet_local_ray_auth_notice()
             ray.init(address="local", num_cpus=self.num_cpus, include_dashboard=False, log_to_driver=False,
                      runtime_env={"env_vars": default_env()})
             self._started_ray = True

@@ -19,3 +19,22 @@ def test_job_env_var_names_reads_the_submitted_runtime_env():
     assert env.job_env_var_names(json.dumps(job)) == {"HF_HUB_OFFLINE", "A"}
     assert env.job_env_var_names(json.dumps({"runtime_env": {}})) == set()
     assert env.job_env_var_names("") == set()
+
+
+def test_a_local_ray_instance_keeps_token_auth_without_the_console_warning():
+    """Ray 2.60 turns token authentication on for a fresh local instance and warns on the console at every
+    start; after core.env.quiet_local_ray_auth_notice the instance still runs with tokens and the line is gone."""
+    import os
+    import subprocess
+    import sys
+
+    script = ("import ray\nfrom core.env import quiet_local_ray_auth_notice\nquiet_local_ray_auth_notice()\n"
+              "ray.init(address='local', num_cpus=1, include_dashboard=False, log_to_driver=False)\n"
+              "from ray._private.authentication.authentication_utils import is_token_auth_enabled\n"
+              "print('token auth', is_token_auth_enabled())\nray.shutdown()\n")
+    clean = {k: v for k, v in os.environ.items() if k != "RAY_AUTH_MODE"}
+    done = subprocess.run([sys.executable, "-c", script], cwd=env.ROOT, env=clean, capture_output=True, text=True,
+                          timeout=180)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert "token auth True" in done.stdout
+    assert "Token authentication is enabled" not in done.stderr + done.stdout
