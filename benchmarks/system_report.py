@@ -92,6 +92,8 @@ def plot_bon(bons: dict, path: Path) -> Path:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
+    from driver.report import log_k_axis
+
     fig, ax = plt.subplots(figsize=(6.5, 4.2))
     for i, (name, b) in enumerate(bons.items()):
         c, colour = b["curves"], f"C{i}"
@@ -101,10 +103,9 @@ def plot_bon(bons: dict, path: Path) -> Path:
             ax.plot(ks, [v["mean"] for v in c["majority"].values()], "--", color=colour, label=f"{name}: majority")
         if i == 0:
             ax.plot(ks, [v["mean"] for v in c["pass"].values()], ":", color="k", label=f"{name}: pass@k (oracle)")
-    ax.set(xscale="log", xlabel="k (samples per problem)", ylabel="held-out accuracy (all problems)",
+    ax.set(xlabel="k (samples per problem)", ylabel="held-out accuracy (all problems)",
            title="Best-of-N with the selector", ylim=(0, 1))
-    ax.set_xticks(ks, [str(k) for k in ks], minor=False)
-    ax.minorticks_off()
+    log_k_axis(ax, ks)
     ax.legend(fontsize=7, loc="upper left")
     fig.tight_layout()
     fig.savefig(path, dpi=110)
@@ -120,6 +121,8 @@ def plot_generators(summaries: dict, path: Path) -> Path:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
+    from driver.report import log_k_axis
+
     fig, axes = plt.subplots(1, 2, figsize=(11, 4))
     for ax, key, title in ((axes[0], "pass_curve", "pass@k (= max@k, binary rewards)"),
                            (axes[1], "majority_curve", "majority@k")):
@@ -131,11 +134,8 @@ def plot_generators(summaries: dict, path: Path) -> Path:
             curve = s.get(f"final_{key}")
             if curve:
                 ax.plot([int(k) for k in curve], list(curve.values()), "-o", label=f"after {name}")
-        ax.set(xscale="log", xlabel="k (samples per problem)", ylabel="held-out accuracy", title=title, ylim=(0, 1))
-        ks = [int(k) for k in (first.get(f"final_{key}") or base or {})]
-        if ks:
-            ax.set_xticks(ks, [str(k) for k in ks])
-            ax.minorticks_off()
+        ax.set(xlabel="k (samples per problem)", ylabel="held-out accuracy", title=title, ylim=(0, 1))
+        log_k_axis(ax, first.get(f"final_{key}") or base or {})
         ax.legend(loc="upper left", fontsize=8)
     fig.tight_layout()
     fig.savefig(path, dpi=110)

@@ -34,7 +34,7 @@ from typing import Optional
 import numpy as np
 
 from driver.data.problem import DataError
-from driver.report import summarize
+from driver.report import log_k_axis, summarize
 from driver.run import Run, RunFailed
 
 
@@ -232,11 +232,8 @@ def plot_generator_curves(log, out_path) -> Path:
     for rec, style in ((evals[0], "o--"), (evals[-1], "o-")) if evals else ():
         ks = [int(k) for k in rec["pass_curve"]]
         right.plot(ks, list(rec["pass_curve"].values()), style, label=f"pass@k, step {rec['step']}")
-    right.set(xscale="log", xlabel="k", ylabel="held-out pass@k", title="Held-out pass@k", ylim=(0, 1))
-    if evals:
-        ks = [int(k) for k in evals[-1]["pass_curve"]]
-        right.set_xticks(ks, [str(k) for k in ks])
-        right.minorticks_off()
+    right.set(xlabel="k", ylabel="held-out pass@k", title="Held-out pass@k", ylim=(0, 1))
+    log_k_axis(right, evals[-1]["pass_curve"] if evals else ())
     right.legend(loc="lower right")
     fig.tight_layout()
     fig.savefig(out_path, dpi=110)

@@ -80,6 +80,18 @@ class Progress:
         self.bar.close()
 
 
+def log_k_axis(ax, ks) -> None:
+    """A log-scale x axis with one tick at each measured k (`ks`: ints or their strings, as a curve's keys),
+    labelled as the plain number (1, 2, 4, ...), and no minor ticks: a log axis's own labels would read
+    2 x 10^0. The plots of k share it: curves.png of a generator run, the system study's generators.png
+    and bon.png. Call it after anything that sets the x scale (which would reset the ticks)."""
+    ax.set_xscale("log")
+    ks = [int(k) for k in ks]
+    if ks:
+        ax.set_xticks(ks, [str(k) for k in ks], minor=False)
+        ax.minorticks_off()
+
+
 def plot_curves(log: MetricsLog, out_path: str | Path) -> Path:
     """curves.png: training reward per step; held-out GenSelect accuracy vs majority@N and random@N."""
     import matplotlib
