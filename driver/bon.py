@@ -92,12 +92,19 @@ def exclude_seen(problems: Sequence[SampledProblem], dataset_dir) -> tuple:
     return kept, len(problems) - len(kept)
 
 
+def _sampling(draws: int, seed: int) -> dict:
+    """The subset arguments of `core.algo.passk.k_subsets` for one problem: every subset up to `draws` of them,
+    else `draws` random ones. `draw_subsets` and `selector_scores` (through `bon_at_k`) both use them, so the
+    selector judges exactly the subsets that `bon_at_k` averages over."""
+    return {"max_exact": draws, "draws": draws, "seed": seed}
+
+
 def draw_subsets(n: int, k: int, draws: int, seed: int) -> list:
     """`draws` random k-subsets of range(n), each a tuple in a random order (the order the selector sees);
     every subset, each shuffled, when there are at most `draws` of them. Deterministic for the seed."""
     from core.algo.passk import k_subsets
 
-    subsets, _ = k_subsets(n, k, max_exact=draws, draws=draws, seed=seed)
+    subsets, _ = k_subsets(n, k, **_sampling(draws, seed))
     rng = random.Random(f"bon-{seed}-{n}-{k}")
     out = []
     for row in subsets:
@@ -108,7 +115,8 @@ def draw_subsets(n: int, k: int, draws: int, seed: int) -> list:
 
 
 def plan(problems: Sequence[SampledProblem], ks: Sequence[int], draws: int, seed: int = 0) -> dict:
-    """{(problem index, k): [subsets]} for every problem and k (k <= n)."""
+    """{(problem index, k): [subsets]} for every problem and k (k <= n); problem p's subsets are drawn with seed
+    `seed + p` (`selector_scores` needs the same `draws` and `seed`)."""
     return {(p, k): draw_subsets(len(item.rewards), k, draws, seed + p)
             for p, item in enumerate(problems) for k in ks if k <= len(item.rewards)}
 
@@ -128,20 +136,31 @@ def selection_task(item: SampledProblem, subset: tuple, style: PromptStyle, tag:
                          prompt=build_prompt(item.problem, texts, style=style))
 
 
-def selector_scores(problems: Sequence[SampledProblem], subsets: dict, choices: dict) -> dict:
-    """{k: (P,) BoN@k of each problem}: the mean over its subsets of the chosen sample's reward. `choices` maps
+def selector_scores(problems: Sequence[SampledProblem], subsets: dict, choices: dict, draws: int,
+                    seed: int = 0) -> dict:
+    """{k: (P,) BoN@k of each problem}: `core.algo.passk.bon_at_k` with the selector's choices as the chooser,
+    i.e. the mean over the problem's subsets of the chosen sample's reward. `subsets` is `plan(problems, ks,
+    draws, seed)` (the same `draws` and `seed`): bon_at_k draws the same subsets in the same order, and each
+    call of the chooser reads the next planned subset, in the order the selector saw it. `choices` maps
     (problem index, subset) -> the chosen position in the subset (None: no parsed judgment, scores 0) for the
     subsets that needed a choice; the others score their common reward."""
+    from core.algo.passk import bon_at_k
+
     by_k: dict = {}
     for (p, k), drawn in subsets.items():
-        item, total = problems[p], 0.0
-        for subset in drawn:
+        item, shown = problems[p], iter(drawn)
+
+        def choose(indices: tuple, item=item, p=p, shown=shown) -> Optional[int]:
+            subset = next(shown, None)
+            if subset is None or sorted(subset) != sorted(indices):
+                raise ValueError(f"problem {p}: planned subset {subset} is not bon_at_k's {indices} "
+                                 "(plan and selector_scores need the same draws and seed)")
             if not needs_choice(item, subset):
-                total += item.rewards[subset[0]]
-                continue
+                return subset[0]
             chosen = choices[(p, subset)]
-            total += 0.0 if chosen is None else item.rewards[subset[chosen]]
-        by_k.setdefault(k, {})[p] = total / len(drawn)
+            return None if chosen is None else subset[chosen]
+
+        by_k.setdefault(k, {})[p] = bon_at_k(item.rewards, k, choose, **_sampling(draws, seed + p))
     return {k: np.array([v[p] for p in sorted(v)]) for k, v in sorted(by_k.items())}
 
 
@@ -187,7 +206,8 @@ def evaluate(problems: Sequence[SampledProblem], choose_batch: Callable[[list], 
     if len(picked) != len(tasks):
         raise ValueError(f"choose_batch answered {len(picked)} of {len(tasks)} tasks")
     choices = dict(zip(jobs, picked))
-    curves = {"selector": selector_scores(problems, subsets, choices), **baseline_scores(problems, ks, seed)}
+    curves = {"selector": selector_scores(problems, subsets, choices, draws, seed),
+              **baseline_scores(problems, ks, seed)}
     return {"curves": summarize_curves(curves, seed), "problems": len(problems), "draws": draws,
             "judged_subsets": len(tasks), "subsets": sum(len(v) for v in subsets.values()),
             "parse_failures": sum(c is None for c in picked)}

@@ -75,6 +75,51 @@ def test_subsets_are_drawn_in_a_random_order_reproducibly_and_sampled_when_there
     assert not needs_choice(PROBLEMS[2], (0, 1)) and needs_choice(PROBLEMS[0], (1, 0))
 
 
+def _order_dependent(tasks):
+    """A deterministic chooser that depends on the order the selector sees (the first candidate's sample
+    index), with some unparsed judgments (None)."""
+    out = []
+    for t in tasks:
+        first = int(t.candidates[0].split()[1])
+        out.append(None if (first + t.num_candidates) % 4 == 0 else (first * 7 + 3) % t.num_candidates)
+    return out
+
+
+def test_selector_bon_at_k_keeps_its_numbers_through_core_bon_at_k(monkeypatch):
+    """Regression target: the values below were computed with driver.bon's own subset average (before
+    selector_scores became a caller of core.algo.passk.bon_at_k) and hard-coded; the two must agree exactly.
+    The input mixes every path: partial rewards, all-equal problems, exact (k = 1, 6) and sampled (k = 2, 3)
+    subsets, the same subset drawn twice in different orders (judged differently) and unparsed choices."""
+    import driver.bon as bon
+
+    def problem(pid, rewards):
+        return SampledProblem(pid, f"Compute {pid}.", "math", tuple(f"sample {i} of {pid}" for i in range(6)),
+                              tuple(str(r) for r in rewards), tuple(float(r) for r in rewards))
+
+    items = [problem("a", [1, 0.5, 0, 0.25, 1, 0]), problem("b", [0] * 6), problem("c", [1, 1, 0, 0, 0, 0]),
+             problem("d", [0.5] * 6), problem("e", [0, 1, 0, 1, 0.75, 0])]
+    per_problem, summarize = {}, bon.summarize_curves
+    monkeypatch.setattr(bon, "summarize_curves",
+                        lambda curves, seed=0: per_problem.update(curves["selector"]) or summarize(curves, seed))
+    result = evaluate(items, _order_dependent, [1, 2, 3, 6], draws=8, style=PLAIN, seed=3)
+    assert {key: result[key] for key in ("problems", "draws", "judged_subsets", "subsets", "parse_failures")} == {
+        "problems": 5, "draws": 8, "judged_subsets": 41, "subsets": 115, "parse_failures": 9}
+    want = {1: [0.4583333333333333, 0.0, 0.3333333333333333, 0.5, 0.4583333333333333],
+            2: [0.375, 0.0, 0.375, 0.5, 0.71875],
+            3: [0.40625, 0.0, 0.0, 0.5, 0.125],
+            6: [0.25, 0.0, 0.0, 0.5, 1.0]}
+    assert sorted(per_problem) == sorted(want)
+    for k, values in want.items():
+        assert per_problem[k].tolist() == pytest.approx(values, abs=1e-12)
+    want_ci = {"1": (0.35, 0.16645833333333335, 0.475), "2": (0.39375, 0.175, 0.5875),
+               "3": (0.20625, 0.025, 0.38125), "6": (0.35, 0.05, 0.7)}
+    assert sorted(result["curves"]["selector"]) == sorted(want_ci)
+    for k, (mean, lo, hi) in want_ci.items():
+        assert result["curves"]["selector"][k] == pytest.approx({"mean": mean, "lo": lo, "hi": hi}, abs=1e-12)
+    with pytest.raises(ValueError, match="need the same draws and seed"):  # a plan bon_at_k would not draw
+        bon.selector_scores(items, bon.plan(items, [2], draws=8, seed=4), {}, draws=8, seed=3)
+
+
 def test_majority_uses_the_stated_answers():
     # two wrong samples agree on 7, the right answer 3 stands alone: majority@3 over all 4 is below pass@3
     item = _problem("m", [1, 0, 0, 0], answers=["3", "7", "7", "5"])
