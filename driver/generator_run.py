@@ -111,9 +111,11 @@ class GeneratorRun(Run):
         except (RayActorError, RayTaskError, GetTimeoutError) as err:
             raise RunFailed(f"evaluation at step {step} failed ({type(err).__name__}: "
                             f"{str(err).splitlines()[0][:300]}); {self._how_to_continue()}") from err
-        result = pass_metrics(groups, k, binary=self.cfg.verifier.reward == "binary", seed=self.cfg.seed)
+        answers = stated_answers(groups)
+        result = pass_metrics(groups, k, binary=self.cfg.verifier.reward == "binary", seed=self.cfg.seed,
+                              answers=answers)
         result["eval_s"] = time.time() - started
-        write_eval_samples(groups, self.run_dir / "eval_samples" / f"step{step}.jsonl")
+        write_eval_samples(groups, self.run_dir / "eval_samples" / f"step{step}.jsonl", answers=answers)
         return result
 
     # -- the end --------------------------------------------------------------------------------------
@@ -158,17 +160,29 @@ def eval_ks(k: int) -> list:
     return sorted({2 ** i for i in range(k.bit_length()) if 2 ** i <= k} | {k})
 
 
-def pass_metrics(groups: list, k: int, binary: bool = True, seed: int = 0) -> dict:
+def stated_answers(groups: list) -> list:
+    """Per group, the answer each solution states (`actors.solutions.stated_answer`; None when none) when the
+    task is math, else None for each: extracted once per evaluation for `pass_metrics` (majority@k) and
+    `write_eval_samples` (the samples' answers)."""
+    from actors.solutions import stated_answer
+
+    return [[stated_answer(r.response_text) if getattr(g.task, "domain", "math") == "math" else None
+             for r in g.rollouts] for g in groups]
+
+
+def pass_metrics(groups: list, k: int, binary: bool = True, seed: int = 0, answers: Optional[list] = None) -> dict:
     """Held-out metrics of a generator from scored groups of K solutions each (pure apart from the records):
     pass@k (a solution passes when its reward is 1), max@k (rewards as they are: the pass fraction for code
     with partial credit) and, for math, majority@k (self-consistency over the stated answers; None for code)
     for k in `eval_ks(K)` with the unbiased estimators (core/algo/passk.py), bootstrap 95%
     CIs over problems for pass@1 and pass@K, mean reward, the fraction of solutions stating no answer, mean
-    length and the truncated fraction. `binary`: the rewards are 0/1 (then max@k equals pass@k)."""
-    from actors.solutions import stated_answer
+    length and the truncated fraction. `binary`: the rewards are 0/1 (then max@k equals pass@k). `answers`:
+    `stated_answers(groups)` when the caller has them (else extracted here)."""
     from core.algo.passk import bootstrap_curve_ci, majority_at_k_curve, max_at_k_curve, pass_at_k_curve
 
-    groups = [g for g in groups if len(g.rollouts) == k]
+    answers = stated_answers(groups) if answers is None else answers
+    kept = [i for i, g in enumerate(groups) if len(g.rollouts) == k]
+    groups, answers = [groups[i] for i in kept], [answers[i] for i in kept]
     if not groups:
         raise ValueError(f"no scored group of {k} solutions")
     rewards = np.array([g.rewards for g in groups], dtype=np.float64)           # (P, K)
@@ -189,26 +203,23 @@ def pass_metrics(groups: list, k: int, binary: bool = True, seed: int = 0) -> di
            "mean_length": float(np.mean([r.response_length for r in rollouts])),
            "truncated_fraction": sum(r.truncated for r in rollouts) / len(rollouts)}
     if all(getattr(g.task, "domain", "math") == "math" for g in groups):  # self-consistency needs an answer
-        answers = [[stated_answer(r.response_text) for r in g.rollouts] for g in groups]
         votes = majority_at_k_curve(answers, rewards >= 1.0, ks, seed=seed)
         out["majority_curve"] = {str(kk): float(v) for kk, v in zip(ks, votes.mean(axis=0))}
     return out
 
 
-def write_eval_samples(groups: list, path: Path) -> Path:
+def write_eval_samples(groups: list, path: Path, answers: Optional[list] = None) -> Path:
     """The scored samples of one evaluation, one JSONL row per problem {id, problem, domain, texts, answers,
-    rewards} (answers: the stated ones, None when none; math only, else None), written atomically: what
-    `driver.bon` reads to measure Best-of-N with a selector on the same samples."""
-    from actors.solutions import stated_answer
-
+    rewards} (answers: the stated ones, None when none; math only, else None: `stated_answers(groups)`, passed
+    in when the caller has them), written atomically: what `driver.bon` reads to measure Best-of-N with a
+    selector on the same samples."""
+    answers = stated_answers(groups) if answers is None else answers
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(path.name + ".tmp")
     with tmp.open("w") as f:
-        for g in groups:
-            texts = [r.response_text for r in g.rollouts]
-            math = g.task.domain == "math"
+        for g, stated in zip(groups, answers, strict=True):
             f.write(json.dumps({"id": g.task.problem_id, "problem": g.task.problem, "domain": g.task.domain,
-                                "texts": texts, "answers": [stated_answer(t) if math else None for t in texts],
+                                "texts": [r.response_text for r in g.rollouts], "answers": list(stated),
                                 "rewards": [float(r) for r in g.rewards]}) + "\n")
     tmp.replace(path)
     return path
@@ -241,4 +252,5 @@ def plot_generator_curves(log, out_path) -> Path:
     return Path(out_path)
 
 
-__all__ = ["GeneratorRun", "preflight", "pass_metrics", "write_eval_samples", "eval_ks", "plot_generator_curves", "RunFailed"]
+__all__ = ["GeneratorRun", "preflight", "stated_answers", "pass_metrics", "write_eval_samples", "eval_ks",
+           "plot_generator_curves", "RunFailed"]

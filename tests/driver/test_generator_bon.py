@@ -146,6 +146,31 @@ def test_eval_samples_round_trip_and_bad_files_name_the_line(tmp_path):
         read_samples(bad)
 
 
+def test_an_evaluation_extracts_the_stated_answers_once_and_hands_them_on(tmp_path, monkeypatch):
+    """GeneratorRun's evaluation calls stated_answers once; pass_metrics and write_eval_samples given them
+    extract nothing again and give what they give on their own."""
+    import actors.solutions
+    from core.records import Rollout, RolloutGroup, SolveTask
+    from driver.generator_run import pass_metrics, stated_answers
+
+    def group(pid, domain, texts, rewards):
+        return RolloutGroup(SolveTask(pid, pid, domain, "Compute 2 + 3.", "5"),
+                            [Rollout(pid, [1], [7], [-0.5], t, 0, "stop", reward=r, verifier_status="ok")
+                             for t, r in zip(texts, rewards)], 0)
+
+    maths = [group("m0", "math", ["\\boxed{5}", "Answer: 4", "none"], [1.0, 0.0, 0.0]),
+             group("m1", "math", ["Answer: 5.", "Answer: 5", "\\boxed{6}"], [1.0, 1.0, 0.0])]
+    groups = maths + [group("c0", "code", ["Answer: 5", "def f(): pass", "x"], [1.0, 0.5, 0.0])]
+    answers = stated_answers(groups)
+    assert answers == [["5", "4", None], ["5", "5", "6"], [None] * 3]
+    alone = (pass_metrics(maths, 3), write_eval_samples(groups, tmp_path / "alone.jsonl").read_text())
+    calls = []
+    monkeypatch.setattr(actors.solutions, "stated_answer", calls.append)
+    handed = (pass_metrics(maths, 3, answers=answers[:2]),
+              write_eval_samples(groups, tmp_path / "handed.jsonl", answers=answers).read_text())
+    assert calls == [] and handed == alone and alone[0]["majority_curve"] is not None
+
+
 def test_problems_the_selector_trained_on_are_left_out_whatever_their_wording(monkeypatch):
     import driver.data.dataset as dataset
     from driver.bon import exclude_seen
