@@ -9,9 +9,9 @@ VARIANT (each patches the data generator for this process only; nothing here is 
   the line it copies); no arithmetic needed to check it;
 * `final`: only the final answer is miscopied (`7 + 5 = 12` then `Answer: 21`): the simplest relational check;
 * `lines`: the unchanged slips, every candidate line prefixed with its candidate's index (`0| 7 + 5 = 12`) in the
-  selection prompts (adds `data.line_labels=true`, a prompt style of the project since session 11) and, with a
-  random index per text, in the pretraining corpus, so a line check can be read next to its label (use with
-  `model.pretrain.slipped_share` > 0 for the corpus part to matter).
+  selection prompts (passes learnability.py's `--line-labels`, i.e. `data.line_labels=true`, a prompt style of
+  the project since session 11) and, with a random index per text, in the pretraining corpus, so a line check
+  can be read next to its label (use with `model.pretrain.slipped_share` > 0 for the corpus part to matter).
 
 Use a `data.seed` of its own per variant: the dataset cache key does not see the patch.
 """
@@ -61,11 +61,7 @@ def main(argv) -> int:
     variants[argv[0]]()
     import learnability
 
-    rest = argv[1:]
-    if argv[0] == "lines":  # after the config name (learnability's first positional), before the options
-        at = next((i for i, a in enumerate(rest) if a.startswith("--")), len(rest))
-        rest = rest[:at] + ["data.line_labels=true"] + rest[at:]
-    return learnability.main(rest)
+    return learnability.main(argv[1:] + (["--line-labels"] if argv[0] == "lines" else []))
 
 
 if __name__ == "__main__":

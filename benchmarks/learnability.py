@@ -1,7 +1,7 @@
 """Can this model learn this selection dataset at all? A minutes-long proxy of RL, without Ray or vLLM.
 
     .venv/bin/python benchmarks/learnability.py [CONFIG] [--mode rl|sft] [--lr 1e-3] [--steps 150]
-        [--max-candidates N] [--constrain] [--entropy-coef C] [key=value ...]
+        [--max-candidates N] [--constrain] [--entropy-coef C] [--line-labels] [key=value ...]
 
 The selector's only decision is the index token after `Judgment: `. This probe prepares the config's
 dataset and (warm-started) model exactly as `driver.train` does, then trains that one decision in plain
@@ -208,7 +208,11 @@ def main(argv=None) -> int:
     ap.add_argument("--save", default=None,
                     help="write the trained model here as a selector folder (weights, tokenizer, prompt style), "
                          "readable by driver.evaluate")
+    ap.add_argument("--line-labels", action="store_true",
+                    help="prefix every candidate line with its candidate's index: the override data.line_labels=true")
     args = ap.parse_args(argv)
+    if args.line_labels:
+        args.overrides.append("data.line_labels=true")  # after the given ones, as if written last
 
     import torch
     from transformers import AutoModelForCausalLM, AutoTokenizer

@@ -81,6 +81,31 @@ def test_the_probe_writes_where_out_says_and_nothing_else(tmp_path, monkeypatch)
     assert any(not torch.equal(trained[k], start[k]) for k in trained)
 
 
+def test_line_labels_is_the_data_line_labels_override_after_the_given_ones(monkeypatch):
+    """`--line-labels` (what check_probes.py's `lines` variant passes) loads the config with data.line_labels=true
+    after the overrides given, as the override written out on the command line still does."""
+    import core.config
+
+    load_config = core.config.load_config
+
+    class Loaded(Exception):
+        pass
+
+    def loaded(name, overrides):
+        raise Loaded(name, list(overrides))
+
+    monkeypatch.setattr(core.config, "load_config", loaded)
+    labelled = ("default", ["data.seed=3", "data.line_labels=true"])
+    for argv, want in ((["default", "data.seed=3", "--mode", "sft", "--line-labels"], labelled),
+                       (["default", "data.seed=3", "data.line_labels=true", "--mode", "sft"], labelled),
+                       (["--line-labels", "--steps", "5"], ("default", ["data.line_labels=true"])),
+                       (["smoke", "--mode", "sft"], ("smoke", []))):
+        with pytest.raises(Loaded) as got:
+            learnability.main(argv)
+        assert got.value.args == want, argv
+    assert load_config(*labelled).data.line_labels is True
+
+
 def test_ema_update_moves_each_parameter_by_one_minus_decay_towards_the_model():
     average, model = torch.nn.Linear(2, 1), torch.nn.Linear(2, 1)
     with torch.no_grad():
