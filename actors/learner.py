@@ -513,6 +513,12 @@ class Learner(NcclWeightSender):
         return state["client"]
 
     def shutdown(self) -> None:
-        """Destroy the process group (DeepSpeed's wrapper also drops its cached groups)."""
+        """Release the engine (DeepSpeed's `destroy`: its optimizer's buffers and hooks, while the process group
+        still exists), then destroy the process group (DeepSpeed's wrapper also drops its cached groups). Under
+        ZeRO-2 the model and optimizer are then freed with the learner; ZeRO-3's parameter hooks still hold them
+        until the process ends (one learner per actor process, as the system runs it)."""
+        engine, self.engine = getattr(self, "engine", None), None
+        if engine is not None:
+            engine.destroy()
         if deepspeed.comm.is_initialized():
             deepspeed.comm.destroy_process_group()

@@ -191,6 +191,22 @@ def test_bf16_and_proximal_ratio(tiny_model_path, vocab):
         learner.shutdown()
 
 
+def test_shutdown_releases_the_model_under_zero2(tiny_model_path):
+    """After shutdown (engine destroyed, then the process group) nothing keeps a ZeRO-2 learner's model alive:
+    several learners in one process (tests, benchmarks) do not pile up weights and optimizer state. Twice is a
+    no-op."""
+    import gc
+    import weakref
+
+    learner = new_learner(tiny_model_path, cfg=learner_cfg(zero_stage=2))
+    model = weakref.ref(learner.hf)
+    learner.shutdown()
+    learner.shutdown()
+    del learner
+    gc.collect()
+    assert model() is None
+
+
 def test_gradient_checkpointing_changes_memory_not_the_step(tiny_model_path, vocab):
     """`learner.gradient_checkpointing` recomputes every decoder layer in the backward pass (the layers are
     switched to it) and the step stays the same: log-probs, loss and new weights equal to float32 rounding."""
