@@ -192,7 +192,7 @@ class RolloutWorker:
         self._update_lock: Optional[asyncio.Lock] = None
         self._broken: Optional[str] = None
         self._counters = {"requests": 0, "timeouts": 0, "aborted_calls": 0, "updates": 0, "update_failures": 0,
-                          "updates_aborted": 0}
+                          "updates_aborted": 0, "kept_requests": 0}
         self._calls: dict = {}       # call id -> the asyncio task of a generate/sample call (for abort)
         self._aborted: set = set()   # call ids being aborted
         self._last_update: dict = {"state": "none"}
@@ -239,6 +239,28 @@ class RolloutWorker:
         async with cond:
             self._pause_depth = max(0, self._pause_depth - 1)
             cond.notify_all()
+
+    async def _freeze(self) -> None:
+        """`rollout.sync_mode: keep`: stop admitting requests (like pause) without waiting for the admitted
+        ones, and freeze those in the engine: vLLM's pause_generation(mode="keep", clear_cache=True) stops
+        scheduling and drops their KV cache, so that after `_thaw` they continue (their prefix recomputed) under
+        whatever weights were loaded meanwhile."""
+        cond = self._condition()
+        async with cond:
+            self._pause_depth += 1
+            self._counters["kept_requests"] += self._in_flight
+        try:
+            await self.engine.pause_generation(mode="keep", clear_cache=True)
+        except BaseException:
+            await self._thaw()
+            raise
+
+    async def _thaw(self) -> None:
+        """Undo `_freeze`: the engine schedules again (the frozen requests first), then the gate opens."""
+        try:
+            await asyncio.shield(self.engine.resume_generation())
+        finally:
+            await self.resume()
 
     # ---- generation -------------------------------------------------------------------------------
     def encode_prompt(self, prompt: str) -> list:
@@ -513,7 +535,8 @@ class RolloutWorker:
     async def _update(self, version: int, load) -> dict:
         """drain -> load session -> version -> resume, each phase timed and its outcome kept (`update_state`).
 
-        drain: `pause()`, wait until every admitted request has finished. Cancelling the update here (the sync's
+        drain: `pause()`, wait until every admitted request has finished (`rollout.sync_mode: keep`: `_freeze`
+        them instead, and `_thaw` where this resumes). Cancelling the update here (the sync's
         deadline passed: the broadcaster cancels the call) touches nothing: the engine keeps its version, says so
         (state "aborted", phase "drain") and serves again. load: begin the reload session, `await load()`,
         finish it, reset the prefix cache. Not interruptible: stopped half-way the engine would hold a mix of
@@ -525,14 +548,16 @@ class RolloutWorker:
             start = time.perf_counter()
             old = self.version
             self._last_update = {"state": "draining", "version": version, "engine_version": old}
+            keep = self.cfg.sync_mode == "keep"
+            pause, resume = (self._freeze, self._thaw) if keep else (self.pause, self.resume)
             paused_here = False
             try:
-                await self.pause()
+                await pause()
                 paused_here = True
                 await maybe_stall("rollout_update_drain")  # tests: an in-flight request that does not finish
             except BaseException as e:
                 if paused_here:
-                    await self.resume()
+                    await resume()
                 self._counters["updates_aborted"] += 1
                 self._last_update = {"state": "aborted", "phase": "drain", "version": version,
                                      "engine_version": old, "error": repr(e)}
@@ -546,7 +571,7 @@ class RolloutWorker:
                 await asyncio.wait([session])  # let the engine leave its reload session; its outcome stands
                 raise
             finally:
-                await self.resume()
+                await resume()
             done = time.perf_counter()
             return {"version": version, "seconds": done - start, "pause_s": paused - start, "drain_s": paused - start,
                     "load_s": done - paused, "worker_index": self.worker_index}

@@ -154,6 +154,15 @@ class RolloutConfig:
                            "vocabulary, so a nucleus-truncated behaviour policy would bias the PPO/IS ratios. "
                            "There is no top_k for the same reason.")
     max_response_tokens: int = _f(48, "L_max: longest response; longer ones are truncated.")
+    sync_mode: str = _f("drain", "What a weight update does with the requests in flight. 'drain': waits until "
+                                 "they finish (every response from one policy version; the sync waits for the "
+                                 "longest response). 'keep': freezes them in the engine (vLLM's "
+                                 "pause_generation(mode='keep'), their KV cache dropped), loads the weights and "
+                                 "lets them continue under the new ones (their prefix recomputed): the sync waits "
+                                 "for one engine step, and a response can span two policy versions (each token's "
+                                 "behaviour log-prob is the policy's that sampled it; its staleness counts from "
+                                 "its first). Needs the proximal ratio (algorithm.ratio_reference 'auto' or "
+                                 "'proximal').")
     constrain_index: bool = _f(True, "For a model that answers directly (no chat template: its prompt ends in "
                                      "'Judgment: ', core/chat.py), the response is one token sampled "
                                      "among the valid indices 0..N-1; the learner normalises over the same "
@@ -427,6 +436,7 @@ _CHOICES = {
     "learner.lr_schedule": ("constant", "linear", "cosine"),
     "algorithm.advantage_estimator": ("grpo", "loglik", "maxk", "bon_rlb", "bon_rlb_p"),
     "algorithm.ratio_reference": ("auto", "behaviour", "proximal"),
+    "rollout.sync_mode": ("drain", "keep"),
     "algorithm.maxk_baseline": ("loo", "mean", "none"),
     "algorithm.bon_p_estimate": ("group", "loo"),
     "weight_sync.backend": ("object_store", "nccl"),
@@ -519,6 +529,9 @@ def _check(cfg: TrainConfig) -> None:
          f"with model.dtype={cfg.model.dtype!r} != learner.dtype={cfg.learner.dtype!r}: the engine's and the "
          f"learner's numerics differ, use 'proximal' (or 'auto') or make the dtypes equal"),
         ("max_staleness", cfg.max_staleness >= 0, "must be >= 0"),
+        ("rollout.sync_mode", r.sync_mode != "keep" or a.ratio_reference != "behaviour",
+         "'keep' lets a response span two policy versions: the ratio must be taken against the proximal policy "
+         "(algorithm.ratio_reference 'auto' or 'proximal'), not 'behaviour'"),
         ("curriculum.start_candidates", d.min_candidates <= cfg.curriculum.start_candidates <= d.max_candidates,
          "must be between data.min_candidates and data.max_candidates"),
         ("curriculum.window", cfg.curriculum.window >= 1, "must be >= 1"),

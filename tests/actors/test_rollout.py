@@ -419,6 +419,55 @@ def test_timeout_aborts_generate(engine, rh):
 
 
 @pytest.mark.slow
+def test_keep_mode_updates_without_draining_and_responses_continue_on_the_new_weights(engine, reference, rh):
+    """`rollout.sync_mode: keep` (issue 10 item 5: abort-and-resume, as vLLM 0.32's pause_generation(mode="keep")
+    offers it): a weight update in the middle of long responses does not wait for them. They are frozen, the
+    weights loaded, and they finish under the new weights with their prefix recomputed: every token's behaviour
+    log-prob is the old model's up to some token and the new model's after it, and at least one response has
+    both parts. The responses keep the version they were admitted under (staleness counts from there)."""
+    import copy
+
+    from vllm import SamplingParams
+    from vllm.sampling_params import RequestOutputKind
+
+    worker, loop, _ = engine
+    cfg = worker.cfg
+    worker.cfg = dataclasses.replace(cfg, sync_mode="keep")
+    old_model = copy.deepcopy(reference)  # the weights the engine holds now
+    old_version, kept_before = worker.policy_version(), loop.run(worker.health())["kept_requests"]
+    # ignore_eos: 600 tokens each (min_tokens would mask EOS out of the processed log-probs the engine reports)
+    params = SamplingParams(n=2, temperature=1.0, max_tokens=600, ignore_eos=True, logprobs=0,
+                            output_kind=RequestOutputKind.FINAL_ONLY)
+    prompt = worker.task_prompt_ids(rh.make_task(50))
+    try:
+        running = loop.submit(worker.run_request(prompt, params))
+        while loop.run(worker.health())["in_flight"] == 0:
+            time.sleep(0.005)
+        time.sleep(0.3)  # some tokens under the old weights
+        new_state = rh.perturbed_state(reference, seed=5)
+        stats = loop.run(worker.update_weights_from_object_store(new_state, old_version + 1))
+        unfinished_at_update = not running.done()
+        final, version, _, _ = running.result(300)
+    finally:
+        worker.cfg = cfg
+    assert unfinished_at_update, f"the update waited for the responses: {stats}"
+    assert version == old_version and worker.policy_version() == old_version + 1
+    assert loop.run(worker.health())["kept_requests"] == kept_before + 1
+    split_responses = 0
+    for c in final.outputs:
+        tokens = list(c.token_ids)
+        got = np.array([c.logprobs[i][t].logprob for i, t in enumerate(tokens)])
+        old = np.array(rh.hf_logprobs(old_model, prompt, tokens))
+        new = np.array(rh.hf_logprobs(reference, prompt, tokens))
+        is_old, is_new = np.abs(got - old) < 1e-4, np.abs(got - new) < 1e-4
+        assert len(tokens) == 600 and np.all(is_old | is_new)
+        first_new = int(np.argmin(is_old)) if not is_old.all() else len(tokens)
+        assert np.all(is_new[first_new:]), "a token after the switch was sampled by the old weights"
+        split_responses += 0 < first_new < len(tokens)
+    assert split_responses >= 1
+
+
+@pytest.mark.slow
 def test_timeout_leaves_the_engine_idle_before_an_update(engine, reference, rh):
     """Issue #10 item 5 on the real engine: a generate call that times out, and one the driver aborts, leave no
     request in the engine (its output processor has none unfinished) by the time they raise, so the next weight

@@ -55,6 +55,12 @@ class FakeEngine:
     async def reset_prefix_cache(self):
         return True
 
+    async def pause_generation(self, mode="abort", clear_cache=True):  # vLLM 0.32: mode "keep" freezes requests
+        self.rpcs.append(f"pause_generation:{mode}")
+
+    async def resume_generation(self):
+        self.rpcs.append("resume_generation")
+
     async def check_health(self):
         return None
 
@@ -62,10 +68,10 @@ class FakeEngine:
         return None
 
 
-def fake_worker(engine: FakeEngine, timeout_s: float = 0.0) -> RolloutWorker:
+def fake_worker(engine: FakeEngine, timeout_s: float = 0.0, sync_mode: str = "drain") -> RolloutWorker:
     worker = object.__new__(RolloutWorker)
     worker.cfg = RolloutConfig(samples_per_prompt=2, max_response_tokens=8, constrain_index=False,
-                               request_timeout_s=timeout_s)
+                               request_timeout_s=timeout_s, sync_mode=sync_mode)
     worker.sync_cfg, worker.worker_index, worker.version, worker.tied_embeddings = WeightSyncConfig(), 0, 0, False
     worker.engine, worker.start_seconds = engine, 0.0
     worker.encode_prompt = lambda prompt: [1, 2, 3]
@@ -139,6 +145,40 @@ def test_sync_cancelled_while_draining_keeps_the_old_version_and_says_so():
         stats = await worker.update_weights_from_object_store(WEIGHTS, 1)
         assert worker.update_state()["state"] == "done" and worker.policy_version() == 1
         assert {"drain_s", "load_s", "write_s", "engine_load_s"} <= set(stats)
+    asyncio.run(main())
+
+
+def test_keep_mode_loads_while_requests_are_in_flight_and_thaws_after():
+    """`rollout.sync_mode: keep`: the update does not wait for the request in flight. It freezes it in the
+    engine (pause_generation(mode="keep")), loads inside the reload session, thaws (resume_generation) and only
+    then opens the gate; the request finishes afterwards. Cancelled while freezing, the engine is thawed and the
+    gate opened again. (Drain mode waits: test above.)"""
+    async def main():
+        engine = FakeEngine()
+        worker = fake_worker(engine, sync_mode="keep")
+        running = asyncio.ensure_future(worker.generate([task(0)], call_id="long"))
+        await until(lambda: engine.running)
+        stats = await asyncio.wait_for(worker.update_weights_from_object_store(WEIGHTS, 1), 5.0)
+        assert not running.done() and worker.policy_version() == 1 and stats["drain_s"] < 1.0
+        calls = [c for c in engine.rpcs if c in ("pause_generation:keep", "genselect_begin_update",
+                                                  "genselect_finish_update", "resume_generation")]
+        assert calls == ["pause_generation:keep", "genselect_begin_update", "genselect_finish_update",
+                         "resume_generation"]
+        health = await worker.health()
+        assert health["kept_requests"] == 1 and not health["paused"] and health["in_flight"] == 1
+        engine.release.set()
+        assert (await running)[0].policy_version == 0  # admitted under version 0: staleness counts from there
+
+        async def never(mode="abort", clear_cache=True):
+            await asyncio.sleep(60)
+        engine.pause_generation, engine.rpcs = never, []
+        update = asyncio.ensure_future(worker.update_weights_from_object_store(WEIGHTS, 2))
+        await asyncio.sleep(0.05)
+        update.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await update
+        assert engine.rpcs == ["resume_generation"] and not (await worker.health())["paused"]
+        assert worker.policy_version() == 1
     asyncio.run(main())
 
 

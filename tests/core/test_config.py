@@ -97,6 +97,7 @@ def test_ratio_reference_defaults_to_proximal_when_off_policy(overrides, expecte
 def test_paper_configs_train_with_the_decoupled_objective(name):
     cfg = load_config(name)
     assert cfg.max_staleness >= 1 and cfg.algorithm.ratio_reference == "proximal"
+    assert load_config(name, ["rollout.sync_mode=keep"]).rollout.sync_mode == "keep"
     assert cfg.rollout.temperature == 1.5 and cfg.rollout.top_p == 1.0 and cfg.model.dtype == cfg.learner.dtype
 
 
@@ -106,6 +107,8 @@ def test_paper_configs_train_with_the_decoupled_objective(name):
     (["rollout.temperature=0"], "rollout.temperature"),
     (["algorithm.ratio_reference=behaviour", "model.dtype=bfloat16"], "algorithm.ratio_reference"),
     (["algorithm.ratio_reference=bogus"], "algorithm.ratio_reference"),
+    (["rollout.sync_mode=keep", "algorithm.ratio_reference=behaviour"], "rollout.sync_mode"),  # spans 2 versions
+    (["rollout.sync_mode=abort"], "rollout.sync_mode"),
 ])
 def test_sampling_and_dtype_mismatches_are_refused(override, key):
     with pytest.raises(ConfigError, match=key.replace(".", r"\.")):
