@@ -11,6 +11,7 @@ limits the config already states, and a slowest acceptable decode rate:
     sync_s       = drain_s + weight_sync.transfer_timeout_s    # one whole weight sync
     drain_s      = generate_s for the sequences in flight on one engine at a sync:
                    ceil(max(1, max_staleness) * prompts_per_step / rollout.num_workers) * samples_per_prompt
+                   (`rollout.sync_mode: keep`: SLACK_S, since the requests in flight are frozen, not waited for)
 
 `rate` is `rollout.min_decode_tokens_per_s`: the slowest per-sequence decode rate still considered healthy with
 the engine's batch full (conservative default 4 tokens/s; a GPU engine decoding Qwen3-1.7B with 256 sequences
@@ -57,7 +58,10 @@ def drain_sequences(cfg) -> int:
 
 
 def drain_deadline_s(cfg) -> float:
-    """Longest a sync may wait for in-flight generation to finish (cfg: TrainConfig)."""
+    """Longest a sync may wait for in-flight generation to finish (cfg: TrainConfig); with
+    `rollout.sync_mode: keep` only for the engine to freeze it (one engine step): SLACK_S."""
+    if cfg.rollout.sync_mode == "keep":
+        return SLACK_S
     return generate_deadline_s(cfg.rollout, cfg.data.max_prompt_tokens, drain_sequences(cfg))
 
 

@@ -21,7 +21,7 @@ def test_generation_seconds_formula():
 
 @pytest.mark.parametrize("name", ["paper_math", "paper_code"])
 def test_paper_deadlines_exceed_the_worst_case_generation(name):
-    cfg = load_config(name)
+    cfg = load_config(name, ["rollout.sync_mode=drain"])  # a draining sync waits for the longest response
     r = cfg.rollout
     assert r.request_timeout_s == 0  # derived, not the fixed 3600 s the configs carried
     # a full batch of 16,384-token responses after 16,384-token prompts at the slowest healthy rate
@@ -32,6 +32,17 @@ def test_paper_deadlines_exceed_the_worst_case_generation(name):
     assert call > worst
     assert cfg.weight_sync.timeout_s == sync_deadline_s(cfg) > worst + cfg.weight_sync.transfer_timeout_s - 1e-9
     assert collect_deadline_s(cfg, cfg.prompts_per_step // r.num_workers) > call  # the actor's fires first
+
+
+@pytest.mark.parametrize("name", ["paper_math", "paper_code"])
+def test_a_sync_that_keeps_the_requests_in_flight_does_not_wait_for_them(name):
+    """`rollout.sync_mode: keep` (the paper configs): the sync freezes the requests in flight instead of waiting
+    for them, so its deadline is one engine step's slack plus the transfer, not a whole generation: a hung sync
+    is caught in minutes, not after an hour and more."""
+    keep = load_config(name)
+    assert keep.rollout.sync_mode == "keep"
+    assert keep.weight_sync.timeout_s == SLACK_S + keep.weight_sync.transfer_timeout_s
+    assert keep.weight_sync.timeout_s < load_config(name, ["rollout.sync_mode=drain"]).weight_sync.timeout_s / 20
 
 
 def test_default_deadlines_stay_short():
@@ -46,7 +57,9 @@ def test_an_explicit_deadline_wins():
     assert generate_deadline_s(cfg.rollout, 10 ** 6, 10 ** 6) == 900
     assert cfg.weight_sync.timeout_s == 1200 == sync_deadline_s(cfg)
     # a faster decode rate shortens the derived deadlines
-    slow, fast = load_config("paper_math"), load_config("paper_math", ["rollout.min_decode_tokens_per_s=40"])
+    drain = ["rollout.sync_mode=drain"]
+    slow = load_config("paper_math", drain)
+    fast = load_config("paper_math", [*drain, "rollout.min_decode_tokens_per_s=40"])
     assert fast.weight_sync.timeout_s < slow.weight_sync.timeout_s / 5
     derived = dataclasses.replace(cfg.rollout, request_timeout_s=0.0)
     assert generate_deadline_s(derived, 100, 1, response_tokens=8) < generate_deadline_s(derived, 100, 1)
