@@ -76,13 +76,14 @@ def join_process_group(init, rank: int, world_size: int, master_addr: str, maste
     """Set the rendezvous variables and call `init()` (deepspeed.init_distributed with this rank's arguments).
 
     A single rank has no peer to agree on a port with, so it picks one itself, here, on every interface, and
-    picks again if the pick was taken before its store could listen (EADDRINUSE: on a busy node other
-    processes' connections take ports all the time; a port chosen by the driver seconds earlier was once taken
-    in CI). Several ranks use the driver's `master_addr:master_port`, which all of them were given."""
-    from core.net import free_port
+    picks again if the pick was taken before its store could listen (EADDRINUSE). Several ranks use the
+    driver's `master_addr:master_port`, which all of them were given; the driver takes it from
+    `core.net.rendezvous_port`, outside the ports that outgoing connections are given (a port from the kernel's
+    ephemeral range, chosen by the driver seconds earlier, was once taken in CI)."""
+    from core.net import rendezvous_port
 
     for attempt in range(1, attempts + 1):
-        addr, port = (master_addr, master_port) if world_size > 1 else ("127.0.0.1", free_port(""))
+        addr, port = (master_addr, master_port) if world_size > 1 else ("127.0.0.1", rendezvous_port(""))
         os.environ.update(RANK=str(rank), WORLD_SIZE=str(world_size), LOCAL_RANK="0",
                           LOCAL_WORLD_SIZE=str(world_size), MASTER_ADDR=addr, MASTER_PORT=str(port))
         try:
@@ -94,6 +95,12 @@ def join_process_group(init, rank: int, world_size: int, master_addr: str, maste
                 raise
             log.warning("learner rank 0: port %d was taken before the process group could listen on it (%s); "
                         "picking another", port, str(err).splitlines()[0][:200])
+
+
+def enable_gradient_checkpointing(hf) -> None:
+    """`learner.gradient_checkpointing`: recompute each decoder layer in the backward pass, non-reentrant
+    (works under no_grad and with DeepSpeed)."""
+    hf.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
 
 
 class _PolicyLogprobs(torch.nn.Module):
@@ -243,8 +250,8 @@ class Learner(NcclWeightSender):
         bf16 = cfg.dtype == "bfloat16"
         hf = AutoModelForCausalLM.from_pretrained(str(model_path), dtype=torch.bfloat16 if bf16 else torch.float32,
                                                   attn_implementation="sdpa")
-        if cfg.gradient_checkpointing:  # per decoder layer, non-reentrant (works under no_grad and with DeepSpeed)
-            hf.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
+        if cfg.gradient_checkpointing:
+            enable_gradient_checkpointing(hf)
         self.tied = bool(getattr(hf.config, "tie_word_embeddings", False))
         module = _PolicyLogprobs(hf, temperature)
         optimizer = torch.optim.AdamW(module.parameters(), lr=cfg.lr, betas=tuple(cfg.betas),

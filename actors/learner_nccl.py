@@ -23,9 +23,9 @@ class NcclWeightSender:
         """(host, port) where rank 0 will host the weight-update group: this node's IP and a free port."""
         import ray
 
-        from core.net import free_port
+        from core.net import rendezvous_port
 
-        return ray.util.get_node_ip_address(), free_port("")
+        return ray.util.get_node_ip_address(), rendezvous_port("")
 
     def init_weight_update_group(self, host: str, port: int, world_size: int) -> None:
         """Join the group as rank 0 (the sender); `world_size` = 1 + number of engine workers."""

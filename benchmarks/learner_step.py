@@ -102,11 +102,11 @@ def load_model(model_dir, mode: str, dtype: str = "float32", device: str = "cpu"
     import torch
     from transformers import AutoModelForCausalLM
 
-    from actors.learner import _PolicyLogprobs
+    from actors.learner import _PolicyLogprobs, enable_gradient_checkpointing
 
     hf = AutoModelForCausalLM.from_pretrained(str(model_dir), dtype=getattr(torch, dtype), attn_implementation="sdpa")
     if checkpointing:
-        hf.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
+        enable_gradient_checkpointing(hf)
     return _PolicyLogprobs(hf.to(device), last_layer_at_targets=mode in ("blocks", "dense_pruned")).train()
 
 
@@ -173,7 +173,7 @@ def deepspeed_steps(model_dir, cfg, seqs: list, repeats: int, warmup: int) -> li
     learner config, `train_step` on `seqs` each time; returns its timing metrics per step."""
     from actors.learner import Learner
     from actors.packing import count_loss_tokens
-    from cluster.placement import free_port
+    from core.net import free_port
 
     learner = Learner(cfg.learner, cfg.algorithm, str(model_dir), master_port=free_port(),
                       total_train_steps=cfg.steps)

@@ -14,7 +14,7 @@ import math
 from dataclasses import dataclass, field
 from typing import Any
 
-from core.net import free_port
+from core.net import rendezvous_port
 
 
 NODE_RESOURCE_UNIT = 0.001  # what one pinned actor takes of its node resource (a node offering 1 holds 1000)
@@ -186,7 +186,7 @@ def launch(cfg, model_path: str, actor_env: dict, domains: tuple = ("math",)) ->
     handles = Handles(placement_group=group)
     learner_slots = placement.of("learner")
     master_addr = node_ip_of_bundle(group, index[("learner", 0)]) if learner_slots[0].in_group else "127.0.0.1"
-    master_port = free_port("")  # every interface: the ranks rendezvous on the node address, not loopback
+    master_port = rendezvous_port("")  # every interface: the ranks rendezvous on the node address, not loopback
     for slot in learner_slots:
         cls = ray.remote(**options(slot, max_restarts=0))(Learner)
         handles.learners.append(cls.remote(cfg.learner, cfg.algorithm, model_path, rank=slot.index,

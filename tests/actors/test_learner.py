@@ -14,7 +14,7 @@ import torch
 from actors.learner import lr_multiplier
 from actors.packing import count_loss_tokens, pack_sequences, split_mini_batches
 from core.config import AlgorithmConfig, LearnerConfig
-from core.net import free_port
+from core.net import free_port, rendezvous_port
 from core.records import TrainSequence
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -324,7 +324,7 @@ def run_two_ranks(ray, path, cfg, shards, n_tok, checkpoint_dir=None):
     from actors.learner import Learner
 
     actor = ray.remote(num_cpus=1)(Learner)
-    port = free_port()
+    port = rendezvous_port()
     ranks = [actor.remote(cfg, ON_POLICY, str(path), rank=r, world_size=2, master_port=port)
              for r in range(2)]
 
@@ -435,7 +435,7 @@ def test_two_rank_zero3_weight_sync_and_final_export(ray_session, tiny_model_pat
     ray = ray_session
     ray.cloudpickle.register_pickle_by_value(sys.modules[__name__])  # RecordingRollout travels by value
     cfg = learner_cfg(zero_stage=3, step_timeout_s=60.0)  # a gloo collective left waiting fails after 60 s
-    port = free_port()
+    port = rendezvous_port()
     ranks = [ray.remote(num_cpus=1)(Learner).remote(cfg, ON_POLICY, str(tiny_model_path), rank=r, world_size=2,
                                                     master_port=port) for r in range(2)]
     receiver = ray.remote(num_cpus=0)(RecordingRollout).remote()
@@ -488,8 +488,8 @@ held.bind(("", 0))
 held.listen()
 taken = held.getsockname()[1]
 picks = iter([taken])
-real = core.net.free_port
-core.net.free_port = lambda host="127.0.0.1": next(picks, None) or real(host)
+real = core.net.rendezvous_port
+core.net.rendezvous_port = lambda host="": next(picks, None) or real(host)
 init = functools.partial(dist.init_process_group, backend="gloo", timeout=datetime.timedelta(seconds=30))
 join_process_group(init, rank=0, world_size=1, master_addr="10.255.255.1", master_port=taken)
 import os

@@ -18,7 +18,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from core.net import free_port
+from core.net import rendezvous_port
 
 pytestmark = pytest.mark.slow
 
@@ -354,7 +354,7 @@ def test_nccl_weight_update_on_gpu(rollout_model_path, loop_thread):
     prompt, response = learner.fixed_ids()
     worker = RolloutWorker(RolloutConfig(samples_per_prompt=2, gpu_memory_utilization=0.3), rollout_model_path)
     try:
-        port = free_port()
+        port = rendezvous_port()
         joined = loop_thread.submit(worker.init_weight_update_group("127.0.0.1", port, 1, 2))
         group = StatelessProcessGroup.create(host="127.0.0.1", port=port, rank=0, world_size=2)
         comm = PyNcclCommunicator(group, device="cuda:1")
