@@ -11,7 +11,8 @@ candidate is scored with the labels the verifiers gave at synthesis (math-verify
 With `--knockout-window W`, every prompt of more than W candidates is selected by a knockout tournament
 (core/algo/knockout.py, NeMo-Skills' GenSelect for N beyond the window, REFERENCE.md): balanced groups of at
 most W candidates, one greedy judgment each, the winners go on to the next round; the same prompts, labels and
-metrics, so the two modes compare directly.
+metrics, so the two modes compare directly. The JSON keeps each prompt's choice (`choices`, by prompt id), so
+runs on the same prompts can be compared paired (benchmarks/pooled_margin.py).
 """
 from __future__ import annotations
 
@@ -27,6 +28,8 @@ from core.algo import metrics as M
 from core.algo.genselect import PromptStyle, parse_judgment, reordered_task
 from core.algo.knockout import advance, both_orders_pick, plan_round
 from core.algo.round_robin import all_pairs, read_in_both_orders, round_robin_pick, win_probs
+
+CHUNK_PROMPTS = 64  # prompts per batch of the command line's evaluation: one progress update each
 
 BASELINES = ("genselect", "pass_at_1", "majority", "random", "pass_at_n")
 
@@ -269,15 +272,25 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.max_tokens:
         cfg.max_response_tokens = args.max_tokens
 
+    async def select(worker, chunk: list) -> list:
+        if args.round_robin:
+            return await choose_round_robin(worker, chunk, style, by_answer=args.round_robin == "answer")
+        if args.knockout_window:
+            return await choose_knockout(worker, chunk, args.knockout_window, style, both_orders=args.both_orders)
+        return await choose(worker, chunk)
+
     async def run() -> list:
+        from tqdm import tqdm
+
         worker = RolloutWorker(cfg, args.model, dtype=args.dtype)
-        try:
-            if args.round_robin:
-                return await choose_round_robin(worker, tasks, style, by_answer=args.round_robin == "answer")
-            if args.knockout_window:
-                return await choose_knockout(worker, tasks, args.knockout_window, style,
-                                             both_orders=args.both_orders)
-            return await choose(worker, tasks)
+        choices = []
+        try:  # chunks of prompts (each prompt's selection is its own: the same choices as one batch)
+            with tqdm(total=len(tasks), desc="evaluate", unit="prompt", file=sys.stderr, dynamic_ncols=True) as bar:
+                for start in range(0, len(tasks), CHUNK_PROMPTS):
+                    chunk = tasks[start:start + CHUNK_PROMPTS]
+                    choices += await select(worker, chunk)
+                    bar.update(len(chunk))
+            return choices
         finally:
             await worker.shutdown()
 
@@ -285,7 +298,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     result = selection_metrics(tasks, choices)
     result.update({"model": str(args.model), "dataset": str(args.dataset), "split": args.split,
                    "knockout_window": args.knockout_window, "both_orders": args.both_orders,
-                   "round_robin": args.round_robin, "by_size": by_size(tasks, choices)})
+                   "round_robin": args.round_robin, "by_size": by_size(tasks, choices),
+                   "choices": {t.prompt_id: c for t, c in zip(tasks, choices)}})
     print(format_table(result))
     suffix = (f"_knockout{args.knockout_window}" + ("_both" if args.both_orders else "")) if args.knockout_window else ""
     suffix = f"_round_robin_{args.round_robin}" if args.round_robin else suffix

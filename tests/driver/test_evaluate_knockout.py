@@ -140,3 +140,38 @@ def test_remote_round_robin_from_sync_code():
 
     tasks = [_task(["a", "good-b", "c"])]
     assert choose_round_robin_remote(_LpHandle(LogprobJudge()), tasks, PLAIN, timeout_s=30, by_answer=False) == [1]
+
+
+def test_command_line_evaluates_in_chunks_and_keeps_each_choice(tmp_path, monkeypatch, capsys):
+    """`python -m driver.evaluate --round-robin answer`: prompts go to the engine in chunks of CHUNK_PROMPTS (a
+    progress bar on stderr), the choices equal one batch's, and the JSON keeps each prompt's choice by id."""
+    import json
+
+    import actors.rollout
+    import driver.evaluate as evaluate
+    from driver.data.dataset import SCHEMA_VERSION, write_dataset
+
+    tasks = [_answered(["a", "good-b", "c"][: 2 + i % 2], ["1", "2", "3"][: 2 + i % 2], pid=f"q{i}")
+             for i in range(7)]
+    write_dataset(tmp_path / "data", train=[], heldout=tasks, manifest={"config": {}, "schema_version": SCHEMA_VERSION})
+    judges = []
+
+    class FakeWorker(LogprobJudge):
+        def __init__(self, cfg, model, dtype="float32"):
+            super().__init__()
+            judges.append(self)
+
+        async def shutdown(self):
+            pass
+
+    monkeypatch.setattr(actors.rollout, "RolloutWorker", FakeWorker)
+    monkeypatch.setattr(evaluate, "CHUNK_PROMPTS", 3)
+    out = tmp_path / "eval.json"
+    assert evaluate.main(["--model", "m", "--dataset", str(tmp_path / "data"), "--round-robin", "answer",
+                          "--out", str(out)]) == 0
+    result = json.loads(out.read_text())
+    one_batch = asyncio.run(choose_round_robin(LogprobJudge(), tasks, PLAIN, by_answer=True))
+    assert result["choices"] == {t.prompt_id: c for t, c in zip(tasks, one_batch)}
+    assert list(result["choices"].values()) == [1] * 7 and result["genselect"] == 1.0
+    assert [len({t.prompt_id.split("/")[0] for t in b}) for b in judges[0].batches] == [3, 3, 1]
+    assert "evaluate" in capsys.readouterr().err  # the progress bar
