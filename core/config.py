@@ -128,6 +128,9 @@ class DataConfig:
                                         "model finds a block's label there; data.md).")
     line_labels: bool = _f(False, "Prefix every line of candidate i with `i| `: each line's check sits beside its "
                                   "candidate's label (data.md). Recorded in the export for serving.")
+    side_by_side: bool = _f(False, "Show the candidates line by line in one section (line 1 of each, labelled "
+                                   "`i| `, then line 2 of each, ...): the versions of a line that candidates "
+                                   "disagree on sit next to each other (data.md). Recorded in the export.")
     min_candidates: int = _f(2, "Fewest candidates in one selection prompt (paper: 2).")
     max_candidates: int = _f(8, "Most candidates in one selection prompt (paper: 16).")
     train_max_candidates: int = _f(0, "Most candidates in one *training* prompt (0: max_candidates); the held-out "

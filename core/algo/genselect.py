@@ -32,6 +32,8 @@ PROMPT_HEADER = (
 SOLUTION_END_LINE = "End of solution {i}."
 # Optional prefix of every line of candidate i (`DataConfig.line_labels`): the label beside each line's own check.
 LINE_LABEL = "{i}| "
+# Header of the candidates' section when they are shown side by side (`DataConfig.side_by_side`).
+SIDE_BY_SIDE_HEADER = "Solutions 0 to {last}, line by line:"
 # A model folder's prompt style, written beside exported weights so that serving renders prompts as training did.
 PROMPT_STYLE_FILE = "genselect_prompt.json"
 PROMPT_FOOTER = 'Which solution is correct? Finish with "Judgment: IDX" where IDX is a number from 0 to {last}.'
@@ -60,16 +62,21 @@ class PromptStyle:
     Attributes:
         end_lines: each block ends with `End of solution {i}.` (SOLUTION_END_LINE).
         line_labels: every non-empty line of candidate i starts with `{i}| ` (LINE_LABEL).
+        side_by_side: the candidates in one section, line by line: line 1 of every candidate (labelled `{i}| `,
+            in index order), then line 2 of every candidate, ...; where candidates differ, the versions of a line
+            sit next to each other (`render_side_by_side`). Implies line labels.
     """
     end_lines: bool = False
     line_labels: bool = False
+    side_by_side: bool = False
 
     @classmethod
     def of(cls, data_cfg) -> "PromptStyle":
         """The style a DataConfig asks for (or any object with its keys as attributes, e.g. a dataset manifest's
         config; a key it lacks, as in manifests written before the key existed, is off)."""
         return cls(end_lines=bool(getattr(data_cfg, "solution_end_line", False)),
-                   line_labels=bool(getattr(data_cfg, "line_labels", False)))
+                   line_labels=bool(getattr(data_cfg, "line_labels", False)),
+                   side_by_side=bool(getattr(data_cfg, "side_by_side", False)))
 
 
 PLAIN = PromptStyle()
@@ -84,6 +91,18 @@ def render_block(i: int, body: str, style: PromptStyle) -> str:
     return f"Solution {i}:\n{body}{end}"
 
 
+def render_side_by_side(bodies: Sequence[str], style: PromptStyle) -> str:
+    """The candidates' section of a side-by-side prompt: row k holds line k of every candidate that has one,
+    each as `{i}| line` in index order (blank lines dropped), then each candidate's end line if the style asks.
+    For two candidates that share all but one line, the two versions of that line are adjacent."""
+    lines = [[line for line in body.split("\n") if line.strip()] for body in bodies]
+    rows = [LINE_LABEL.format(i=i) + cand[k] for k in range(max(map(len, lines))) for i, cand in enumerate(lines)
+            if k < len(cand)]
+    if style.end_lines:
+        rows += [LINE_LABEL.format(i=i) + SOLUTION_END_LINE.format(i=i) for i in range(len(bodies))]
+    return "\n".join([SIDE_BY_SIDE_HEADER.format(last=len(bodies) - 1), *rows])
+
+
 def build_prompt(problem: str, candidates: Sequence[str], max_candidate_chars: Optional[int] = None,
                  style: PromptStyle = PLAIN) -> str:
     """Render the GenSelect prompt for `problem` and `candidates` (shown as Solution 0..N-1) in `style`.
@@ -94,12 +113,14 @@ def build_prompt(problem: str, candidates: Sequence[str], max_candidate_chars: O
     """
     if len(candidates) < 2:
         raise ValueError(f"a selection prompt needs at least 2 candidates, got {len(candidates)}")
-    blocks = []
+    bodies = []
     for i, candidate in enumerate(candidates):
         body = strip_thinking(candidate)
         if max_candidate_chars is not None and len(body) > max_candidate_chars:
             raise CandidateTooLong(f"candidate {i} has {len(body)} characters (cap {max_candidate_chars})")
-        blocks.append(render_block(i, body, style))
+        bodies.append(body)
+    blocks = ([render_side_by_side(bodies, style)] if style.side_by_side
+              else [render_block(i, body, style) for i, body in enumerate(bodies)])
     n = len(candidates)
     parts = [PROMPT_HEADER.format(n=n), f"Problem:\n{problem.strip()}", *blocks, PROMPT_FOOTER.format(last=n - 1)]
     return "\n\n".join(parts)

@@ -4,7 +4,7 @@ from types import SimpleNamespace
 import pytest
 from hypothesis import given, strategies as st
 
-from core.algo.genselect import (PROMPT_STYLE_FILE, CandidateTooLong, ParseStatus, PromptStyle, build_prompt,
+from core.algo.genselect import (PROMPT_FOOTER, PROMPT_STYLE_FILE, CandidateTooLong, ParseStatus, PromptStyle, build_prompt,
                                  mirrored_task, parse_judgment, read_prompt_style, render_judgment,
                                  reordered_task, selection_reward, strip_thinking, write_prompt_style)
 
@@ -93,6 +93,19 @@ def test_line_labels_prefix_every_candidate_line_with_its_index():
     assert build_prompt("p", ["x" * 10, "y"], max_candidate_chars=10, style=PromptStyle(line_labels=True))
 
 
+def test_side_by_side_puts_the_versions_of_each_line_next_to_each_other():
+    texts = ["5 + 2 = 7\n7 * 7 = 49\n\nAnswer: 49", "<think>x</think>5 + 2 = 6\n6 * 7 = 42\nAnswer: 42", "Answer: 49"]
+    prompt = build_prompt("Compute (2 + 5) * 7.", texts, style=PromptStyle(side_by_side=True))
+    section = ("Solutions 0 to 2, line by line:\n0| 5 + 2 = 7\n1| 5 + 2 = 6\n2| Answer: 49\n"
+               "0| 7 * 7 = 49\n1| 6 * 7 = 42\n0| Answer: 49\n1| Answer: 42\n\nWhich solution")
+    assert section in prompt  # blank lines dropped, a shorter candidate simply ends, the trace stripped
+    assert "Solution 0:" not in prompt and prompt.startswith("You are given a problem and 3 candidate solutions.")
+    ended = build_prompt("p", ["a", "b"], style=PromptStyle(end_lines=True, side_by_side=True))
+    assert ended.endswith("0| a\n1| b\n0| End of solution 0.\n1| End of solution 1.\n\n" + PROMPT_FOOTER.format(last=1))
+    with pytest.raises(CandidateTooLong):
+        build_prompt("p", ["x" * 11, "y"], max_candidate_chars=10, style=PromptStyle(side_by_side=True))
+
+
 def test_the_prompt_style_round_trips_through_a_model_folder(tmp_path):
     assert read_prompt_style(tmp_path) == PromptStyle()  # a folder not trained here: the plain prompt
     style = PromptStyle(end_lines=True, line_labels=True)
@@ -105,6 +118,9 @@ def test_the_prompt_style_round_trips_through_a_model_folder(tmp_path):
         read_prompt_style(tmp_path)
     assert PromptStyle.of(SimpleNamespace(solution_end_line=True, line_labels=False)) == PromptStyle(end_lines=True)
     assert PromptStyle.of(SimpleNamespace(solution_end_line=True)) == PromptStyle(end_lines=True)  # older manifest
+    write_prompt_style(tmp_path, PromptStyle(side_by_side=True))
+    assert read_prompt_style(tmp_path) == PromptStyle(side_by_side=True)
+    assert PromptStyle.of(SimpleNamespace(side_by_side=True)) == PromptStyle(side_by_side=True)
 
 
 def test_mirrored_task_reverses_candidates_answers_labels_and_prompt():
