@@ -38,19 +38,21 @@ def candidate_scores(model, tokenizer, problem: str, candidate: str) -> tuple:
     """(total log-likelihood of the candidate's tokens, mean log-likelihood of its result tokens)."""
     import torch
 
-    head = f"Problem:\n{problem}\n\nSolution:\n"
+    from driver.models.pretrain import worked_solution_head
+
+    head = worked_solution_head(problem)
     text = head + candidate + "\n"
     enc = tokenizer(text, return_offsets_mapping=True)
     ids = torch.tensor([enc["input_ids"]])
     with torch.no_grad():
         logp = torch.log_softmax(model(ids).logits[0, :-1].float(), dim=-1)
-    token_logp = logp.gather(1, ids[0, 1:, None])[:, 0]          # (T - 1,): log p(token t+1 | ..t)
+    token_logp = logp.gather(1, ids[0, 1:, None])[:, 0].tolist()  # (T - 1,): log p(token t+1 | ..t)
     starts = [s for s, _ in enc["offset_mapping"][1:]]
     spans = [(a + len(head), b + len(head)) for a, b in result_spans(candidate)]
     in_candidate = [s >= len(head) for s in starts]
     in_result = [any(a <= s < b for a, b in spans) for s in starts]
-    total = float(sum(v for v, keep in zip(token_logp.tolist(), in_candidate) if keep))
-    results = [v for v, keep in zip(token_logp.tolist(), in_result) if keep]
+    total = float(sum(v for v, keep in zip(token_logp, in_candidate) if keep))
+    results = [v for v, keep in zip(token_logp, in_result) if keep]
     return total, (sum(results) / len(results) if results else 0.0)
 
 

@@ -27,7 +27,9 @@ def mark_scores(model, tokenizer, problem: str, solution: str) -> float:
     """Max over the solution's line ends of log P('?' next), as the pretraining corpus renders the text."""
     import torch
 
-    text = f"Problem:\n{problem}\n\nSolution:\n{solution}\n"
+    from driver.models.pretrain import worked_solution_head
+
+    text = f"{worked_solution_head(problem)}{solution}\n"
     head = len(tokenizer(text[: text.index("Solution:")])["input_ids"])
     ids = tokenizer(text)["input_ids"]
     tokens = tokenizer.convert_ids_to_tokens(ids)

@@ -23,8 +23,10 @@ def free_port(host: str = "127.0.0.1") -> int:
 
 def ephemeral_range(path: str = EPHEMERAL_FILE) -> tuple[int, int]:
     """(low, high) of the kernel's ephemeral ports; Linux's default where the file cannot be read."""
+    from pathlib import Path
+
     try:
-        low, high = (int(x) for x in open(path).read().split())
+        low, high = (int(x) for x in Path(path).read_text().split())
         return low, high
     except (OSError, ValueError):
         return 32768, 60999

@@ -55,6 +55,12 @@ def solution_texts(cfg, exclude: frozenset = frozenset()) -> list:
             for i, r in enumerate(_corpus_rows(cfg)) if problem_key(r["problem"]) not in excluded]
 
 
+def worked_solution_head(problem: str) -> str:
+    """What precedes a solution in the corpus's usual texts (`Problem:` ... `Solution:`): benchmarks that score
+    a solution as the pretrained model read them render it after this."""
+    return f"Problem:\n{problem}\n\nSolution:\n"
+
+
 def corpus_text(problem: str, solution: str, position: int | None = None) -> str:
     """One pretraining text. Usually `Problem:` ... `Solution:` ... with every inconsistent line marked `?`.
     With `position` odd (model.pretrain.solution_check): the solution as a selection prompt writes a candidate
@@ -64,7 +70,7 @@ def corpus_text(problem: str, solution: str, position: int | None = None) -> str
     from driver.data.slips import mark_inconsistent_lines, slip_kind
 
     if position is None or position % 2 == 0:
-        return f"Problem:\n{problem}\n\nSolution:\n{mark_inconsistent_lines(solution)}\n"
+        return f"{worked_solution_head(problem)}{mark_inconsistent_lines(solution)}\n"
     i = position % 8
     verdict = "ok" if slip_kind(solution) == "none" else "wrong"
     return f"Problem:\n{problem}\n\nSolution {i}:\n{solution.strip()}\nEnd of solution {i}. Check: {verdict}\n"
