@@ -156,6 +156,29 @@ def policy_loss(log_probs, tasks, index_ids, mode: str, group_size: int, entropy
     return loss, (sum(rewards) / len(rewards) if rewards else float("nan"))
 
 
+DIFF_HEADER = "First line where the solutions differ:"
+
+
+def with_diff_view(task):
+    """`task` with its first disputed row repeated just before the question: the first line number at which the
+    candidates do not all agree, each candidate's version labelled `i| `. A function of the candidates only (no
+    labels): a diff view, where for two candidates the slip is."""
+    import dataclasses
+
+    from core.algo.genselect import PROMPT_FOOTER
+
+    rows = [c.split("\n") for c in task.candidates]
+    shown = []
+    for i in range(max(map(len, rows))):
+        lines = [r[i] if i < len(r) else "" for r in rows]
+        if len(set(lines)) > 1:
+            shown = [f"{j}| {line}" for j, line in enumerate(lines)]
+            break
+    footer = PROMPT_FOOTER.split("{")[0]
+    head, sep, tail = task.prompt.rpartition(footer)
+    return dataclasses.replace(task, prompt=head + DIFF_HEADER + "\n" + "\n".join(shown) + "\n\n" + sep + tail)
+
+
 def ema_update(average, model, decay: float) -> None:
     """average <- decay * average + (1 - decay) * model, parameter by parameter (Polyak averaging)."""
     import torch
@@ -210,6 +233,8 @@ def main(argv=None) -> int:
                          "readable by driver.evaluate")
     ap.add_argument("--line-labels", action="store_true",
                     help="prefix every candidate line with its candidate's index: the override data.line_labels=true")
+    ap.add_argument("--diff-view", action="store_true",
+                    help="repeat the rows where the candidates disagree just before the question (with_diff_view)")
     args = ap.parse_args(argv)
     if args.line_labels:
         args.overrides.append("data.line_labels=true")  # after the given ones, as if written last
@@ -229,6 +254,8 @@ def main(argv=None) -> int:
     data = load_dataset(prepared.dataset_dir)
     keep = lambda tasks: [t for t in tasks if t.num_candidates <= args.max_candidates]  # noqa: E731
     train, heldout = keep(data.train), keep(data.heldout)[: cfg.eval_prompts or 200]
+    if args.diff_view:
+        train, heldout = [with_diff_view(t) for t in train], [with_diff_view(t) for t in heldout]
     torch.manual_seed(cfg.seed)
     torch.set_num_threads(args.threads)
     tokenizer = AutoTokenizer.from_pretrained(model_dir)
@@ -288,7 +315,7 @@ def main(argv=None) -> int:
             print(f"step {step} held-out accuracy {curve[-1]['accuracy']:.3f}{orders}{reward} "
                   f"({time.time() - started:.0f} s)", flush=True)
     result = {"config": args.config, "overrides": args.overrides, "model": str(model_dir), "mode": args.mode,
-              "lr": args.lr, "ema": args.ema, "steps": args.steps, "mirror": args.mirror, "entropy_coef": args.entropy_coef, "scale": args.scale, "constrain": args.constrain, "max_candidates": args.max_candidates, "train_prompts": len(train),
+              "lr": args.lr, "ema": args.ema, "steps": args.steps, "mirror": args.mirror, "entropy_coef": args.entropy_coef, "scale": args.scale, "constrain": args.constrain, "diff_view": args.diff_view, "max_candidates": args.max_candidates, "train_prompts": len(train),
               "heldout_prompts": len(heldout), "majority_at_n": stats.majority_at_n,
               "random_at_n": stats.random_at_n, "always_first": first_index, "curve": curve,
               "seconds": round(time.time() - started, 1), "machine": f"{platform.machine()} {platform.processor()}"}

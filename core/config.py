@@ -77,6 +77,10 @@ class PretrainConfig:
                                      "unmarked, followed by ' Check: ok' or ' Check: wrong' (whether every line "
                                      "is consistent): a per-solution check at the position a selection reads. "
                                      "Needs slipped_share > 0.")
+    pack_tokens: int = _f(0, "Pack consecutive texts into rows of up to this many tokens (0: one ~60-token text "
+                             "per row). A selection prompt puts its candidates at positions 50-500+, which "
+                             "one-text rows never train: packed to 1024, the pretrained model's arithmetic works "
+                             "there too (BENCHMARKS.md, issue 7 session 19).")
 
 
 @dataclass
@@ -505,6 +509,9 @@ def _check(cfg: TrainConfig) -> None:
         ("model.pretrain.batch_size", cfg.model.pretrain.batch_size >= 1, "must be >= 1"),
         ("model.pretrain.lr", cfg.model.pretrain.lr > 0, "must be > 0"),
         ("model.pretrain.slipped_share", 0 <= cfg.model.pretrain.slipped_share < 1, "must be in [0, 1)"),
+        ("model.pretrain.pack_tokens", 0 <= cfg.model.pretrain.pack_tokens <= cfg.model.tiny.max_position_embeddings,
+         f"must be 0 (one text per row) or a row length up to model.tiny.max_position_embeddings "
+         f"({cfg.model.tiny.max_position_embeddings})"),
         ("model.pretrain.solution_check", not cfg.model.pretrain.solution_check or cfg.model.pretrain.slipped_share > 0,
          "needs model.pretrain.slipped_share > 0 (a check of correct solutions only says nothing)"),
         ("rollout.samples_per_prompt", r.samples_per_prompt >= 2, "must be >= 2 (group advantages)"),

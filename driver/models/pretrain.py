@@ -100,20 +100,43 @@ def problems_of_pretrained(model_dir) -> frozenset:
 def pretrain_dir(base_dir, cfg, exclude: frozenset) -> Path:
     """Cache folder of a pretrained model: beside the base model, keyed by everything that shapes it."""
     base_dir = Path(base_dir)
-    blob = json.dumps({"pretrain": dataclasses.asdict(cfg), "base": base_dir.name, "version": PRETRAIN_VERSION,
+    settings = dataclasses.asdict(cfg)
+    if not settings["pack_tokens"]:  # added later: unpacked corpora keep the cache key they had before
+        del settings["pack_tokens"]
+    blob = json.dumps({"pretrain": settings, "base": base_dir.name, "version": PRETRAIN_VERSION,
                        "exclude": hashlib.sha256("\n".join(sorted(exclude)).encode()).hexdigest()}, sort_keys=True)
     return base_dir.with_name(f"{base_dir.name}-pt-{hashlib.sha256(blob.encode()).hexdigest()[:12]}")
 
 
-def lm_batch(tokenizer, texts: list):
-    """Right-padded (input_ids, attention_mask) of `texts` + EOS. Shapes: (len(texts), longest)."""
+def text_rows(tokenizer, texts: list, pack_tokens: int = 0) -> list:
+    """Token rows of `texts`, each text followed by EOS: one text per row, or with `pack_tokens` > 0 consecutive
+    texts packed into rows of at most that many tokens (`pack`)."""
+    rows = [tokenizer(t)["input_ids"] + [tokenizer.eos_token_id] for t in texts]
+    return pack(rows, pack_tokens) if pack_tokens else rows
+
+
+def pack(token_lists: list, width: int) -> list:
+    """Greedy packing: consecutive token lists joined into rows of at most `width` tokens; a new row starts when
+    the next list would not fit (a list longer than `width` becomes a row of its own, cut to `width`)."""
+    rows, row = [], []
+    for tokens in token_lists:
+        if row and len(row) + len(tokens) > width:
+            rows.append(row)
+            row = []
+        row = row + list(tokens)
+    if row:
+        rows.append(row)
+    return [r[:width] for r in rows]
+
+
+def lm_batch(tokenizer, rows: list):
+    """Right-padded (input_ids, attention_mask) of token `rows`. Shapes: (len(rows), longest)."""
     import torch
 
-    seqs = [tokenizer(t)["input_ids"] + [tokenizer.eos_token_id] for t in texts]
     pad = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else tokenizer.eos_token_id
-    ids = torch.full((len(seqs), max(map(len, seqs))), pad, dtype=torch.long)
+    ids = torch.full((len(rows), max(map(len, rows))), pad, dtype=torch.long)
     mask = torch.zeros_like(ids)
-    for j, s in enumerate(seqs):
+    for j, s in enumerate(rows):
         ids[j, :len(s)] = torch.tensor(s)
         mask[j, :len(s)] = 1
     return ids, mask
@@ -129,7 +152,8 @@ def lm_loss(logits, ids, mask):
 
 
 def train_lm(model, tokenizer, texts: list, cfg, seed: int, progress: bool = True) -> list:
-    """`cfg.steps` AdamW steps of `cfg.batch_size` texts each (each text used once, shuffled); per-step losses."""
+    """`cfg.steps` AdamW steps over the shuffled texts, each used once: `cfg.batch_size` texts a step, or with
+    `cfg.pack_tokens` the packed rows spread evenly over the steps (about as many tokens a step); per-step losses."""
     import torch
     from tqdm import tqdm
 
@@ -137,15 +161,17 @@ def train_lm(model, tokenizer, texts: list, cfg, seed: int, progress: bool = Tru
 
     order = list(range(len(texts)))
     random.Random(f"pretrain-{seed}").shuffle(order)
+    rows = text_rows(tokenizer, [texts[i] for i in order], cfg.pack_tokens)
+    per_step = max(1, round(len(rows) / cfg.steps)) if cfg.pack_tokens else cfg.batch_size
     opt = torch.optim.AdamW(model.parameters(), lr=cfg.lr, weight_decay=0.0)
     warmup = max(1, cfg.steps // 20)
     sched = torch.optim.lr_scheduler.LambdaLR(opt, lambda s: min(1.0, (s + 1) / warmup))
-    steps = min(cfg.steps, len(texts) // cfg.batch_size)
+    steps = min(cfg.steps, len(rows) // per_step)
     losses = []
     model.train()
     bar = tqdm(range(steps), desc="pretrain (worked solutions)", disable=not progress, leave=False)
     for step in bar:
-        ids, mask = lm_batch(tokenizer, [texts[i] for i in order[step * cfg.batch_size:(step + 1) * cfg.batch_size]])
+        ids, mask = lm_batch(tokenizer, rows[step * per_step:(step + 1) * per_step])
         loss = lm_loss(model(input_ids=ids, attention_mask=mask).logits.float(), ids, mask)
         losses.append(clipped_step(loss, model, opt, sched))
         bar.set_postfix(loss=f"{losses[-1]:.3f}")

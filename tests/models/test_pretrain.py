@@ -115,3 +115,44 @@ def test_the_config_refuses_pretraining_where_it_means_nothing():
         load_config("smoke", ["model.pretrain.steps=10", "data.source=reasoning_gym"])
     with pytest.raises(ConfigError, match="model.pretrain.batch_size"):
         load_config("smoke", ["model.pretrain.steps=10", "model.pretrain.batch_size=0"])
+    with pytest.raises(ConfigError, match="model.pretrain.pack_tokens.*max_position_embeddings"):
+        load_config("smoke", ["model.pretrain.steps=10", "model.pretrain.pack_tokens=100000"])
+
+
+def test_packing_joins_texts_in_order_into_rows_no_wider_than_asked():
+    assert pretrain.pack([[1, 2], [3], [4, 5, 6], [7]], 3) == [[1, 2, 3], [4, 5, 6], [7]]
+    assert pretrain.pack([[1, 2, 3, 4, 5], [6]], 3) == [[1, 2, 3], [6]]  # a text longer than a row is cut
+    assert pretrain.pack([], 4) == []
+
+
+def test_packed_pretraining_trains_long_rows_and_keys_its_own_cache(tmp_path):
+    from driver.models.tiny import build_tiny_model
+
+    texts = pretrain.solution_texts(PretrainConfig(steps=12, batch_size=8))
+    base = build_tiny_model(TinyModelConfig(hidden_size=64, num_layers=2, num_heads=2, num_kv_heads=1,
+                                            intermediate_size=128), texts, tmp_path / "base", seed=0)
+    from transformers import AutoTokenizer
+
+    tokenizer = AutoTokenizer.from_pretrained(base)
+    rows = pretrain.text_rows(tokenizer, texts, 256)
+    assert len(rows) < len(texts) / 2 and all(len(r) <= 256 for r in rows)
+    assert sum(map(len, rows)) == sum(map(len, pretrain.text_rows(tokenizer, texts)))  # every token, once
+    assert sum(r.count(tokenizer.eos_token_id) for r in rows) == len(texts)
+    packed = PretrainConfig(steps=6, batch_size=8, pack_tokens=256)
+    assert pretrain.pretrain_dir(base, packed, frozenset()) != pretrain.pretrain_dir(
+        base, PretrainConfig(steps=6, batch_size=8), frozenset())
+    out, stats = pretrain.pretrain(base, packed, frozenset(), tmp_path / "pt", progress=False)
+    assert stats["pack_tokens"] == 256 and 1 <= stats["steps_run"] <= 6
+
+
+def test_an_unpacked_corpus_keeps_the_cache_key_it_had_before_packing_existed():
+    import dataclasses
+    import hashlib
+    import json
+
+    cfg = PretrainConfig(steps=600)
+    before = {k: v for k, v in dataclasses.asdict(cfg).items() if k != "pack_tokens"}  # the fields it had then
+    blob = json.dumps({"pretrain": before, "base": "tiny-x", "version": pretrain.PRETRAIN_VERSION,
+                       "exclude": hashlib.sha256(b"").hexdigest()}, sort_keys=True)
+    assert pretrain.pretrain_dir("m/tiny-x", cfg, frozenset()).name == \
+        f"tiny-x-pt-{hashlib.sha256(blob.encode()).hexdigest()[:12]}"
