@@ -1,5 +1,8 @@
 """`model.pretrain` with its worked solutions packed into long rows: arithmetic at the positions a selection reads.
 
+Session 19's first packed model (probe K); the pretraining stage now does this itself with
+`model.pretrain.pack_tokens` (texts separated by EOS there, by a blank line here).
+
     .venv/bin/python benchmarks/packed_pretrain.py --base .cache/models/<tiny base> \
         --dataset .cache/datasets/<pairs> --out-model runs/<name> [--steps 600] [--pack-tokens 1024]
 
@@ -26,27 +29,13 @@ REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
 
-def pack(token_lists: list, width: int) -> list:
-    """Greedy packing: consecutive token lists joined into rows of at most `width` tokens (a list longer than
-    `width` becomes a row of its own, cut to `width`)."""
-    rows, row = [], []
-    for tokens in token_lists:
-        if row and len(row) + len(tokens) > width:
-            rows.append(row)
-            row = []
-        row = row + tokens
-    if row:
-        rows.append(row)
-    return [r[:width] for r in rows]
-
-
 def main(argv=None) -> int:
     import torch
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
     from core.config import PretrainConfig
     from driver.data.dataset import load_dataset
-    from driver.models.pretrain import lm_loss, solution_texts
+    from driver.models.pretrain import lm_loss, pack, solution_texts
 
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--base", required=True, help="the tiny model before any training (a cached base model)")

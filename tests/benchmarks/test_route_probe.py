@@ -116,10 +116,3 @@ def test_filler_is_other_problems_worked_solutions_as_long_as_the_prompt():
     assert len(filler) >= len(pair().prompt) and "15" not in filler
     assert filler.startswith("Problem:\nCompute 2 * 8 + 9.\n\nSolution:\n2 * 8 = 16\n16 + 9 = 26")
 
-
-def test_packing_joins_texts_in_order_into_rows_no_wider_than_asked():
-    from packed_pretrain import pack
-
-    assert pack([[1, 2], [3], [4, 5, 6], [7]], 3) == [[1, 2, 3], [4, 5, 6], [7]]
-    assert pack([[1, 2, 3, 4, 5], [6]], 3) == [[1, 2, 3], [6]]  # a text longer than a row is cut
-    assert pack([], 4) == []
