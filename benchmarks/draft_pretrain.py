@@ -77,6 +77,7 @@ def main(argv=None) -> int:
 
     from driver.data.dataset import load_dataset
     from driver.models.pretrain import lm_loss
+    from driver.models.warmstart import clipped_step
 
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--model", required=True)
@@ -94,15 +95,12 @@ def main(argv=None) -> int:
     tokenizer = AutoTokenizer.from_pretrained(args.model)
     model = AutoModelForCausalLM.from_pretrained(args.model, dtype=torch.float32)
     opt = torch.optim.AdamW(model.parameters(), lr=args.lr, weight_decay=0.0)
+    constant = torch.optim.lr_scheduler.LambdaLR(opt, lambda s: 1.0)
     started, losses = time.time(), []
     for step in range(min(args.steps, len(texts) // args.batch)):
         ids, attn, loss_mask = batch(tokenizer, texts[step * args.batch:(step + 1) * args.batch])
         loss = lm_loss(model(input_ids=ids, attention_mask=attn).logits.float(), ids, loss_mask)
-        opt.zero_grad()
-        loss.backward()
-        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
-        opt.step()
-        losses.append(float(loss.detach()))
+        losses.append(clipped_step(loss, model, opt, constant))
         if (step + 1) % 50 == 0:
             print(f"step {step + 1} loss {sum(losses[-50:]) / 50:.3f} ({time.time() - started:.0f} s)", flush=True)
     model.save_pretrained(args.out_model)

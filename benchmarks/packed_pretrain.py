@@ -35,7 +35,8 @@ def main(argv=None) -> int:
 
     from core.config import PretrainConfig
     from driver.data.dataset import load_dataset
-    from driver.models.pretrain import lm_loss, pack, solution_texts
+    from driver.models.pretrain import lm_batch, lm_loss, pack, solution_texts
+    from driver.models.warmstart import clipped_step
 
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--base", required=True, help="the tiny model before any training (a cached base model)")
@@ -62,17 +63,9 @@ def main(argv=None) -> int:
     started, losses = time.time(), []
     for step in range(len(rows) // per_step):
         chunk = rows[step * per_step:(step + 1) * per_step]
-        ids = torch.full((len(chunk), max(map(len, chunk))), tokenizer.pad_token_id)
-        mask = torch.zeros_like(ids)
-        for j, r in enumerate(chunk):
-            ids[j, :len(r)], mask[j, :len(r)] = torch.tensor(r), 1
+        ids, mask = lm_batch(tokenizer, chunk)
         loss = lm_loss(model(input_ids=ids, attention_mask=mask).logits.float(), ids, mask)
-        opt.zero_grad()
-        loss.backward()
-        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
-        opt.step()
-        sched.step()
-        losses.append(float(loss.detach()))
+        losses.append(clipped_step(loss, model, opt, sched))
         if (step + 1) % 50 == 0:
             print(f"step {step + 1} loss {sum(losses[-50:]) / 50:.3f} ({time.time() - started:.0f} s)", flush=True)
     model.save_pretrained(args.out_model)
