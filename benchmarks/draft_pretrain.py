@@ -26,6 +26,7 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
+sys.path.insert(0, str(REPO / "benchmarks"))
 
 DRAFT_HEAD = "Draft:\n"
 
@@ -53,22 +54,16 @@ def draft_texts(num: int, seed: int, exclude: frozenset) -> list:
 
 
 def batch(tokenizer, pairs: list):
-    """Right-padded (ids, attention mask, loss mask) of [(context, target)] + EOS; the loss mask covers the
-    target and EOS. Shapes: (len(pairs), longest)."""
-    import torch
+    """Right-padded (ids, attention mask, loss weights) of [(context, target)] + EOS; the weights cover the target
+    and EOS (`route_probe.batch_tensors`). Shapes: (len(pairs), longest)."""
+    from route_probe import batch_tensors
 
-    seqs, masks = [], []
+    examples = []
     for context, target in pairs:
         head = tokenizer(context, add_special_tokens=False)["input_ids"]
         tail = tokenizer(target, add_special_tokens=False)["input_ids"] + [tokenizer.eos_token_id]
-        seqs.append(head + tail)
-        masks.append([0] * len(head) + [1] * len(tail))
-    width = max(map(len, seqs))
-    ids = torch.full((len(seqs), width), tokenizer.pad_token_id)
-    attn, loss_mask = torch.zeros_like(ids), torch.zeros_like(ids)
-    for j, (s, m) in enumerate(zip(seqs, masks)):
-        ids[j, :len(s)], attn[j, :len(s)], loss_mask[j, :len(s)] = torch.tensor(s), 1, torch.tensor(m)
-    return ids, attn, loss_mask
+        examples.append((head, tail, [1] * len(tail)))
+    return batch_tensors(examples, tokenizer.pad_token_id)
 
 
 def main(argv=None) -> int:

@@ -166,14 +166,10 @@ def with_diff_view(task):
     import dataclasses
 
     from core.algo.genselect import PROMPT_FOOTER
+    from route_probe import disputed_line
 
-    rows = [c.split("\n") for c in task.candidates]
-    shown = []
-    for i in range(max(map(len, rows))):
-        lines = [r[i] if i < len(r) else "" for r in rows]
-        if len(set(lines)) > 1:
-            shown = [f"{j}| {line}" for j, line in enumerate(lines)]
-            break
+    disputed = disputed_line(task.candidates)
+    shown = [f"{j}| {line}" for j, line in enumerate(disputed[1])] if disputed else []
     footer = PROMPT_FOOTER.split("{")[0]
     head, sep, tail = task.prompt.rpartition(footer)
     return dataclasses.replace(task, prompt=head + DIFF_HEADER + "\n" + "\n".join(shown) + "\n\n" + sep + tail)

@@ -42,7 +42,8 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "benchmarks"))
 
-SEPARATOR = "\n\nResponse:\n"
+from core.chat import SEPARATOR  # noqa: E402  (the tiny model's prompt/response separator)
+
 JUDGMENT = re.compile(r"Judgment:\s*(\d+)")
 
 
