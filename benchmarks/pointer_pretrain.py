@@ -186,6 +186,7 @@ def main(argv=None) -> int:
     ap.add_argument("--synthetic", type=int, default=0,
                     help="train on this many synthetic episodes (synthetic_episode) instead of the dataset's")
     ap.add_argument("--answer-max", type=int, default=1000, help="synthetic answers are 0..this-1")
+    ap.add_argument("--seed", type=int, default=0, help="of the episodes' order and queries (a continued run: another)")
     ap.add_argument("--epochs", type=int, default=1, help="passes over the training split")
     ap.add_argument("--max-candidates", type=int, default=0, help="train on episodes of at most this many (0: all)")
     args = ap.parse_args(argv)
@@ -199,7 +200,7 @@ def main(argv=None) -> int:
     model = AutoModelForCausalLM.from_pretrained(args.model, dtype=torch.float32)
     train = [t for t in load_dataset(args.train_dataset).train
              if not args.max_candidates or t.num_candidates <= args.max_candidates]
-    rng = random.Random(0)
+    rng = random.Random(args.seed)
     rng.shuffle(train)
     texts = [synthetic_episode(rng, query, answer_max=args.answer_max) for _ in range(args.synthetic)]
     for _ in range(args.epochs if not args.synthetic else 0):  # each pass: the episodes in another order, their queries in another order
