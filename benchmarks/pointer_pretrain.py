@@ -37,6 +37,9 @@ QUERY = "\n\nFind:\nAnswer: {answer}\nIt is in Solution "
 # `echo`: the query repeats the context that precedes the index in an end-lined block (`Answer: X` then
 # `End of solution `), so copying the token that followed the same context earlier (an induction head) answers it
 QUERIES = {"find": QUERY, "echo": "\n\nFind:\nAnswer: {answer}\nEnd of solution "}
+# `beside` (short episodes only): each block's answer line carries its index (`Answer: 24 #3`) and the query is
+# `Answer: 24 #`: the match and the token to copy are adjacent
+QUERIES["beside"] = "\n\nFind:\nAnswer: {answer} #"
 
 
 def unique_answers(task) -> list:
@@ -57,12 +60,15 @@ def short_episode(task, rng: random.Random, query: str = QUERY) -> str:
     instead of ~50 (the short end of a curriculum from short sequences to long ones)."""
     pairs = unique_answers(task)
     rng.shuffle(pairs)
-    return short_blocks(task) + "".join(query.format(answer=a) + f"{i}." for i, a in pairs)
+    return short_blocks(task, query) + "".join(query.format(answer=a) + f"{i}." for i, a in pairs)
 
 
-def short_blocks(task) -> str:
-    """The candidates of `task` cut to their final `Answer:` lines (what `short_episode` queries)."""
-    return "\n\n".join(f"Solution {i}:\nAnswer: {a}\nEnd of solution {i}." for i, a in enumerate(task.candidate_answers))
+def short_blocks(task, query: str = QUERY) -> str:
+    """The candidates of `task` cut to their final `Answer:` lines (what `short_episode` queries); for the
+    `beside` query each line carries its candidate's index (`Answer: 24 #3`)."""
+    beside = query == QUERIES["beside"]
+    return "\n\n".join(f"Solution {i}:\nAnswer: {a}" + (f" #{i}" if beside else "") + f"\nEnd of solution {i}."
+                         for i, a in enumerate(task.candidate_answers))
 
 
 def synthetic_episode(rng: random.Random, query: str = QUERY, repeats: int = 2, answer_max: int = 1000) -> str:
@@ -96,11 +102,12 @@ def probe_items(tasks, seed: int = 1, short: bool = False, query: str = QUERY) -
         pairs = unique_answers(t)
         if pairs:
             i, a = pairs[rng.randrange(len(pairs))]
-            items.append(((short_blocks(t) if short else t.prompt) + query.format(answer=a), i, t.num_candidates))
+            items.append(((short_blocks(t, query) if short else t.prompt) + query.format(answer=a), i,
+                          t.num_candidates))
     return items
 
 
-TARGET = re.compile(r"Find:\nAnswer: \S+\n(?:It is in Solution|End of solution) (\d)")
+TARGET = re.compile(r"Find:\nAnswer: \S+(?:\n(?:It is in Solution|End of solution) | #)(\d)")
 
 
 def target_rows(tokenizer, texts: list, width: int) -> list:
@@ -193,6 +200,8 @@ def main(argv=None) -> int:
     torch.manual_seed(0)
     torch.set_num_threads(2)
     query = QUERIES[args.query]
+    if args.query == "beside" and (args.short_share < 1 or args.synthetic):
+        ap.error("--query beside writes the index beside each answer: short episodes only (--short-share 1.0)")
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
 

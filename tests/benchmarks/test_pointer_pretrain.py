@@ -109,3 +109,13 @@ def test_weighted_loss_is_the_pointer_loss_when_language_modelling_is_off():
     expected = torch.nn.functional.cross_entropy(logits[0, 1:2], ids[0, 2:3])
     assert torch.allclose(weighted_loss(logits, ids, mask, weights, 0.0), expected)
     assert weighted_loss(logits, ids, mask, weights, 1.0) > expected
+
+
+def test_beside_episodes_write_each_index_after_its_answer_and_query_up_to_it():
+    from pointer_pretrain import QUERIES, TARGET
+
+    text = short_episode(task(), random.Random(0), QUERIES["beside"])
+    assert "Answer: 8 #1\n" in text and "Answer: 7 #2\n" in text
+    assert sorted(m.group(1) for m in TARGET.finditer(text)) == ["1", "3"]
+    head, target, _ = probe_items([task()], short=True, query=QUERIES["beside"])[0]
+    assert head.endswith(" #") and f"Answer: {task().candidate_answers[target]} #{target}\n" in head
