@@ -63,33 +63,42 @@ def short_episode(task, rng: random.Random, query: str = QUERY) -> str:
     return short_blocks(task, query) + "".join(query.format(answer=a) + f"{i}." for i, a in pairs)
 
 
-def short_blocks(task, query: str = QUERY) -> str:
-    """The candidates of `task` cut to their final `Answer:` lines (what `short_episode` queries); for the
-    `beside` query each line carries its candidate's index (`Answer: 24 #3`)."""
+def answer_blocks(answers, query: str = QUERY) -> str:
+    """Candidate blocks that hold only their final answers (`Solution i:` / `Answer: X` / `End of solution i.`); for
+    the `beside` query each answer line carries its candidate's index (`Answer: 24 #3`)."""
     beside = query == QUERIES["beside"]
     return "\n\n".join(f"Solution {i}:\nAnswer: {a}" + (f" #{i}" if beside else "") + f"\nEnd of solution {i}."
-                         for i, a in enumerate(task.candidate_answers))
+                         for i, a in enumerate(answers))
+
+
+def short_blocks(task, query: str = QUERY) -> str:
+    """The candidates of `task` cut to their final `Answer:` lines (what `short_episode` queries)."""
+    return answer_blocks(task.candidate_answers, query)
+
+
+def synthetic_draw(rng: random.Random, repeats: int, answer_max: int) -> tuple:
+    """(answers, order): 2-8 distinct random answers (0..answer_max-1) and the indices to query, each `repeats`
+    times, every pass in a random order."""
+    n = rng.randint(2, 8)
+    answers = [str(a) for a in rng.sample(range(answer_max), n)]
+    return answers, [i for _ in range(repeats) for i in rng.sample(range(n), n)]
 
 
 def synthetic_episode(rng: random.Random, query: str = QUERY, repeats: int = 2, answer_max: int = 1000) -> str:
-    """A short episode of 2-8 candidates with distinct random answers (0..answer_max-1) and no problem: every answer
-    queried `repeats` times in random order (the pointer alone, as densely as it can be written)."""
-    n = rng.randint(2, 8)
-    answers = [str(a) for a in rng.sample(range(answer_max), n)]
-    blocks = "\n\n".join(f"Solution {i}:\nAnswer: {a}\nEnd of solution {i}." for i, a in enumerate(answers))
-    order = [i for _ in range(repeats) for i in rng.sample(range(n), n)]
-    return blocks + "".join(query.format(answer=answers[i]) + f"{i}." for i in order)
+    """A short episode of 2-8 candidates with distinct random answers and no problem: every answer queried `repeats`
+    times in random order (the pointer alone, as densely as it can be written)."""
+    answers, order = synthetic_draw(rng, repeats, answer_max)
+    return answer_blocks(answers) + "".join(query.format(answer=answers[i]) + f"{i}." for i in order)
 
 
 def synthetic_items(count: int, seed: int, query: str = QUERY, answer_max: int = 1000) -> list:
-    """Held-out items of `synthetic_episode`'s kind: (blocks + one query, target index, N)."""
+    """Held-out items of `synthetic_episode`'s kind: (blocks + the query of the first index it would ask, that
+    index, N)."""
     rng = random.Random(seed)
     items = []
     for _ in range(count):
-        text = synthetic_episode(rng, query, repeats=1, answer_max=answer_max)
-        head, first = text.split("\n\nFind:", 1)[0], TARGET.search(text)
-        items.append((head + query.format(answer=first.group(0).split("\n")[1][len("Answer: "):]),
-                      int(first.group(1)), head.count("End of solution ")))
+        answers, order = synthetic_draw(rng, 1, answer_max)
+        items.append((answer_blocks(answers) + query.format(answer=answers[order[0]]), order[0], len(answers)))
     return items
 
 
@@ -125,14 +134,12 @@ def target_rows(tokenizer, texts: list, width: int) -> list:
 
 
 def weighted_loss(logits, ids, mask, weights, lm_weight: float):
-    """`lm_weight` x the mean next-token loss over real tokens + the mean loss over the weighted (pointer) tokens.
-    Shapes: logits (B, T, V); ids, mask, weights (B, T)."""
-    import torch
+    """`lm_weight` x the mean next-token loss over real tokens + the mean loss over the weighted (pointer) tokens,
+    both `pretrain.lm_loss` (the pointer part with `weights` as its mask). Shapes: logits (B, T, V); ids, mask,
+    weights (B, T)."""
+    from driver.models.pretrain import lm_loss
 
-    nll = torch.nn.functional.cross_entropy(logits[:, :-1].transpose(1, 2), ids[:, 1:], reduction="none")
-    inside, target = mask[:, 1:].float(), weights[:, 1:].float()
-    lm = (nll * inside).sum() / inside.sum().clamp(min=1)
-    return lm_weight * lm + (nll * target).sum() / target.sum().clamp(min=1)
+    return lm_weight * lm_loss(logits, ids, mask) + lm_loss(logits, ids, weights)
 
 
 def pointer_accuracy(model, tokenizer, items, batch: int = 16) -> float:
@@ -212,7 +219,7 @@ def main(argv=None) -> int:
     rng = random.Random(args.seed)
     rng.shuffle(train)
     texts = [synthetic_episode(rng, query, answer_max=args.answer_max) for _ in range(args.synthetic)]
-    for _ in range(args.epochs if not args.synthetic else 0):  # each pass: the episodes in another order, their queries in another order
+    for _ in range(args.epochs if not args.synthetic else 0):  # each pass: episodes and queries in another order
         rng.shuffle(train)
         texts += [(short_episode if rng.random() < args.short_share else episode)(t, rng, query) for t in train]
     rows = target_rows(tokenizer, texts, args.pack_tokens)
@@ -248,7 +255,7 @@ def main(argv=None) -> int:
         batch = rows[(step - 1) * args.rows_per_step:step * args.rows_per_step]
         ids, mask = lm_batch(tokenizer, [[t for t, _ in row] for row in batch])
         weights, _ = lm_batch(tokenizer, [[w for _, w in row] for row in batch])
-        weights = weights * mask
+        weights = weights * mask  # lm_batch pads with the pad token's id: zero the padding
         if args.lm_weight is None:  # plain language modelling on every token
             loss = lm_loss(model(input_ids=ids, attention_mask=mask).logits, ids, mask)
         else:
