@@ -1,0 +1,71 @@
+"""benchmarks/solve_then_match.py: the exact-pointer rule, its fallbacks, and a real (tiny) model solving."""
+import random
+
+from benchmarks.solve_then_match import choose, evaluate_rules, normalize, own_answer
+from core.records import SelectionTask
+
+
+def task(pid: str, answers: list, reference: str) -> SelectionTask:
+    labels = tuple(1.0 if a == reference else 0.0 for a in answers)
+    return SelectionTask(prompt_id=f"{pid}/p0", problem_id=pid, domain="math", problem=f"Compute {pid}.",
+                         candidates=tuple(f"Answer: {a}" for a in answers), candidate_answers=tuple(answers),
+                         labels=labels, reference=reference, prompt="")
+
+
+def test_own_answer_is_the_last_answer_line_normalized():
+    assert own_answer("3 + 4 = 7\nAnswer: 7\n") == "7"
+    assert own_answer("Answer: 5\nAnswer: 12.\n") == "12"
+    assert own_answer("3 + 4 = 7\n") is None
+    assert normalize(" 12. ") == "12" and normalize(None) is None
+
+
+def test_choose_points_at_the_first_candidate_stating_the_answer_else_falls_back():
+    answers = ["5", "9", "9", "7"]
+    rng = random.Random(0)
+    assert choose(answers, "7", "none", rng) == 3
+    assert choose(answers, "9", "majority", rng) == 1
+    assert choose(answers, "11", "none", rng) is None
+    assert choose(answers, "11", "majority", rng) == 1  # 9 is the most common answer
+    assert all(0 <= choose(answers, None, "random", rng) < 4 for _ in range(20))
+    tied = {choose(["5", "5", "9", "9"], "11", "majority", random.Random(s)) for s in range(30)}
+    assert tied == {0, 2}  # ties between answers: a seeded draw among them
+
+
+def test_evaluate_rules_scores_the_route_against_majority_voting():
+    tasks = [task("a", ["5", "5", "8"], "8"),   # majority wrong; the model solved it
+             task("b", ["4", "6", "6"], "6"),   # majority right; the model's answer matches no candidate
+             task("c", ["1", "2", "2"], "1")]   # majority wrong; the model matches a wrong candidate
+    out = evaluate_rules(tasks, {"a": "8", "b": "3", "c": "2"})
+    assert out["solve_rate"] == 1 / 3
+    assert out["matched_share"] == 2 / 3
+    assert out["none"]["genselect"] == 1 / 3           # only the solved problem
+    assert out["majority"]["genselect"] == 2 / 3       # + b by majority
+    assert out["majority"]["majority"] == 1 / 3
+    assert out["majority"]["over_majority"] == 1 / 3
+
+
+def test_a_tiny_model_solves_and_the_report_prints_every_rule(tmp_path, capsys):
+    from benchmarks.solve_then_match import main, solve
+    from core.config import DataConfig, ModelConfig
+    from driver.data import procedural
+    from driver.data.dataset import load_dataset
+    from driver.models.pretrain import corpus_text
+    from driver.models.registry import resolve_model
+    from driver.prepare import prepare
+
+    rows = procedural.generate(20, 1, 0, procedural.ProceduralSpec(error_rate=0.0))
+    folder = resolve_model(ModelConfig(cache_dir=str(tmp_path / "models")),
+                           [corpus_text(r["problem"], r["candidates"][0]) for r in rows])
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    model, tokenizer = AutoModelForCausalLM.from_pretrained(folder), AutoTokenizer.from_pretrained(folder)
+    texts = solve(model, tokenizer, [rows[0]["problem"], rows[1]["problem"]], max_new_tokens=8, batch_size=2)
+    assert len(texts) == 2 and all(isinstance(t, str) for t in texts)
+    data = prepare(DataConfig(num_problems=40, out_dir=str(tmp_path / "data")),
+                   ModelConfig(name=str(folder), cache_dir=str(tmp_path / "models")), with_model=False)
+    assert load_dataset(data.dataset_dir).heldout
+    assert main(["--model", str(folder), "--dataset", str(data.dataset_dir), "--problems", "3",
+                 "--out", str(tmp_path / "r.json")]) == 0
+    printed = capsys.readouterr().out
+    assert all(f"else {f}" in printed for f in ("majority", "random", "none"))
+    assert (tmp_path / "r.json").is_file()
