@@ -18,7 +18,7 @@ states the model's answer the rule falls back to:
 Printed per rule: GenSelect@N with its 95% bootstrap CI over problems, majority@N, and the margin over majority@N
 paired by problem (`driver.evaluate.selection_metrics`), plus the model's own solve rate over problems and the share
 of prompts where its answer matches a candidate. Problems of the model's pretraining corpus (`pretrain.json`) are
-left out. Pure torch on CPU (batched greedy generation), a minute or two for 500 problems.
+left out, and those of any model named by `--exclude-pretraining-of` (a model continued from another one). Pure torch on CPU (batched greedy generation), a minute or two for 500 problems.
 """
 from __future__ import annotations
 
@@ -120,6 +120,9 @@ def main(argv=None) -> int:
     parser.add_argument("--model", required=True, help="a tiny model folder (pretrained on worked solutions)")
     parser.add_argument("--dataset", required=True, help="a no-cue selection dataset folder (its held-out split)")
     parser.add_argument("--problems", type=int, default=500, help="held-out problems to solve (all their prompts)")
+    parser.add_argument("--exclude-pretraining-of", action="append", default=[], metavar="MODEL",
+                        help="also leave out the problems this model folder was pretrained on (its pretrain.json): "
+                             "for a model continued from another one")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--out", default=None, help="JSON output")
     args = parser.parse_args(argv)
@@ -134,7 +137,8 @@ def main(argv=None) -> int:
     torch.manual_seed(args.seed)
     tokenizer = AutoTokenizer.from_pretrained(args.model)
     model = AutoModelForCausalLM.from_pretrained(args.model, dtype=torch.float32).eval()
-    seen = {problem_key(p) for p in problems_of_pretrained(args.model)}
+    seen = {problem_key(p) for folder in [args.model, *args.exclude_pretraining_of]
+            for p in problems_of_pretrained(folder)}
     tasks = [t for t in load_dataset(args.dataset).heldout if problem_key(t.problem) not in seen]
     problems = list(dict.fromkeys(t.problem_id for t in tasks))[: args.problems]
     tasks = [t for t in tasks if t.problem_id in set(problems)]

@@ -1,6 +1,8 @@
 """benchmarks/solve_then_match.py: the exact-pointer rule, its fallbacks, and a real (tiny) model solving."""
 import random
 
+import pytest
+
 from benchmarks.solve_then_match import choose, evaluate_rules, normalize, own_answer
 from core.records import SelectionTask
 
@@ -44,28 +46,60 @@ def test_evaluate_rules_scores_the_route_against_majority_voting():
     assert out["majority"]["over_majority"] == 1 / 3
 
 
-def test_a_tiny_model_solves_and_the_report_prints_every_rule(tmp_path, capsys):
-    from benchmarks.solve_then_match import main, solve
+@pytest.fixture(scope="module")
+def tiny_model_and_dataset(tmp_path_factory):
+    """A tiny model built on 20 worked solutions and a small no-cue selection dataset tokenized by it."""
     from core.config import DataConfig, ModelConfig
     from driver.data import procedural
-    from driver.data.dataset import load_dataset
     from driver.models.pretrain import corpus_text
     from driver.models.registry import resolve_model
     from driver.prepare import prepare
 
+    tmp = tmp_path_factory.mktemp("solve")
     rows = procedural.generate(20, 1, 0, procedural.ProceduralSpec(error_rate=0.0))
-    folder = resolve_model(ModelConfig(cache_dir=str(tmp_path / "models")),
+    folder = resolve_model(ModelConfig(cache_dir=str(tmp / "models")),
                            [corpus_text(r["problem"], r["candidates"][0]) for r in rows])
+    data = prepare(DataConfig(num_problems=40, out_dir=str(tmp / "data")),
+                   ModelConfig(name=str(folder), cache_dir=str(tmp / "models")), with_model=False)
+    return folder, data.dataset_dir, rows
+
+
+def test_a_tiny_model_solves_and_the_report_prints_every_rule(tiny_model_and_dataset, tmp_path, capsys):
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
+    from benchmarks.solve_then_match import main, solve
+    from driver.data.dataset import load_dataset
+
+    folder, dataset, rows = tiny_model_and_dataset
     model, tokenizer = AutoModelForCausalLM.from_pretrained(folder), AutoTokenizer.from_pretrained(folder)
     texts = solve(model, tokenizer, [rows[0]["problem"], rows[1]["problem"]], max_new_tokens=8, batch_size=2)
     assert len(texts) == 2 and all(isinstance(t, str) for t in texts)
-    data = prepare(DataConfig(num_problems=40, out_dir=str(tmp_path / "data")),
-                   ModelConfig(name=str(folder), cache_dir=str(tmp_path / "models")), with_model=False)
-    assert load_dataset(data.dataset_dir).heldout
-    assert main(["--model", str(folder), "--dataset", str(data.dataset_dir), "--problems", "3",
+    assert load_dataset(dataset).heldout
+    assert main(["--model", str(folder), "--dataset", str(dataset), "--problems", "3",
                  "--out", str(tmp_path / "r.json")]) == 0
     printed = capsys.readouterr().out
     assert all(f"else {f}" in printed for f in ("majority", "random", "none"))
     assert (tmp_path / "r.json").is_file()
+
+
+def test_staged_pretraining_saves_each_stage_and_never_trains_on_the_held_out_problems(tiny_model_and_dataset,
+                                                                                      tmp_path, capsys):
+    import json
+
+    from benchmarks.staged_pretrain import main, stage_config
+    from driver.data.dataset import load_dataset
+    from driver.data.procedural import problem_key
+    from driver.models.pretrain import solution_texts
+
+    folder, dataset, _ = tiny_model_and_dataset
+    assert main(["--base", str(folder), "--exclude-dataset", str(dataset), "--out", str(tmp_path / "pt"),
+                 "--stages", "2", "--stage-steps", "2", "--batch-size", "2"]) == 0
+    records = [json.loads((tmp_path / "pt" / f"stage{k}" / "stage.json").read_text()) for k in (1, 2)]
+    assert [r["steps"] for r in records] == [2, 4] and records[1]["seeds"] == [777, 778]
+    assert (tmp_path / "pt" / "stage2" / "model.safetensors").is_file()
+    held_out = frozenset(t.problem for t in load_dataset(dataset).heldout)
+    keys = {problem_key(p) for p in held_out}
+    big = stage_config(0, 200, 32, 3e-3)  # a corpus large enough to meet held-out expressions
+    texts = solution_texts(big, held_out)
+    assert len(texts) < 200 * 32  # some were left out ...
+    assert not any(problem_key(t.split("\n")[1]) in keys for t in texts)  # ... all of the held-out ones
