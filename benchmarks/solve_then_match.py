@@ -15,6 +15,9 @@ states the model's answer the rule falls back to:
 * `random`: a seeded random candidate;
 * `none`: no choice (scored wrong): the route alone, with no fallback.
 
+With `--after-prompt` the model solves each prompt's problem after that whole selection prompt, where a selector
+would write its solution (positions ~300-900; session 19 found arithmetic learned one text per row fails there).
+
 Printed per rule: GenSelect@N with its 95% bootstrap CI over problems, majority@N, and the margin over majority@N
 paired by problem (`driver.evaluate.selection_metrics`), plus the model's own solve rate over problems and the share
 of prompts where its answer matches a candidate. Problems of the model's pretraining corpus (`pretrain.json`) are
@@ -75,17 +78,24 @@ def choose(candidate_answers, own, fallback: str, rng: random.Random):
     return answers.index(pick)
 
 
+def head_text(problem) -> str:
+    """What the model continues with its solution: `Problem: ... Solution:`, after the text before if given."""
+    from driver.models.pretrain import worked_solution_head
+
+    before, text = problem if isinstance(problem, tuple) else ("", problem)
+    return before + worked_solution_head(text)
+
+
 def solve(model, tokenizer, problems: list, max_new_tokens: int = 64, batch_size: int = 32) -> list:
     """The model's greedy worked solutions of `problems` (the text after `Solution:`, cut at EOS or a blank
-    line), generated in left-padded batches of `batch_size`."""
+    line), generated in left-padded batches of `batch_size`. A problem is its text, or (text before, problem):
+    the text before is read first (a selection prompt)."""
     import torch
-
-    from driver.models.pretrain import worked_solution_head
 
     pad = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else tokenizer.eos_token_id
     texts = []
     for start in range(0, len(problems), batch_size):
-        rows = [tokenizer(worked_solution_head(p))["input_ids"] for p in problems[start:start + batch_size]]
+        rows = [tokenizer(head_text(p))["input_ids"] for p in problems[start:start + batch_size]]
         width = max(map(len, rows))
         ids = torch.tensor([[pad] * (width - len(r)) + r for r in rows])
         mask = torch.tensor([[0] * (width - len(r)) + [1] * len(r) for r in rows])
@@ -96,23 +106,36 @@ def solve(model, tokenizer, problems: list, max_new_tokens: int = 64, batch_size
     return texts
 
 
-def evaluate_rules(tasks: list, own_by_problem: dict, seed: int = 0) -> dict:
+def evaluate_rules(tasks: list, own_by_prompt: dict, seed: int = 0) -> dict:
     """{fallback: selection_metrics} of the exact-pointer rule on `tasks`, plus `matched_share` (prompts where
-    the model's answer is one of the candidates') and `solve_rate` (problems it solved: its answer equals the
-    reference). `own_by_problem`: {problem_id: the model's normalized answer or None}."""
+    the model's answer is one of the candidates') and `solve_rate` (its answer equals the reference: the mean
+    over each problem's prompts, averaged over problems). `own_by_prompt`: {prompt_id: the model's normalized
+    answer or None}."""
+    from collections import defaultdict
+
     from driver.evaluate import selection_metrics
 
     out = {}
     for fallback in FALLBACKS:
         rng = random.Random(f"{seed}-{fallback}")
-        choices = [choose(t.candidate_answers, own_by_problem[t.problem_id], fallback, rng) for t in tasks]
+        choices = [choose(t.candidate_answers, own_by_prompt[t.prompt_id], fallback, rng) for t in tasks]
         out[fallback] = selection_metrics(tasks, choices, seed=seed)
-    matched = [own_by_problem[t.problem_id] in {normalize(a) for a in t.candidate_answers} for t in tasks]
+    matched = [own_by_prompt[t.prompt_id] in {normalize(a) for a in t.candidate_answers} for t in tasks]
     out["matched_share"] = sum(matched) / len(tasks)
-    solved = {t.problem_id: own_by_problem[t.problem_id] == normalize(t.reference) for t in tasks}
-    out["solve_rate"] = sum(solved.values()) / len(solved)
+    solved = defaultdict(list)
+    for t in tasks:
+        solved[t.problem_id].append(own_by_prompt[t.prompt_id] == normalize(t.reference))
+    out["solve_rate"] = sum(sum(v) / len(v) for v in solved.values()) / len(solved)
     out["problems"] = len(solved)
     return out
+
+
+def solving_inputs(tasks: list, after_prompt: bool) -> dict:
+    """{key: (text before, problem)} to solve: one per problem (key = problem_id, nothing before), or with
+    `after_prompt` one per prompt (key = prompt_id, its selection prompt before), where a selector writes."""
+    if after_prompt:
+        return {t.prompt_id: (t.prompt + "\n\n", t.problem) for t in tasks}
+    return {t.problem_id: ("", t.problem) for t in tasks}
 
 
 def main(argv=None) -> int:
@@ -123,6 +146,9 @@ def main(argv=None) -> int:
     parser.add_argument("--exclude-pretraining-of", action="append", default=[], metavar="MODEL",
                         help="also leave out the problems this model folder was pretrained on (its pretrain.json): "
                              "for a model continued from another one")
+    parser.add_argument("--after-prompt", action="store_true",
+                        help="solve each prompt's problem after its whole selection prompt (where a selector "
+                             "writes), instead of once per problem from the start of a text")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--out", default=None, help="JSON output")
     args = parser.parse_args(argv)
@@ -142,9 +168,11 @@ def main(argv=None) -> int:
     tasks = [t for t in load_dataset(args.dataset).heldout if problem_key(t.problem) not in seen]
     problems = list(dict.fromkeys(t.problem_id for t in tasks))[: args.problems]
     tasks = [t for t in tasks if t.problem_id in set(problems)]
-    text_of = {t.problem_id: t.problem for t in tasks}
-    solutions = solve(model, tokenizer, [text_of[p] for p in problems])
-    own = {p: own_answer(text) for p, text in zip(problems, solutions)}
+    inputs = solving_inputs(tasks, args.after_prompt)
+    solutions = solve(model, tokenizer, list(inputs.values()), batch_size=8 if args.after_prompt else 32)
+    own = dict(zip(inputs, map(own_answer, solutions)))
+    if not args.after_prompt:
+        own = {t.prompt_id: own[t.problem_id] for t in tasks}
     result = evaluate_rules(tasks, own, seed=args.seed)
     print(f"{result['problems']} problems, {len(tasks)} prompts: the model solves {result['solve_rate']:.3f} of "
           f"the problems; its answer is a candidate's in {result['matched_share']:.3f} of the prompts")

@@ -6,7 +6,7 @@
 `model.pretrain` trains once and saves once; to read a learning curve of the model's own solving
 (`benchmarks/solve_then_match.py`) this continues the same model through `--stages` stages of `--stage-steps`
 AdamW steps each (`driver.models.pretrain.train_lm`: `--batch-size` correct worked solutions a step, lr with a
-linear warm-up over each stage's first 5%), every stage on a fresh corpus (pretraining seed 777 + stage), and saves
+linear warm-up over each stage's first 5%; `--pack-tokens` packs them into long rows), every stage on a fresh corpus (pretraining seed 777 + stage), and saves
 `{out}/stage{k}` after stage k with `stage.json` (cumulative steps, the last 50 steps' mean loss, seconds so far,
 the corpus seeds). Problems of `--exclude-dataset`'s held-out split are left out of every corpus (by expression,
 `procedural.problem_key`), so that split stays unseen. Two torch threads.
@@ -24,11 +24,13 @@ sys.path.insert(0, str(REPO))
 FIRST_SEED = 777
 
 
-def stage_config(stage: int, steps: int, batch_size: int, lr: float):
-    """The PretrainConfig of stage `stage` (0-based): its own corpus seed, correct solutions only, unpacked."""
+def stage_config(stage: int, steps: int, batch_size: int, lr: float, pack_tokens: int = 0):
+    """The PretrainConfig of stage `stage` (0-based): its own corpus seed, correct solutions only, one text a
+    row or packed into rows of `pack_tokens`."""
     from core.config import PretrainConfig
 
-    return PretrainConfig(steps=steps, batch_size=batch_size, lr=lr, seed=FIRST_SEED + stage)
+    return PretrainConfig(steps=steps, batch_size=batch_size, lr=lr, seed=FIRST_SEED + stage,
+                          pack_tokens=pack_tokens)
 
 
 def main(argv=None) -> int:
@@ -40,6 +42,9 @@ def main(argv=None) -> int:
     parser.add_argument("--stage-steps", type=int, default=600)
     parser.add_argument("--batch-size", type=int, default=32)
     parser.add_argument("--lr", type=float, default=3e-3)
+    parser.add_argument("--pack-tokens", type=int, default=0,
+                        help="pack the texts into rows of this many tokens (model.pretrain.pack_tokens): a selector "
+                             "solves after its prompt, at positions one-text rows never train")
     args = parser.parse_args(argv)
 
     import torch
@@ -56,12 +61,13 @@ def main(argv=None) -> int:
         model = AutoModelForCausalLM.from_pretrained(args.base, dtype=torch.float32)
         start = time.time()
         for stage in range(args.stages):
-            cfg = stage_config(stage, args.stage_steps, args.batch_size, args.lr)
+            cfg = stage_config(stage, args.stage_steps, args.batch_size, args.lr, args.pack_tokens)
             losses = train_lm(model, tokenizer, solution_texts(cfg, exclude), cfg, seed=stage)
             tail = losses[-50:]
             record = {"steps": args.stage_steps * (stage + 1), "loss_last50": sum(tail) / len(tail),
                       "seconds": time.time() - start, "seeds": [FIRST_SEED + s for s in range(stage + 1)],
-                      "base": args.base, "lr": args.lr, "batch_size": args.batch_size}
+                      "base": args.base, "lr": args.lr, "batch_size": args.batch_size,
+                      "pack_tokens": args.pack_tokens}
             save_model_folder(model, tokenizer, args.base, Path(args.out) / f"stage{stage + 1}",
                               {"stage.json": record})
             print(f"stage {stage + 1}: {record['steps']} steps, loss {record['loss_last50']:.3f}, "

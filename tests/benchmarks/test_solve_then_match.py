@@ -37,7 +37,7 @@ def test_evaluate_rules_scores_the_route_against_majority_voting():
     tasks = [task("a", ["5", "5", "8"], "8"),   # majority wrong; the model solved it
              task("b", ["4", "6", "6"], "6"),   # majority right; the model's answer matches no candidate
              task("c", ["1", "2", "2"], "1")]   # majority wrong; the model matches a wrong candidate
-    out = evaluate_rules(tasks, {"a": "8", "b": "3", "c": "2"})
+    out = evaluate_rules(tasks, {"a/p0": "8", "b/p0": "3", "c/p0": "2"})
     assert out["solve_rate"] == 1 / 3
     assert out["matched_share"] == 2 / 3
     assert out["none"]["genselect"] == 1 / 3           # only the solved problem
@@ -80,6 +80,21 @@ def test_a_tiny_model_solves_and_the_report_prints_every_rule(tiny_model_and_dat
     printed = capsys.readouterr().out
     assert all(f"else {f}" in printed for f in ("majority", "random", "none"))
     assert (tmp_path / "r.json").is_file()
+    assert main(["--model", str(folder), "--dataset", str(dataset), "--problems", "2", "--after-prompt"]) == 0
+    assert "prompts: the model solves" in capsys.readouterr().out
+
+
+def test_after_the_prompt_each_prompt_is_solved_after_its_own_selection_prompt():
+    import dataclasses
+
+    from benchmarks.solve_then_match import head_text, solving_inputs
+
+    tasks = [dataclasses.replace(task("a", ["5", "8"], "8"), prompt="PROMPT A"), task("b", ["4", "6"], "6")]
+    per_problem = solving_inputs(tasks, after_prompt=False)
+    per_prompt = solving_inputs(tasks, after_prompt=True)
+    assert set(per_problem) == {"a", "b"} and set(per_prompt) == {"a/p0", "b/p0"}
+    assert head_text(per_problem["a"]) == "Problem:\nCompute a.\n\nSolution:\n"
+    assert head_text(per_prompt["a/p0"]) == "PROMPT A\n\nProblem:\nCompute a.\n\nSolution:\n"
 
 
 def test_staged_pretraining_saves_each_stage_and_never_trains_on_the_held_out_problems(tiny_model_and_dataset,
@@ -93,9 +108,10 @@ def test_staged_pretraining_saves_each_stage_and_never_trains_on_the_held_out_pr
 
     folder, dataset, _ = tiny_model_and_dataset
     assert main(["--base", str(folder), "--exclude-dataset", str(dataset), "--out", str(tmp_path / "pt"),
-                 "--stages", "2", "--stage-steps", "2", "--batch-size", "2"]) == 0
+                 "--stages", "2", "--stage-steps", "2", "--batch-size", "2", "--pack-tokens", "256"]) == 0
     records = [json.loads((tmp_path / "pt" / f"stage{k}" / "stage.json").read_text()) for k in (1, 2)]
     assert [r["steps"] for r in records] == [2, 4] and records[1]["seeds"] == [777, 778]
+    assert records[0]["pack_tokens"] == 256
     assert (tmp_path / "pt" / "stage2" / "model.safetensors").is_file()
     held_out = frozenset(t.problem for t in load_dataset(dataset).heldout)
     keys = {problem_key(p) for p in held_out}
