@@ -7,7 +7,8 @@
 (`benchmarks/solve_then_match.py`) this continues the same model through `--stages` stages of `--stage-steps`
 AdamW steps each (`driver.models.pretrain.train_lm`: `--batch-size` correct worked solutions a step, lr with a
 linear warm-up over each stage's first 5%; `--pack-tokens` packs them into long rows), every stage on a fresh corpus (pretraining seed 777 + stage), and saves
-`{out}/stage{k}` after stage k with `stage.json` (cumulative steps, the last 50 steps' mean loss, seconds so far,
+`{out}/stage{k}` after stage k with `stage.json` (cumulative steps run: packed, a stage runs as many steps as
+its rows fill, up to `--stage-steps`; the last 50 steps' mean loss, seconds so far,
 the corpus seeds). Problems of `--exclude-dataset`'s held-out split are left out of every corpus (by expression,
 `procedural.problem_key`), so that split stays unseen. Two torch threads.
 """
@@ -59,12 +60,12 @@ def main(argv=None) -> int:
     with torch_threads(2):
         torch.manual_seed(0)
         model = AutoModelForCausalLM.from_pretrained(args.base, dtype=torch.float32)
-        start = time.time()
+        start, steps_run = time.time(), 0
         for stage in range(args.stages):
             cfg = stage_config(stage, args.stage_steps, args.batch_size, args.lr, args.pack_tokens)
             losses = train_lm(model, tokenizer, solution_texts(cfg, exclude), cfg, seed=stage)
-            tail = losses[-50:]
-            record = {"steps": args.stage_steps * (stage + 1), "loss_last50": sum(tail) / len(tail),
+            tail, steps_run = losses[-50:], steps_run + len(losses)
+            record = {"steps": steps_run, "loss_last50": sum(tail) / len(tail),
                       "seconds": time.time() - start, "seeds": [FIRST_SEED + s for s in range(stage + 1)],
                       "base": args.base, "lr": args.lr, "batch_size": args.batch_size,
                       "pack_tokens": args.pack_tokens}
