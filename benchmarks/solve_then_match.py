@@ -15,8 +15,9 @@ states the model's answer the rule falls back to:
 * `random`: a seeded random candidate;
 * `none`: no choice (scored wrong): the route alone, with no fallback.
 
-With `--after-prompt` the model solves each prompt's problem after that whole selection prompt, where a selector
-would write its solution (positions ~300-900; session 19 found arithmetic learned one text per row fails there).
+With `--context prompt` the model solves each prompt's problem after that whole selection prompt, where a selector
+would write its solution; with `--context other-prompt`, after the selection prompt of another held-out problem (the
+same positions and form, none of this problem's candidates in view) (positions ~300-900; session 19 found arithmetic learned one text per row fails there).
 
 Printed per rule: GenSelect@N with its 95% bootstrap CI over problems, majority@N, and the margin over majority@N
 paired by problem (`driver.evaluate.selection_metrics`), plus the model's own solve rate over problems and the share
@@ -130,12 +131,22 @@ def evaluate_rules(tasks: list, own_by_prompt: dict, seed: int = 0) -> dict:
     return out
 
 
-def solving_inputs(tasks: list, after_prompt: bool) -> dict:
-    """{key: (text before, problem)} to solve: one per problem (key = problem_id, nothing before), or with
-    `after_prompt` one per prompt (key = prompt_id, its selection prompt before), where a selector writes."""
-    if after_prompt:
+CONTEXTS = ("start", "prompt", "other-prompt")
+
+
+def solving_inputs(tasks: list, context: str) -> dict:
+    """{key: (text before, problem)} to solve. `start`: one per problem (key = problem_id), nothing before;
+    `prompt`: one per prompt (key = prompt_id), its own selection prompt before, where a selector writes;
+    `other-prompt`: one per prompt, the prompt of the next task that belongs to another problem before."""
+    if context == "start":
+        return {t.problem_id: ("", t.problem) for t in tasks}
+    if context == "prompt":
         return {t.prompt_id: (t.prompt + "\n\n", t.problem) for t in tasks}
-    return {t.problem_id: ("", t.problem) for t in tasks}
+    inputs = {}
+    for i, t in enumerate(tasks):
+        other = next(o for o in tasks[i + 1:] + tasks[:i] if o.problem_id != t.problem_id)
+        inputs[t.prompt_id] = (other.prompt + "\n\n", t.problem)
+    return inputs
 
 
 def main(argv=None) -> int:
@@ -146,9 +157,9 @@ def main(argv=None) -> int:
     parser.add_argument("--exclude-pretraining-of", action="append", default=[], metavar="MODEL",
                         help="also leave out the problems this model folder was pretrained on (its pretrain.json): "
                              "for a model continued from another one")
-    parser.add_argument("--after-prompt", action="store_true",
-                        help="solve each prompt's problem after its whole selection prompt (where a selector "
-                             "writes), instead of once per problem from the start of a text")
+    parser.add_argument("--context", choices=CONTEXTS, default="start",
+                        help="what precedes the problem: nothing (once per problem), its own selection prompt "
+                             "(where a selector writes), or another problem's selection prompt")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--out", default=None, help="JSON output")
     args = parser.parse_args(argv)
@@ -168,10 +179,10 @@ def main(argv=None) -> int:
     tasks = [t for t in load_dataset(args.dataset).heldout if problem_key(t.problem) not in seen]
     problems = list(dict.fromkeys(t.problem_id for t in tasks))[: args.problems]
     tasks = [t for t in tasks if t.problem_id in set(problems)]
-    inputs = solving_inputs(tasks, args.after_prompt)
-    solutions = solve(model, tokenizer, list(inputs.values()), batch_size=8 if args.after_prompt else 32)
+    inputs = solving_inputs(tasks, args.context)
+    solutions = solve(model, tokenizer, list(inputs.values()), batch_size=32 if args.context == "start" else 8)
     own = dict(zip(inputs, map(own_answer, solutions)))
-    if not args.after_prompt:
+    if args.context == "start":
         own = {t.prompt_id: own[t.problem_id] for t in tasks}
     result = evaluate_rules(tasks, own, seed=args.seed)
     print(f"{result['problems']} problems, {len(tasks)} prompts: the model solves {result['solve_rate']:.3f} of "

@@ -80,21 +80,23 @@ def test_a_tiny_model_solves_and_the_report_prints_every_rule(tiny_model_and_dat
     printed = capsys.readouterr().out
     assert all(f"else {f}" in printed for f in ("majority", "random", "none"))
     assert (tmp_path / "r.json").is_file()
-    assert main(["--model", str(folder), "--dataset", str(dataset), "--problems", "2", "--after-prompt"]) == 0
+    assert main(["--model", str(folder), "--dataset", str(dataset), "--problems", "2", "--context", "prompt"]) == 0
     assert "prompts: the model solves" in capsys.readouterr().out
 
 
-def test_after_the_prompt_each_prompt_is_solved_after_its_own_selection_prompt():
+def test_each_context_puts_the_right_text_before_the_problem():
     import dataclasses
 
     from benchmarks.solve_then_match import head_text, solving_inputs
 
     tasks = [dataclasses.replace(task("a", ["5", "8"], "8"), prompt="PROMPT A"), task("b", ["4", "6"], "6")]
-    per_problem = solving_inputs(tasks, after_prompt=False)
-    per_prompt = solving_inputs(tasks, after_prompt=True)
-    assert set(per_problem) == {"a", "b"} and set(per_prompt) == {"a/p0", "b/p0"}
+    per_problem = solving_inputs(tasks, "start")
+    per_prompt = solving_inputs(tasks, "prompt")
+    other = solving_inputs(tasks, "other-prompt")
+    assert set(per_problem) == {"a", "b"} and set(per_prompt) == set(other) == {"a/p0", "b/p0"}
     assert head_text(per_problem["a"]) == "Problem:\nCompute a.\n\nSolution:\n"
     assert head_text(per_prompt["a/p0"]) == "PROMPT A\n\nProblem:\nCompute a.\n\nSolution:\n"
+    assert head_text(other["b/p0"]) == "PROMPT A\n\nProblem:\nCompute b.\n\nSolution:\n"  # a's prompt before b
 
 
 def test_staged_pretraining_saves_each_stage_and_never_trains_on_the_held_out_problems(tiny_model_and_dataset,
