@@ -122,3 +122,23 @@ def test_staged_pretraining_saves_each_stage_and_never_trains_on_the_held_out_pr
     texts = solution_texts(big, held_out)
     assert len(texts) < 200 * 32  # some were left out ...
     assert not any(problem_key(t.split("\n")[1]) in keys for t in texts)  # ... all of the held-out ones
+
+
+def test_context_rows_put_the_loss_on_the_worked_solution_only(tiny_model_and_dataset, tmp_path, capsys):
+    import json
+
+    from transformers import AutoTokenizer
+
+    from benchmarks.prompt_context_pretrain import context_row, main
+
+    folder, dataset, _ = tiny_model_and_dataset
+    tokenizer = AutoTokenizer.from_pretrained(folder)
+    ids, mask = context_row(tokenizer, "Solution 0:\n3 + 4 = 7", "Problem:\nCompute 3 + 4.\n\nSolution:\n3 + 4 = 7\n")
+    assert len(ids) == len(mask) and mask[-1] == 1 and ids[-1] == tokenizer.eos_token_id
+    first = mask.index(1)
+    assert set(mask[first:]) == {1} and set(mask[:first]) == {0}  # context first, then only the solution
+    assert tokenizer.decode(ids[first:-1]).replace(" ", "").startswith("Problem")
+    assert main(["--model", str(folder), "--prompts-dataset", str(dataset), "--out", str(tmp_path / "ctx"),
+                 "--steps", "2", "--batch-size", "2"]) == 0
+    record = json.loads((tmp_path / "ctx" / "context_pretrain.json").read_text())
+    assert record["steps"] == 2 and len(record["losses"]) == 2
