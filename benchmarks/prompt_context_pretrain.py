@@ -24,34 +24,21 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
+sys.path.insert(0, str(REPO / "benchmarks"))
 
 CORPUS_SEED = 901
 
 
 def context_row(tokenizer, before: str, text: str) -> tuple:
-    """(token ids, loss mask) of `before`, a blank line, then `text` + EOS, tokenized as one string; the mask is 1
-    on the tokens of `text` and the EOS (what the loss reads), 0 on the context."""
+    """(context ids, target ids, target weights) of `before`, a blank line, then `text` + EOS, tokenized as one
+    string and split where `text` begins: the loss reads the target (the text and the EOS), not the context. The
+    form `route_probe.batch_tensors` pads."""
     joined = before + "\n\n" + text
     enc = tokenizer(joined, return_offsets_mapping=True)
     start = len(before) + 2
-    ids = enc["input_ids"] + [tokenizer.eos_token_id]
-    mask = [int(a >= start) for a, _ in enc["offset_mapping"]] + [1]
-    return ids, mask
-
-
-def padded(rows: list, pad: int):
-    """(ids, attention mask, loss mask) tensors of (ids, loss mask) `rows`, right-padded. Shapes: (B, longest)."""
-    import torch
-
-    width = max(len(ids) for ids, _ in rows)
-    ids = torch.full((len(rows), width), pad, dtype=torch.long)
-    attention = torch.zeros_like(ids)
-    loss_mask = torch.zeros_like(ids)
-    for j, (row, mask) in enumerate(rows):
-        ids[j, :len(row)] = torch.tensor(row)
-        attention[j, :len(row)] = 1
-        loss_mask[j, :len(row)] = torch.tensor(mask)
-    return ids, attention, loss_mask
+    split = next(i for i, (a, _) in enumerate(enc["offset_mapping"]) if a >= start)
+    target = enc["input_ids"][split:] + [tokenizer.eos_token_id]
+    return enc["input_ids"][:split], target, [1] * len(target)
 
 
 def main(argv=None) -> int:
@@ -75,6 +62,7 @@ def main(argv=None) -> int:
     from driver.data.dataset import load_dataset
     from driver.models.pretrain import lm_loss, solution_texts
     from driver.models.warmstart import clipped_step, save_model_folder, torch_threads
+    from route_probe import batch_tensors
 
     data = load_dataset(args.prompts_dataset)
     texts = solution_texts(PretrainConfig(steps=args.steps, batch_size=args.batch_size, seed=CORPUS_SEED),
@@ -95,7 +83,7 @@ def main(argv=None) -> int:
         losses, start = [], time.time()
         bar = tqdm(range(steps), desc="worked solutions after a prompt")
         for step in bar:
-            ids, attention, loss_mask = padded(rows[step * args.batch_size:(step + 1) * args.batch_size], pad)
+            ids, attention, loss_mask = batch_tensors(rows[step * args.batch_size:(step + 1) * args.batch_size], pad)
             logits = model(input_ids=ids, attention_mask=attention).logits.float()
             losses.append(clipped_step(lm_loss(logits, ids, loss_mask), model, opt, sched))
             bar.set_postfix(loss=f"{losses[-1]:.3f}")

@@ -133,11 +133,12 @@ def test_context_rows_put_the_loss_on_the_worked_solution_only(tiny_model_and_da
 
     folder, dataset, _ = tiny_model_and_dataset
     tokenizer = AutoTokenizer.from_pretrained(folder)
-    ids, mask = context_row(tokenizer, "Solution 0:\n3 + 4 = 7", "Problem:\nCompute 3 + 4.\n\nSolution:\n3 + 4 = 7\n")
-    assert len(ids) == len(mask) and mask[-1] == 1 and ids[-1] == tokenizer.eos_token_id
-    first = mask.index(1)
-    assert set(mask[first:]) == {1} and set(mask[:first]) == {0}  # context first, then only the solution
-    assert tokenizer.decode(ids[first:-1]).replace(" ", "").startswith("Problem")
+    before, text = "Solution 0:\n3 + 4 = 7", "Problem:\nCompute 3 + 4.\n\nSolution:\n3 + 4 = 7\n"
+    context, target, weights = context_row(tokenizer, before, text)
+    assert context + target[:-1] == tokenizer(before + "\n\n" + text)["input_ids"]  # one string, split in two
+    assert len(weights) == len(target) and set(weights) == {1} and target[-1] == tokenizer.eos_token_id
+    assert tokenizer.decode(target[:-1]).replace(" ", "").startswith("Problem")  # the loss reads only the solution
+    assert not tokenizer.decode(context).replace(" ", "").endswith("Problem")
     assert main(["--model", str(folder), "--prompts-dataset", str(dataset), "--out", str(tmp_path / "ctx"),
                  "--steps", "2", "--batch-size", "2"]) == 0
     record = json.loads((tmp_path / "ctx" / "context_pretrain.json").read_text())
