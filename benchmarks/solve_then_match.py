@@ -142,9 +142,9 @@ def solving_inputs(tasks: list, context: str) -> dict:
         return {t.problem_id: ("", t.problem) for t in tasks}
     if context == "prompt":
         return {t.prompt_id: (t.prompt + "\n\n", t.problem) for t in tasks}
-    inputs = {}
+    inputs, n = {}, len(tasks)
     for i, t in enumerate(tasks):
-        other = next(o for o in tasks[i + 1:] + tasks[:i] if o.problem_id != t.problem_id)
+        other = next(tasks[(i + k) % n] for k in range(1, n) if tasks[(i + k) % n].problem_id != t.problem_id)
         inputs[t.prompt_id] = (other.prompt + "\n\n", t.problem)
     return inputs
 
@@ -177,8 +177,8 @@ def main(argv=None) -> int:
     seen = {problem_key(p) for folder in [args.model, *args.exclude_pretraining_of]
             for p in problems_of_pretrained(folder)}
     tasks = [t for t in load_dataset(args.dataset).heldout if problem_key(t.problem) not in seen]
-    problems = list(dict.fromkeys(t.problem_id for t in tasks))[: args.problems]
-    tasks = [t for t in tasks if t.problem_id in set(problems)]
+    kept = set(list(dict.fromkeys(t.problem_id for t in tasks))[: args.problems])
+    tasks = [t for t in tasks if t.problem_id in kept]
     inputs = solving_inputs(tasks, args.context)
     solutions = solve(model, tokenizer, list(inputs.values()), batch_size=32 if args.context == "start" else 8)
     own = dict(zip(inputs, map(own_answer, solutions)))
