@@ -1,0 +1,211 @@
+"""Build the tiny Qwen3 with an induction circuit written into its initial weights, instead of waiting for one to form.
+
+    .venv/bin/python benchmarks/induction_wiring.py --model .cache/models/<tiny> --save runs/<name> [--seed 0]
+
+Session 20 measured that a content-keyed induction head (attend to the token after the earlier occurrence of the
+current token, copy it) forms in the default's 3.4M-parameter model only after ~2,300 steps of synthetic repeats
+(~8.5 min of this machine), and that every no-cue pointer needs one. The circuit itself is known (Olsson et al.
+2022, "In-context learning and induction heads", arXiv 2209.11895): a previous-token head in one layer and, in a
+later layer, a head whose key reads what the previous-token head wrote. This script writes it by hand, in weights
+the ordinary Qwen3 architecture has (so vLLM and DeepSpeed load the result unchanged), and leaves everything else
+to training. No data is read.
+
+Residual stream layout (hidden 256): dims [0, 128) hold the token embedding, [128, 192) what layer 0 copied from
+the previous position, dim 255 a constant 1 (every token's embedding carries it; it gives layer 0 a query and key
+that do not depend on content). Every other residual writer (the MLPs, the other heads' output columns, layers
+2-3) starts at zero, a zero-initialised residual branch that training grows.
+
+- Layer 0, head 0: query and key read only the constant dim; through RoPE (pairs `FAST` of the rotary
+  frequencies) their dot product peaks at a relative offset of exactly 1, so the head attends to the previous
+  token. Its value projects the token embedding to 64 dims (`V`, orthonormal rows), its output writes that into
+  the previous-token block.
+- Layer 1, head 0: query = `A V` of the current token's embedding, key = `A` of the previous-token block, in the
+  lowest rotary frequencies (`SLOW`, nearly position-free over a few hundred tokens): high exactly where the
+  previous token equals the current one. Value `V` of the attended token's embedding, output `V^T` back into the
+  embedding block, scaled so the tied output layer predicts the copied token.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(REPO))
+
+TOKEN_DIMS = 128
+ID_DIMS = 64            # dims [0, 64) of the embedding: a fixed random code per token that the circuit matches on
+COPY_DIMS = 32          # each previous-token head copies this many dims of the embedding
+PREV_START = 128        # previous-token block of offset d: [PREV_START + 32 (d - 1), PREV_START + 32 d)
+CONSTANT_DIM = 255
+FAST = range(0, 8)      # rotary pairs with angle 10000^(-i/32) per position: 1 rad down to 0.18 rad
+SLOW = range(22, 32)    # 1.8e-3 down to 1.3e-4 rad per position: a content match survives hundreds of tokens
+
+
+def rotary_angles(head_dim: int, theta: float):
+    """(head_dim / 2,) rotation per position of each rotary pair (HF `rotate_half` layout: pair i = dims i, i + d/2)."""
+    import torch
+
+    return theta ** (-torch.arange(0, head_dim, 2, dtype=torch.float64) / head_dim)
+
+
+def offset_query_key(head_dim: int, theta: float, offset: int):
+    """(q, k), each (head_dim,): constant vectors whose rotary dot product for query position m and key position n
+    is sum_i cos((m - n - offset) angle_i) over the FAST pairs, largest at n = m - offset."""
+    import torch
+
+    angles = rotary_angles(head_dim, theta)
+    half = head_dim // 2
+    q, k = torch.zeros(head_dim, dtype=torch.float64), torch.zeros(head_dim, dtype=torch.float64)
+    for i in FAST:
+        k[i] = 1.0
+        q[i], q[i + half] = torch.cos(offset * angles[i]), -torch.sin(offset * angles[i])
+    return q.float(), k.float()
+
+
+def prev_block(offset: int) -> slice:
+    return slice(PREV_START + COPY_DIMS * (offset - 1), PREV_START + COPY_DIMS * offset)
+
+
+def slow_dims(head_dim: int) -> list[int]:
+    half = head_dim // 2
+    return [i for i in SLOW] + [i + half for i in SLOW]
+
+
+def wire_induction(model, seed: int = 0, context: int = 3, fast_gain: float = 4.0, slow_gain: float = 2.0,
+                   copy_gain: float = 6.0):
+    """Overwrite `model`'s (a tiny Qwen3ForCausalLM, 2+ layers, hidden 256, head_dim 64, 4 heads) weights in place
+    with the circuit of the module docstring, matching the last `context` tokens (1-3); returns the model."""
+    import torch
+
+    config = model.config
+    hidden, head_dim = config.hidden_size, config.head_dim
+    assert hidden == 256 and head_dim == 64 and config.tie_word_embeddings and 1 <= context <= 3, \
+        "written for the default tiny shape"
+    theta = config.rope_parameters["rope_theta"]
+    gen = torch.Generator().manual_seed(seed)
+    layers = model.model.layers
+    with torch.no_grad():
+        embed = model.model.embed_tokens.weight
+        embed.zero_()
+        embed[:, :ID_DIMS] = torch.randn(embed.shape[0], ID_DIMS, generator=gen) / ID_DIMS ** 0.5
+        embed[:, ID_DIMS:TOKEN_DIMS] = torch.randn(embed.shape[0], TOKEN_DIMS - ID_DIMS, generator=gen) * 0.02
+        embed[:, CONSTANT_DIM] = 1.0
+        for layer in layers:
+            layer.self_attn.o_proj.weight.zero_()
+            layer.mlp.down_proj.weight.zero_()
+        value = torch.zeros(head_dim, TOKEN_DIMS)           # V: (64, 128), an orthonormal map of the identity code
+        value[:, :ID_DIMS] = torch.linalg.qr(torch.randn(ID_DIMS, ID_DIMS, generator=gen))[0][:head_dim]
+        # layer 0: head d - 1 attends to offset d and copies V[:32] of that token into block d
+        attn0 = layers[0].self_attn
+        for kv in range(config.num_key_value_heads):
+            rows = slice(kv * head_dim, (kv + 1) * head_dim)
+            attn0.k_proj.weight[rows].zero_()
+            attn0.k_proj.weight[rows, CONSTANT_DIM] = offset_query_key(head_dim, theta, 1)[1]
+            attn0.v_proj.weight[rows].zero_()
+            attn0.v_proj.weight[rows, :TOKEN_DIMS] = value
+        for offset in range(1, context + 1):
+            head = offset - 1
+            rows = slice(head * head_dim, (head + 1) * head_dim)
+            attn0.q_proj.weight[rows].zero_()
+            attn0.q_proj.weight[rows, CONSTANT_DIM] = offset_query_key(head_dim, theta, offset)[0]
+            attn0.o_proj.weight[prev_block(offset), rows][:, :COPY_DIMS] = torch.eye(COPY_DIMS) / 8.0
+        for norm in (attn0.q_norm, attn0.k_norm):
+            for i in FAST:
+                norm.weight[i] = norm.weight[i + head_dim // 2] = fast_gain
+        # layer 1, head 0: the induction head; key = sum_d A_d block_d, query = A_1 V e(current) + sum_d A_(d+1) block_d
+        attn1 = layers[1].self_attn
+        dims = slow_dims(head_dim)
+        attn1.q_proj.weight[:head_dim].zero_()
+        attn1.k_proj.weight[:head_dim].zero_()
+        for offset in range(1, context + 1):
+            mix = torch.randn(len(dims), COPY_DIMS, generator=gen) / len(dims) ** 0.5        # A_d: (20, 32)
+            attn1.k_proj.weight[dims, prev_block(offset)] = mix
+            if offset == 1:
+                attn1.q_proj.weight[dims, :TOKEN_DIMS] = mix @ value[:COPY_DIMS]
+            else:
+                attn1.q_proj.weight[dims, prev_block(offset - 1)] = mix
+        for norm in (attn1.q_norm, attn1.k_norm):
+            norm.weight[dims] = slow_gain
+        attn1.v_proj.weight[:head_dim].zero_()
+        attn1.v_proj.weight[:head_dim, :TOKEN_DIMS] = value
+        attn1.o_proj.weight[:TOKEN_DIMS, :head_dim] = copy_gain * value.T / 8.0
+    return model
+
+
+def circuit_masks(model, context: int = 3) -> dict:
+    """{parameter name: bool tensor, True where the entry belongs to the wired circuit}: the circuit's heads (their
+    query, key and value rows, output columns), both layers' query/key norms, everything that writes into the
+    previous-token blocks before layer 1 reads them (layer 0's other output columns and MLP rows there), and the
+    embedding's columns outside the token block (the previous-token blocks stay 0, the constant dim 1). Zeroing
+    these entries' gradients (`freeze_circuit`) trains everything else around a circuit that stays as written."""
+    import torch
+
+    config = model.config
+    head_dim = config.head_dim
+    masks = {name: torch.zeros_like(p, dtype=torch.bool) for name, p in model.named_parameters()}
+    masks["model.embed_tokens.weight"][:, :ID_DIMS] = True
+    masks["model.embed_tokens.weight"][:, TOKEN_DIMS:] = True
+    prev = slice(PREV_START, PREV_START + COPY_DIMS * context)
+    for layer, heads, kv_heads in ((0, range(context), range(config.num_key_value_heads)), (1, range(1), range(1))):
+        pre = f"model.layers.{layer}."
+        for h in heads:
+            masks[pre + "self_attn.q_proj.weight"][h * head_dim:(h + 1) * head_dim] = True
+            masks[pre + "self_attn.o_proj.weight"][:, h * head_dim:(h + 1) * head_dim] = True
+        for kv in kv_heads:
+            for proj in ("k_proj", "v_proj"):
+                masks[pre + f"self_attn.{proj}.weight"][kv * head_dim:(kv + 1) * head_dim] = True
+        for norm in ("self_attn.q_norm", "self_attn.k_norm", "input_layernorm"):
+            masks[pre + f"{norm}.weight"][:] = True
+    for rows in (prev, slice(0, ID_DIMS)):   # layer 1 reads the identity code and the blocks as layer 0 leaves them
+        masks["model.layers.0.self_attn.o_proj.weight"][rows] = True
+        masks["model.layers.0.mlp.down_proj.weight"][rows] = True
+    return masks
+
+
+def freeze_circuit(model, context: int = 3) -> list:
+    """Zero the gradient of every circuit entry (`circuit_masks`) on each backward pass; returns the hook handles.
+    With AdamW and no weight decay, an entry whose gradient is always 0 never moves."""
+    params = dict(model.named_parameters())
+    return [params[name].register_hook(lambda grad, m=mask: grad.masked_fill(m, 0.0))
+            for name, mask in circuit_masks(model, context).items() if mask.any()]
+
+
+def main(argv=None) -> int:
+    import torch
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    from benchmarks.induction_probe import repeated_rows, repeat_loss_and_accuracy
+    from driver.models.warmstart import save_model_folder
+
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--model", required=True, help="the tiny base model folder to rewire")
+    ap.add_argument("--save", required=True)
+    ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--context", type=int, default=3, help="tokens of context the induction head matches (1-3)")
+    ap.add_argument("--fast-gain", type=float, default=4.0)
+    ap.add_argument("--slow-gain", type=float, default=2.0)
+    ap.add_argument("--copy-gain", type=float, default=6.0)
+    args = ap.parse_args(argv)
+    torch.set_num_threads(2)
+    tokenizer = AutoTokenizer.from_pretrained(args.model)
+    model = AutoModelForCausalLM.from_pretrained(args.model, dtype=torch.float32)
+    wire_induction(model, args.seed, args.context, args.fast_gain, args.slow_gain, args.copy_gain).eval()
+    low, high = len(tokenizer.all_special_ids) + 1, model.config.vocab_size
+    gen = torch.Generator().manual_seed(1)
+    reading = {}
+    with torch.no_grad():
+        for n in (16, 32, 64, 128):
+            reading[n] = round(repeat_loss_and_accuracy(model, repeated_rows(gen, 16, n, low, high), n)[1], 4)
+        for alphabet in (8, 30):   # one token no longer says where the copy is: only a context of several does
+            rows = repeated_rows(gen, 16, 64, low, low + alphabet)
+            reading[f"64, alphabet {alphabet}"] = round(repeat_loss_and_accuracy(model, rows, 64)[1], 4)
+    print(json.dumps({"copy_accuracy_by_length": reading}))
+    save_model_folder(model, tokenizer, args.model, args.save, {"induction_wiring.json": {"args": vars(args),
+                                                                                          "copy_accuracy": reading}})
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,176 @@
+"""Does RL teach a solving model to name the candidate that agrees with its own solution, from a format-only start?
+
+    .venv/bin/python benchmarks/point_rl_probe.py --model runs/s22/<solve-and-point model> \
+        --dataset .cache/datasets/<no-cue set> --out runs/s22/<name>.json [--warm-steps 100] [--rl-steps 200]
+
+The action is one token: after the selection prompt (beside layout, `solve_point_probe.beside`), the problem,
+the model's own greedy worked solution cut after its `Answer: X` line, and ` #`, the model names an index 0..N-1
+(its distribution renormalised over those tokens). Solutions are generated once, before training, so only the
+decision is trained: a bandit version of the full system's rollouts.
+
+1. Format-only warm-start (`--warm-steps`): the index distribution is trained towards uniform over 0..N-1 (cross-
+   entropy against the soft target, as `model.warm_start.target=format` does): the start knows the format and
+   nothing about which candidate is right, whatever pointer the pretraining built.
+2. RL (`--rl-steps`): `--prompts` training prompts a step, `--group` indices sampled per prompt at temperature 1,
+   reward 1 when the named candidate is correct, advantage = reward minus the group mean over the group's std
+   (GRPO/DAPO), loss = -mean(advantage x log-prob of the index), groups with uniform reward dropped (dynamic
+   sampling), AdamW at `--lr`.
+Every `--eval-every` steps: held-out GenSelect@N of the greedy index and the pointer rate (the named candidate
+states the model's own answer, among prompts where one does), against majority@N and random@N.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import random
+import re
+import sys
+import time
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(REPO))
+sys.path.insert(0, str(REPO / "benchmarks"))
+
+
+def decision_contexts(model, tokenizer, tasks: list) -> list:
+    """[(token ids ending in ` #`, own answer or None)] per task: prompt (beside), head, own greedy solution cut
+    after its `Answer: X` line (a solution without one is kept whole)."""
+    from solve_point_probe import beside
+    from solve_then_match import head_text, own_answer, solve
+
+    befores = [beside(t.prompt) + "\n\n" for t in tasks]
+    solutions = solve(model, tokenizer, list(zip(befores, [t.problem for t in tasks])))
+    out = []
+    for t, before, sol in zip(tasks, befores, solutions):
+        match = re.search(r"Answer: ?([^\n#]*)", sol)
+        cut = sol[:match.end()].rstrip() if match else sol.rstrip()
+        ids = tokenizer(head_text((before, t.problem)) + cut + " #")["input_ids"]
+        out.append((ids, own_answer(cut) if match else None))
+    return out
+
+
+def index_logps(model, rows: list, sizes: list, index_ids: list, pad: int):
+    """(B, 10) log-probs over the index tokens at each row's last position, renormalised over the first
+    sizes[j] indices (the rest -inf). Rows are left-padded."""
+    import torch
+
+    width = max(map(len, rows))
+    ids = torch.tensor([[pad] * (width - len(r)) + r for r in rows])
+    attn = torch.tensor([[0] * (width - len(r)) + [1] * len(r) for r in rows])
+    pos = (attn.cumsum(1) - 1).clamp(min=0)
+    logits = model(input_ids=ids, attention_mask=attn, position_ids=pos).logits[:, -1][:, index_ids].float()
+    valid = torch.arange(len(index_ids))[None] < torch.tensor(sizes)[:, None]
+    return torch.log_softmax(logits.masked_fill(~valid, float("-inf")), -1)
+
+
+def read(model, contexts, tasks, index_ids, pad, seed: int) -> dict:
+    import torch
+
+    from driver.evaluate import selection_metrics
+    from solve_then_match import normalize
+
+    choices = []
+    with torch.no_grad():
+        for s in range(0, len(tasks), 32):
+            lp = index_logps(model, [c[0] for c in contexts[s:s + 32]], [t.num_candidates for t in tasks[s:s + 32]],
+                             index_ids, pad)
+            choices += lp.argmax(-1).tolist()
+    hits = [normalize(t.candidate_answers[k]) == own for t, k, (_, own) in zip(tasks, choices, contexts)
+            if own is not None and own in {normalize(a) for a in t.candidate_answers}]
+    m = selection_metrics(tasks, choices, seed=seed)
+    return {"genselect": m["genselect"], "lo": m["genselect_lo"], "hi": m["genselect_hi"],
+            "majority": m["majority"], "random": m["random"], "over_majority": m["over_majority"],
+            "over_majority_lo": m["over_majority_lo"], "over_majority_hi": m["over_majority_hi"],
+            "pointer_rate": sum(hits) / max(1, len(hits))}
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--model", required=True)
+    ap.add_argument("--dataset", required=True)
+    ap.add_argument("--out", required=True)
+    ap.add_argument("--train-prompts", type=int, default=800)
+    ap.add_argument("--problems", type=int, default=100, help="held-out problems read (all their prompts)")
+    ap.add_argument("--warm-steps", type=int, default=100)
+    ap.add_argument("--warm-lr", type=float, default=1e-3)
+    ap.add_argument("--rl-steps", type=int, default=200)
+    ap.add_argument("--prompts", type=int, default=16)
+    ap.add_argument("--group", type=int, default=8)
+    ap.add_argument("--lr", type=float, default=3e-4)
+    ap.add_argument("--eval-every", type=int, default=25)
+    ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--freeze-circuit", action="store_true",
+                    help="keep the wired induction circuit's weights as written (induction_wiring.freeze_circuit)")
+    args = ap.parse_args(argv)
+
+    import torch
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    from core.chat import index_token_ids
+    from driver.data.dataset import load_dataset
+    from driver.models.warmstart import torch_threads
+
+    data = load_dataset(args.dataset)
+    rng = random.Random(args.seed)
+    train = rng.sample(data.train, min(args.train_prompts, len(data.train)))
+    ids = sorted({t.problem_id for t in data.heldout})
+    keep = set(random.Random(args.seed).sample(ids, min(args.problems, len(ids))))
+    held = [t for t in data.heldout if t.problem_id in keep]
+    tokenizer = AutoTokenizer.from_pretrained(args.model)
+    pad = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else tokenizer.eos_token_id
+    index_ids = index_token_ids(tokenizer, 10)
+    log, t0 = [], time.time()
+    with torch_threads(2):
+        torch.manual_seed(args.seed)
+        model = AutoModelForCausalLM.from_pretrained(args.model, dtype=torch.float32).eval()
+        train_ctx = decision_contexts(model, tokenizer, train)
+        held_ctx = decision_contexts(model, tokenizer, held)
+        print(f"solutions generated in {time.time() - t0:.0f} s", flush=True)
+
+        def report(phase, step):
+            model.eval()
+            log.append({"phase": phase, "step": step, "seconds": round(time.time() - t0, 1),
+                        **read(model, held_ctx, held, index_ids, pad, args.seed)})
+            model.train()
+            print(json.dumps({k: (round(v, 3) if isinstance(v, float) else v) for k, v in log[-1].items()}),
+                  flush=True)
+
+        if args.freeze_circuit:
+            from induction_wiring import freeze_circuit
+
+            freeze_circuit(model)
+        report("pretrained", 0)
+        opt = torch.optim.AdamW(model.parameters(), lr=args.warm_lr, weight_decay=0.0)
+        for step in range(1, args.warm_steps + 1):
+            batch = rng.sample(range(len(train)), args.prompts)
+            sizes = [train[i].num_candidates for i in batch]
+            lp = index_logps(model, [train_ctx[i][0] for i in batch], sizes, index_ids, pad)
+            valid = torch.isfinite(lp)
+            loss = -(lp.masked_fill(~valid, 0).sum(-1) / valid.sum(-1)).mean()
+            loss.backward(); torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0); opt.step(); opt.zero_grad()
+        if args.warm_steps:
+            report("warm-start", args.warm_steps)
+        opt = torch.optim.AdamW(model.parameters(), lr=args.lr, weight_decay=0.0)
+        for step in range(1, args.rl_steps + 1):
+            batch = rng.sample(range(len(train)), args.prompts)
+            sizes = [train[i].num_candidates for i in batch]
+            lp = index_logps(model, [train_ctx[i][0] for i in batch], sizes, index_ids, pad)
+            picks = torch.multinomial(lp.exp().detach(), args.group, replacement=True)         # (P, G)
+            rewards = torch.tensor([[float(train[i].correct[k]) for k in row] for i, row in zip(batch, picks.tolist())])
+            std = rewards.std(-1, keepdim=True)
+            keep_rows = (std > 0).squeeze(-1)
+            if keep_rows.any():
+                adv = ((rewards - rewards.mean(-1, keepdim=True)) / (std + 1e-6))[keep_rows]
+                chosen = lp[keep_rows].gather(1, picks[keep_rows])
+                loss = -(adv * chosen).mean()
+                loss.backward(); torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0); opt.step(); opt.zero_grad()
+            if step % args.eval_every == 0:
+                report("rl", step)
+    Path(args.out).parent.mkdir(parents=True, exist_ok=True)
+    Path(args.out).write_text(json.dumps({"args": vars(args), "log": log}, indent=1))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
