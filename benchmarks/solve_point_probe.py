@@ -163,6 +163,8 @@ def main(argv=None) -> int:
     ap.add_argument("--lr", type=float, default=3e-3)
     ap.add_argument("--problems", type=int, default=100)
     ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--corpus-seed", type=int, default=CORPUS_SEED,
+                    help="seed of the worked solutions' problems (a continued stage: another, for fresh problems)")
     ap.add_argument("--freeze-circuit", action="store_true",
                     help="keep the wired induction circuit's weights as written (induction_wiring.freeze_circuit)")
     args = ap.parse_args(argv)
@@ -183,7 +185,7 @@ def main(argv=None) -> int:
     tokenizer = AutoTokenizer.from_pretrained(args.model)
     pad = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else tokenizer.eos_token_id
     need = args.steps * max(batch["solution"], batch["context"]) * 5 // 4   # held-out problems are left out
-    solutions = solution_texts(PretrainConfig(steps=need // 32 + 1, batch_size=32, seed=CORPUS_SEED),
+    solutions = solution_texts(PretrainConfig(steps=need // 32 + 1, batch_size=32, seed=args.corpus_seed),
                                frozenset(t.problem for t in data.heldout))
     steps = corpus(tokenizer, data, solutions, args.steps, shares, batch, args.seed)
     record = {"args": vars(args)}
