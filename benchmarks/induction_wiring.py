@@ -7,7 +7,7 @@ current token, copy it) forms in the default's 3.4M-parameter model only after ~
 (~8.5 min of this machine), and that every no-cue pointer needs one. The circuit itself is known (Olsson et al.
 2022, "In-context learning and induction heads", arXiv 2209.11895): a previous-token head in one layer and, in a
 later layer, a head whose key reads what the previous-token head wrote. This script writes it by hand, in weights
-the ordinary Qwen3 architecture has (so vLLM and DeepSpeed load the result unchanged), and leaves everything else
+the ordinary Qwen3 architecture has (vLLM runs the result unchanged), and leaves everything else
 to training. No data is read.
 
 Residual stream layout (hidden 256): dims [0, 64) hold a fixed random identity code of each token (the embedding's
