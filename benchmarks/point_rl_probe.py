@@ -23,7 +23,6 @@ from __future__ import annotations
 import argparse
 import json
 import random
-import re
 import sys
 import time
 from pathlib import Path
@@ -36,17 +35,16 @@ sys.path.insert(0, str(REPO / "benchmarks"))
 def decision_contexts(model, tokenizer, tasks: list) -> list:
     """[(token ids ending in ` #`, own answer or None)] per task: prompt (beside), head, own greedy solution cut
     after its `Answer: X` line (a solution without one is kept whole)."""
-    from solve_point_probe import beside
-    from solve_then_match import head_text, own_answer, solve
+    from solve_point_probe import beside, cut_at_answer
+    from solve_then_match import head_text, solve
 
     befores = [beside(t.prompt) + "\n\n" for t in tasks]
     solutions = solve(model, tokenizer, list(zip(befores, [t.problem for t in tasks])))
     out = []
     for t, before, sol in zip(tasks, befores, solutions):
-        match = re.search(r"Answer: ?([^\n#]*)", sol)
-        cut = sol[:match.end()].rstrip() if match else sol.rstrip()
-        ids = tokenizer(head_text((before, t.problem)) + cut + " #")["input_ids"]
-        out.append((ids, own_answer(cut) if match else None))
+        cut, own = cut_at_answer(sol)   # a solution without an `Answer:` line is kept whole
+        out.append((tokenizer(head_text((before, t.problem)) + (sol.rstrip() if cut is None else cut) + " #")["input_ids"],
+                    own))
     return out
 
 
@@ -109,14 +107,13 @@ def main(argv=None) -> int:
 
     from core.chat import index_token_ids
     from driver.data.dataset import load_dataset
-    from driver.models.warmstart import torch_threads
+    from driver.models.warmstart import clipped_step, torch_threads
+    from solve_point_probe import heldout_sample
 
     data = load_dataset(args.dataset)
     rng = random.Random(args.seed)
     train = rng.sample(data.train, min(args.train_prompts, len(data.train)))
-    ids = sorted({t.problem_id for t in data.heldout})
-    keep = set(random.Random(args.seed).sample(ids, min(args.problems, len(ids))))
-    held = [t for t in data.heldout if t.problem_id in keep]
+    held = heldout_sample(data, args.problems, args.seed)
     tokenizer = AutoTokenizer.from_pretrained(args.model)
     pad = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else tokenizer.eos_token_id
     index_ids = index_token_ids(tokenizer, 10)
@@ -142,16 +139,17 @@ def main(argv=None) -> int:
             freeze_circuit(model)
         report("pretrained", 0)
         opt = torch.optim.AdamW(model.parameters(), lr=args.warm_lr, weight_decay=0.0)
+        constant = torch.optim.lr_scheduler.LambdaLR(opt, lambda s: 1.0)
         for step in range(1, args.warm_steps + 1):
             batch = rng.sample(range(len(train)), args.prompts)
             sizes = [train[i].num_candidates for i in batch]
             lp = index_logps(model, [train_ctx[i][0] for i in batch], sizes, index_ids, pad)
             valid = torch.isfinite(lp)
-            loss = -(lp.masked_fill(~valid, 0).sum(-1) / valid.sum(-1)).mean()
-            loss.backward(); torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0); opt.step(); opt.zero_grad()
+            clipped_step(-(lp.masked_fill(~valid, 0).sum(-1) / valid.sum(-1)).mean(), model, opt, constant)
         if args.warm_steps:
             report("warm-start", args.warm_steps)
         opt = torch.optim.AdamW(model.parameters(), lr=args.lr, weight_decay=0.0)
+        constant = torch.optim.lr_scheduler.LambdaLR(opt, lambda s: 1.0)
         for step in range(1, args.rl_steps + 1):
             batch = rng.sample(range(len(train)), args.prompts)
             sizes = [train[i].num_candidates for i in batch]
@@ -163,8 +161,7 @@ def main(argv=None) -> int:
             if keep_rows.any():
                 adv = ((rewards - rewards.mean(-1, keepdim=True)) / (std + 1e-6))[keep_rows]
                 chosen = lp[keep_rows].gather(1, picks[keep_rows])
-                loss = -(adv * chosen).mean()
-                loss.backward(); torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0); opt.step(); opt.zero_grad()
+                clipped_step(-(adv * chosen).mean(), model, opt, constant)
             if step % args.eval_every == 0:
                 report("rl", step)
     Path(args.out).parent.mkdir(parents=True, exist_ok=True)

@@ -39,6 +39,7 @@ sys.path.insert(0, str(REPO / "benchmarks"))
 
 CORPUS_SEED = 902
 KINDS = ("solution", "context", "pointer")
+ANSWER_CUT = re.compile(r"Answer: ?([^\n#]*)")
 END_OF_ANSWER = re.compile(r"(Answer: [^\n]*)\nEnd of solution (\d+)\.")
 
 
@@ -89,22 +90,40 @@ def corpus(tokenizer, data, solutions: list, steps: int, shares: dict, batch: di
     return out
 
 
+def cut_at_answer(solution: str) -> tuple:
+    """(text, own answer): `solution` cut after its first `Answer:` line and the normalized answer there (None when
+    the line is empty), or (None, None) when it has no such line."""
+    from solve_then_match import own_answer
+
+    match = ANSWER_CUT.search(solution)
+    if not match:
+        return None, None
+    cut = solution[:match.end()].rstrip()
+    return cut, own_answer(cut)
+
+
+def heldout_sample(data, problems: int, seed: int) -> list:
+    """The held-out tasks of `problems` problems of `data` drawn with `seed` (all their prompts)."""
+    ids = sorted({t.problem_id for t in data.heldout})
+    keep = set(random.Random(seed).sample(ids, min(problems, len(ids))))
+    return [t for t in data.heldout if t.problem_id in keep]
+
+
 def point(model, tokenizer, before: str, solution: str, n: int):
     """(own answer, chosen index): `solution` cut after its first `Answer: X` line, ` #` appended after
     `before` + it, and the most likely of the index tokens 0..n-1. (None, None) without an answer line."""
     import torch
 
     from core.chat import index_token_ids
-    from solve_then_match import own_answer
 
-    match = re.search(r"Answer: ?([^\n#]*)", solution)
-    if not match:
+    cut, own = cut_at_answer(solution)
+    if cut is None:
         return None, None
-    ids = tokenizer(before + solution[:match.end()].rstrip() + " #")["input_ids"]
+    ids = tokenizer(before + cut + " #")["input_ids"]
     with torch.no_grad():
         logits = model(input_ids=torch.tensor([ids])).logits[0, -1]
     index_ids = index_token_ids(tokenizer, n)
-    return own_answer(solution[:match.end()]), int(logits[index_ids].argmax())
+    return own, int(logits[index_ids].argmax())
 
 
 def pointer_reading(model, tokenizer, tasks: list, seed: int = 0) -> float:
@@ -130,9 +149,7 @@ def evaluate(model, tokenizer, data, problems: int, seed: int = 0) -> dict:
     from driver.evaluate import selection_metrics
     from solve_then_match import head_text, normalize, solve
 
-    ids = sorted({t.problem_id for t in data.heldout})
-    keep = set(random.Random(seed).sample(ids, min(problems, len(ids))))
-    tasks = [t for t in data.heldout if t.problem_id in keep]
+    tasks = heldout_sample(data, problems, seed)
     befores = [beside(t.prompt) + "\n\n" for t in tasks]
     solutions = solve(model, tokenizer, list(zip(befores, [t.problem for t in tasks])))
     choices, matched, pointed, solved = [], 0, 0, 0
@@ -145,7 +162,7 @@ def evaluate(model, tokenizer, data, problems: int, seed: int = 0) -> dict:
             matched += 1
             pointed += k is not None and answers[k] == own
     metrics = selection_metrics(tasks, choices, seed=seed)
-    return {"prompts": len(tasks), "problems": len(keep), "pointer_reading": pointer_reading(model, tokenizer, tasks),
+    return {"prompts": len(tasks), "problems": len({t.problem_id for t in tasks}), "pointer_reading": pointer_reading(model, tokenizer, tasks),
             "solve_rate_prompts": solved / len(tasks),
             "matched_share": matched / len(tasks), "pointer_accuracy": pointed / max(1, matched),
             "selection": metrics, "examples": [{"prompt_id": t.prompt_id, "solution": s, "choice": c}

@@ -91,3 +91,11 @@ def test_the_beside_layout_writes_each_index_after_its_answer():
 
     lines = pointer_lines(Task(), random.Random(0)).splitlines()
     assert sorted(lines) == ["Answer: 4 #0", "Answer: 5 #1"]  # each distinct answer once, at its first candidate
+
+
+def test_a_solution_is_cut_after_its_first_answer_line():
+    from solve_point_probe import cut_at_answer
+
+    assert cut_at_answer("2 + 2 = 4\nAnswer: 4\nAnswer: 5\n") == ("2 + 2 = 4\nAnswer: 4", "4")
+    assert cut_at_answer("2 + 2 = 4\nAnswer: 4 #1\n") == ("2 + 2 = 4\nAnswer: 4", "4")  # an index it wrote is cut off
+    assert cut_at_answer("2 + 2 = 4\n") == (None, None)
