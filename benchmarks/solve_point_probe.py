@@ -67,12 +67,15 @@ def plain_row(tokenizer, text: str) -> tuple:
     return [], ids, [1] * len(ids)
 
 
-def corpus(tokenizer, data, solutions: list, steps: int, shares: dict, batch: dict, seed: int) -> list:
+def corpus(tokenizer, data, solutions: list, steps: int, shares: dict, batch: dict, seed: int,
+           max_candidates: int = 0) -> list:
     """`steps` batches [(kind, rows)], each row (context ids, target ids, weights) as route_probe.batch_tensors
-    pads; the kind of each step drawn with `shares`, `batch[kind]` rows a step."""
+    pads; the kind of each step drawn with `shares`, `batch[kind]` rows a step; context and pointer rows read
+    training prompts of at most `max_candidates` candidates (0: any)."""
     from prompt_context_pretrain import context_row
 
     rng = random.Random(seed)
+    prompts = [t for t in data.train if not max_candidates or t.num_candidates <= max_candidates]
     kinds = rng.choices(KINDS, weights=[shares[k] for k in KINDS], k=steps)
     texts = iter(solutions)
     out = []
@@ -82,9 +85,9 @@ def corpus(tokenizer, data, solutions: list, steps: int, shares: dict, batch: di
             if kind == "solution":
                 rows.append(plain_row(tokenizer, next(texts)))
             elif kind == "context":
-                rows.append(context_row(tokenizer, beside(rng.choice(data.train).prompt), next(texts)))
+                rows.append(context_row(tokenizer, beside(rng.choice(prompts).prompt), next(texts)))
             else:
-                task = rng.choice(data.train)
+                task = rng.choice(prompts)
                 rows.append(context_row(tokenizer, beside(task.prompt), pointer_lines(task, rng)))
         out.append((kind, rows))
     return out
@@ -121,7 +124,7 @@ def point(model, tokenizer, before: str, solution: str, n: int):
         return None, None
     ids = tokenizer(before + cut + " #")["input_ids"]
     with torch.no_grad():
-        logits = model(input_ids=torch.tensor([ids])).logits[0, -1]
+        logits = model(input_ids=torch.tensor([ids], device=model.device)).logits[0, -1]
     index_ids = index_token_ids(tokenizer, n)
     return own, int(logits[index_ids].argmax())
 
@@ -139,7 +142,7 @@ def pointer_reading(model, tokenizer, tasks: list, seed: int = 0) -> float:
         answer = normalize(rng.choice(t.candidate_answers))
         ids = tokenizer(beside(t.prompt) + "\n\n" + f"Answer: {answer} #")["input_ids"]
         with torch.no_grad():
-            logits = model(input_ids=torch.tensor([ids])).logits[0, -1]
+            logits = model(input_ids=torch.tensor([ids], device=model.device)).logits[0, -1]
         k = int(logits[index_token_ids(tokenizer, t.num_candidates)].argmax())
         hits += normalize(t.candidate_answers[k]) == answer
     return hits / len(tasks)
@@ -182,6 +185,9 @@ def main(argv=None) -> int:
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--corpus-seed", type=int, default=CORPUS_SEED,
                     help="seed of the worked solutions' problems (a continued stage: another, for fresh problems)")
+    ap.add_argument("--max-candidates", type=int, default=0,
+                    help="context and pointer rows read training prompts of at most this many candidates (0: any)")
+    ap.add_argument("--device", default="cpu", help="torch device of the model (cuda: a sweep on a GPU machine)")
     ap.add_argument("--freeze-circuit", action="store_true",
                     help="keep the wired induction circuit's weights as written (induction_wiring.freeze_circuit)")
     args = ap.parse_args(argv)
@@ -204,11 +210,11 @@ def main(argv=None) -> int:
     need = args.steps * max(batch["solution"], batch["context"]) * 5 // 4   # held-out problems are left out
     solutions = solution_texts(PretrainConfig(steps=need // 32 + 1, batch_size=32, seed=args.corpus_seed),
                                frozenset(t.problem for t in data.heldout))
-    steps = corpus(tokenizer, data, solutions, args.steps, shares, batch, args.seed)
+    steps = corpus(tokenizer, data, solutions, args.steps, shares, batch, args.seed, args.max_candidates)
     record = {"args": vars(args)}
     with torch_threads(2):
         torch.manual_seed(args.seed)
-        model = AutoModelForCausalLM.from_pretrained(args.model, dtype=torch.float32)
+        model = AutoModelForCausalLM.from_pretrained(args.model, dtype=torch.float32).to(args.device)
         if args.freeze_circuit:
             from induction_wiring import freeze_circuit
 
@@ -221,15 +227,15 @@ def main(argv=None) -> int:
             losses, start = {k: [] for k in KINDS}, time.time()
             bar = tqdm(steps, desc="solve-and-point pretraining")
             for kind, rows in bar:
-                ids, attention, weights = batch_tensors(rows, pad)
+                ids, attention, weights = (t.to(args.device) for t in batch_tensors(rows, pad))
                 logits = model(input_ids=ids, attention_mask=attention).logits.float()
                 losses[kind].append(clipped_step(lm_loss(logits, ids, weights), model, opt, sched))
                 bar.set_postfix(loss=f"{losses[kind][-1]:.3f}", kind=kind)
             record.update(seconds=round(time.time() - start, 1),
                           loss_last20={k: sum(v[-20:]) / max(1, len(v[-20:])) for k, v in losses.items()},
                           steps_by_kind={k: len(v) for k, v in losses.items()})
-            save_model_folder(model, tokenizer, args.model, args.out, {"solve_point.json": record})
-        model.eval()
+            save_model_folder(model.cpu(), tokenizer, args.model, args.out, {"solve_point.json": record})
+        model.to(args.device).eval()
         start = time.time()
         record["reading"] = evaluate(model, tokenizer, data, args.problems, args.seed)
         record["reading_seconds"] = round(time.time() - start, 1)

@@ -101,7 +101,7 @@ def solve(model, tokenizer, problems: list, max_new_tokens: int = 64, batch_size
         ids = torch.tensor([[pad] * (width - len(r)) + r for r in rows])
         mask = torch.tensor([[0] * (width - len(r)) + [1] * len(r) for r in rows])
         with torch.no_grad():
-            out = model.generate(ids, attention_mask=mask, max_new_tokens=max_new_tokens, do_sample=False,
+            out = model.generate(ids.to(model.device), attention_mask=mask.to(model.device), max_new_tokens=max_new_tokens, do_sample=False,
                                  eos_token_id=tokenizer.eos_token_id, pad_token_id=pad)
         texts += [tokenizer.decode(row[width:], skip_special_tokens=True).split("\n\n")[0] for row in out]
     return texts
