@@ -41,6 +41,10 @@ class TinyModelConfig:
     split_digits: bool = _f(True, "Pre-split numbers one digit per token (true), or let BPE learn whole-number "
                                   "tokens (false: a line like `7 * 8 = 56` is then a lookup over whole tokens).")
     max_position_embeddings: int = _f(4096, "Longest sequence (prompt + response) the model accepts.")
+    induction_circuit: bool = _f(False, "Write an induction circuit into the initial weights (copy the token that "
+                                        "followed the last three tokens' earlier occurrence; driver/models/"
+                                        "induction.py) and keep it frozen in the torch pretraining and warm-start "
+                                        "stages. Needs the default shape (hidden 256, 4 heads, 2 KV heads).")
 
 
 @dataclass
@@ -135,6 +139,9 @@ class DataConfig:
     side_by_side: bool = _f(False, "Show the candidates line by line in one section (line 1 of each, labelled "
                                    "`i| `, then line 2 of each, ...): the versions of a line that candidates "
                                    "disagree on sit next to each other (data.md). Recorded in the export.")
+    answer_labels: bool = _f(False, "Write each candidate's index beside its final answer: `Answer: 24 #3` in "
+                                    "candidate 3 (the `beside` layout): a model that writes `Answer: 24 #` finds "
+                                    "the index of a candidate stating 24 by copying (data.md). Recorded in the export.")
     min_candidates: int = _f(2, "Fewest candidates in one selection prompt (paper: 2).")
     max_candidates: int = _f(8, "Most candidates in one selection prompt (paper: 16).")
     train_max_candidates: int = _f(0, "Most candidates in one *training* prompt (0: max_candidates); the held-out "
@@ -558,6 +565,10 @@ def _check(cfg: TrainConfig) -> None:
          (cfg.serve.min_replicas == 0 and cfg.serve.max_replicas >= 1), "must be >= serve.min_replicas and >= 1"),
         ("prompts_per_step", cfg.prompts_per_step >= 1, "must be >= 1"),
         ("checkpoint_every", cfg.checkpoint_every >= 0, "must be >= 0 (0: only after the last step)"),
+        ("model.tiny.induction_circuit", not cfg.model.tiny.induction_circuit or (
+            cfg.model.tiny.hidden_size, cfg.model.tiny.num_heads, cfg.model.tiny.num_kv_heads) == (256, 4, 2)
+         and cfg.model.tiny.num_layers >= 2, "is written for model.tiny hidden_size=256, num_heads=4, num_kv_heads=2 "
+         "and at least 2 layers"),
         ("data.max_candidates", not (cfg.task == "selector" and cfg.model.name == "tiny" and r.constrain_index
                                      and cfg.model.tiny.split_digits and d.max_candidates > 10),
          "must be <= 10 with the tiny model and rollout.constrain_index (its tokenizer writes one digit per "

@@ -32,6 +32,9 @@ PROMPT_HEADER = (
 SOLUTION_END_LINE = "End of solution {i}."
 # Optional prefix of every line of candidate i (`DataConfig.line_labels`): the label beside each line's own check.
 LINE_LABEL = "{i}| "
+# Suffix of each candidate's final-answer line (`DataConfig.answer_labels`): its index beside the value it states.
+ANSWER_LABEL = " #{i}"
+_ANSWER_LINE_RE = re.compile(r"^(Answer:[^\n]*?)[ \t]*$", flags=re.MULTILINE)
 # Header of the candidates' section when they are shown side by side (`DataConfig.side_by_side`).
 SIDE_BY_SIDE_HEADER = "Solutions 0 to {last}, line by line:"
 # A model folder's prompt style, written beside exported weights so that serving renders prompts as training did.
@@ -65,10 +68,12 @@ class PromptStyle:
         side_by_side: the candidates in one section, line by line: line 1 of every candidate (labelled `{i}| `,
             in index order), then line 2 of every candidate, ...; where candidates differ, the versions of a line
             sit next to each other (`render_side_by_side`). Implies line labels.
+        answer_labels: every `Answer: X` line of candidate i ends with ` #{i}` (ANSWER_LABEL, the `beside` layout).
     """
     end_lines: bool = False
     line_labels: bool = False
     side_by_side: bool = False
+    answer_labels: bool = False
 
     @classmethod
     def of(cls, data_cfg) -> "PromptStyle":
@@ -76,10 +81,16 @@ class PromptStyle:
         config; a key it lacks, as in manifests written before the key existed, is off)."""
         return cls(end_lines=bool(getattr(data_cfg, "solution_end_line", False)),
                    line_labels=bool(getattr(data_cfg, "line_labels", False)),
-                   side_by_side=bool(getattr(data_cfg, "side_by_side", False)))
+                   side_by_side=bool(getattr(data_cfg, "side_by_side", False)),
+                   answer_labels=bool(getattr(data_cfg, "answer_labels", False)))
 
 
 PLAIN = PromptStyle()
+
+
+def label_answer_lines(i: int, body: str) -> str:
+    """`body` with every line that starts with `Answer:` ending in ` #{i}` (trailing blanks dropped)."""
+    return _ANSWER_LINE_RE.sub(lambda m: m.group(1) + ANSWER_LABEL.format(i=i), body)
 
 
 def render_block(i: int, body: str, style: PromptStyle) -> str:
@@ -118,7 +129,7 @@ def build_prompt(problem: str, candidates: Sequence[str], max_candidate_chars: O
         body = strip_thinking(candidate)
         if max_candidate_chars is not None and len(body) > max_candidate_chars:
             raise CandidateTooLong(f"candidate {i} has {len(body)} characters (cap {max_candidate_chars})")
-        bodies.append(body)
+        bodies.append(label_answer_lines(i, body) if style.answer_labels else body)
     blocks = ([render_side_by_side(bodies, style)] if style.side_by_side
               else [render_block(i, body, style) for i, body in enumerate(bodies)])
     n = len(candidates)

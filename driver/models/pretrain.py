@@ -187,6 +187,7 @@ def pretrain(base_dir, cfg, exclude: frozenset, out_dir, seed: int = 0, threads:
     import torch
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
+    from driver.models.induction import freeze_if_wired
     from driver.models.warmstart import save_model_folder, torch_threads
 
     out_dir = Path(out_dir)
@@ -198,6 +199,7 @@ def pretrain(base_dir, cfg, exclude: frozenset, out_dir, seed: int = 0, threads:
         torch.manual_seed(seed)
         tokenizer = AutoTokenizer.from_pretrained(base_dir)
         model = AutoModelForCausalLM.from_pretrained(base_dir, dtype=torch.float32)
+        freeze_if_wired(model, base_dir)
         losses = train_lm(model, tokenizer, texts, cfg, seed, progress)
     stats = {**dataclasses.asdict(cfg), "texts": len(texts), "excluded": cfg.steps * cfg.batch_size - len(texts),
              "steps_run": len(losses), "seconds": round(time.time() - t0, 1),

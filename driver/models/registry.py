@@ -59,7 +59,10 @@ def corpus_hash(texts: Iterable[str]) -> str:
 
 
 def tiny_dir(model_cfg, corpus_texts: list) -> Path:
-    shape = json.dumps(dataclasses.asdict(model_cfg.tiny), sort_keys=True)
+    settings = dataclasses.asdict(model_cfg.tiny)
+    if not settings["induction_circuit"]:  # added later: models without it keep the cache key they had before
+        del settings["induction_circuit"]
+    shape = json.dumps(settings, sort_keys=True)
     key = _sha(f"{shape}|seed={model_cfg.seed}|corpus={corpus_hash(corpus_texts)}")
     return Path(model_cfg.cache_dir) / f"tiny-{key}"
 

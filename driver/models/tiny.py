@@ -5,6 +5,7 @@ module trains a byte-level BPE tokenizer on the task's own text (digits split on
 stays legible to a small model), initialises a `Qwen3ForCausalLM` from a seed, and saves both as a standard
 Hugging Face folder that transformers and vLLM load.
 
+With `induction_circuit`, an induction circuit is written into the initial weights (`driver.models.induction`).
 Embeddings are tied (as in small Qwen3 models); the saved checkpoint therefore has no `lm_head.weight`,
 which both transformers and vLLM re-tie on load. Weight sync sends `lm_head.weight` explicitly (STACK.md).
 """
@@ -17,6 +18,16 @@ from typing import Iterable
 EOS_TOKEN = "<|endoftext|>"
 PAD_TOKEN = "<|pad|>"
 SPECIAL_TOKENS = [EOS_TOKEN, PAD_TOKEN]
+MODEL_INFO_FILE = "genselect_model.json"   # what was built: kind, seed, parameters, the induction circuit if wired
+CIRCUIT_CONTEXT = 3                        # tokens of context the wired induction head matches
+
+
+def wired_circuit(model_dir) -> int:
+    """Tokens of context of the induction circuit written into the model in `model_dir` (its MODEL_INFO_FILE),
+    0 when none was: the torch training stages freeze the circuit of a model that has one."""
+    path = Path(model_dir) / MODEL_INFO_FILE
+    info = json.loads(path.read_text()) if path.is_file() else {}
+    return int((info.get("induction_circuit") or {}).get("context", 0))
 
 
 def train_tokenizer(texts: Iterable[str], vocab_size: int, split_digits: bool = True):
@@ -83,13 +94,21 @@ def build_tiny_model(shape, texts: Iterable[str], out_dir: str | Path, seed: int
     tokenizer = train_tokenizer(texts, shape.vocab_size, getattr(shape, "split_digits", True))
     torch.manual_seed(seed)
     model = Qwen3ForCausalLM(qwen3_config(shape, tokenizer))
+    circuit = bool(getattr(shape, "induction_circuit", False))
+    if circuit:
+        from driver.models.induction import check_shape, wire_induction
+
+        check_shape(shape)
+        wire_induction(model, seed, CIRCUIT_CONTEXT)
     model.generation_config.eos_token_id = tokenizer.eos_token_id
     model.generation_config.pad_token_id = tokenizer.pad_token_id
     tmp.mkdir(parents=True)
     model.save_pretrained(tmp, safe_serialization=True)
     tokenizer.save_pretrained(tmp)
-    (tmp / "genselect_model.json").write_text(json.dumps({"kind": "tiny", "seed": seed,
-                                                          "params": sum(p.numel() for p in model.parameters())}))
+    info = {"kind": "tiny", "seed": seed, "params": sum(p.numel() for p in model.parameters())}
+    if circuit:
+        info["induction_circuit"] = {"context": CIRCUIT_CONTEXT}
+    (tmp / MODEL_INFO_FILE).write_text(json.dumps(info))
     _remove(out_dir)
     tmp.rename(out_dir)
     return out_dir

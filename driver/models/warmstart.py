@@ -235,6 +235,8 @@ def warm_start(base_dir, train_tasks: list, heldout_tasks: list, ws_cfg, out_dir
     import torch
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
+    from driver.models.induction import freeze_if_wired
+
     out_dir = Path(out_dir)
     if (out_dir / STATS_FILE).exists():
         return out_dir, json.loads((out_dir / STATS_FILE).read_text())
@@ -243,6 +245,7 @@ def warm_start(base_dir, train_tasks: list, heldout_tasks: list, ws_cfg, out_dir
         torch.manual_seed(seed)
         tokenizer = AutoTokenizer.from_pretrained(base_dir)
         model = AutoModelForCausalLM.from_pretrained(base_dir, dtype=torch.float32)
+        freeze_if_wired(model, base_dir)
         losses = train_steps(model, tokenizer, warm_start_tasks(train_tasks, ws_cfg), ws_cfg, dtype, seed, progress)
         train_seconds = time.time() - t0
         held = random.Random(f"ws-eval-{seed}").sample(heldout_tasks, min(eval_prompts, len(heldout_tasks)))

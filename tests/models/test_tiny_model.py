@@ -81,3 +81,40 @@ def test_local_folder_is_validated_with_a_clear_error(tmp_path, tiny_dir, remove
 def test_unknown_model_name_is_a_clear_error():
     with pytest.raises(registry.ModelFolderError, match="nothing is downloaded"):
         registry.resolve_model(ModelConfig(name="Qwen/Qwen3-1.7B"))
+
+
+def test_a_wired_model_copies_at_initialisation_and_records_its_circuit(tmp_path, corpus):
+    from transformers import AutoModelForCausalLM
+
+    from driver.models.tiny import wired_circuit
+
+    plain = ModelConfig(cache_dir=str(tmp_path))
+    wired = ModelConfig(cache_dir=str(tmp_path), tiny=TinyModelConfig(induction_circuit=True))
+    folder = registry.resolve_model(wired, corpus)
+    assert folder != registry.tiny_dir(plain, corpus) and wired_circuit(folder) == 3
+    assert wired_circuit(tmp_path) == 0  # no model info there: nothing to freeze
+    model = AutoModelForCausalLM.from_pretrained(folder).eval()
+    gen = torch.Generator().manual_seed(0)
+    seq = torch.randint(4, model.config.vocab_size, (4, 24), generator=gen)
+    ids = torch.cat([seq, seq], 1)  # each row repeated once: the second half is predictable only by copying
+    with torch.no_grad():
+        guess = model(ids).logits[:, 24:-1].argmax(-1)
+    assert (guess == ids[:, 25:]).float().mean() > 0.8
+
+
+def test_an_unwired_model_keeps_the_cache_key_it_had_before_the_circuit_existed(corpus):
+    import dataclasses
+    import hashlib
+
+    cfg = ModelConfig()
+    shape = {k: v for k, v in dataclasses.asdict(cfg.tiny).items() if k != "induction_circuit"}
+    blob = f"{json.dumps(shape, sort_keys=True)}|seed={cfg.seed}|corpus={registry.corpus_hash(corpus)}"
+    assert registry.tiny_dir(cfg, corpus).name == f"tiny-{hashlib.sha256(blob.encode()).hexdigest()[:12]}"
+
+
+def test_the_circuit_needs_the_shape_it_is_written_for():
+    from core.config import ConfigError, load_config
+
+    load_config("default", ["model.tiny.induction_circuit=true"])
+    with pytest.raises(ConfigError, match="model.tiny.induction_circuit.*hidden_size=256"):
+        load_config("smoke", ["model.tiny.induction_circuit=true"])  # the smoke config's model is 64 wide

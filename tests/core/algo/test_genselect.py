@@ -106,6 +106,17 @@ def test_side_by_side_puts_the_versions_of_each_line_next_to_each_other():
         build_prompt("p", ["x" * 11, "y"], max_candidate_chars=10, style=PromptStyle(side_by_side=True))
 
 
+def test_answer_labels_write_each_index_beside_its_final_answer():
+    texts = ["2 * 8 = 16\nAnswer: 16", "<think>Answer: 9</think>2 * 8 = 17\nI am not sure.\nAnswer: 17  ", "17"]
+    prompt = build_prompt("Evaluate 2 * 8.", texts, style=PromptStyle(end_lines=True, answer_labels=True))
+    assert "Solution 0:\n2 * 8 = 16\nAnswer: 16 #0\nEnd of solution 0." in prompt
+    assert "Solution 1:\n2 * 8 = 17\nI am not sure.\nAnswer: 17 #1\nEnd of solution 1." in prompt  # trace stripped
+    assert "Solution 2:\n17\nEnd of solution 2." in prompt  # no answer line: nothing to label
+    assert "#" not in build_prompt("p", texts, style=PromptStyle(end_lines=True))
+    spaced = build_prompt("p", ["Answer: 3\nAnswer:4", "x"], style=PromptStyle(answer_labels=True))
+    assert "Answer: 3 #0\nAnswer:4 #0" in spaced  # every answer line of the block
+
+
 def test_the_prompt_style_round_trips_through_a_model_folder(tmp_path):
     assert read_prompt_style(tmp_path) == PromptStyle()  # a folder not trained here: the plain prompt
     style = PromptStyle(end_lines=True, line_labels=True)
@@ -121,6 +132,8 @@ def test_the_prompt_style_round_trips_through_a_model_folder(tmp_path):
     write_prompt_style(tmp_path, PromptStyle(side_by_side=True))
     assert read_prompt_style(tmp_path) == PromptStyle(side_by_side=True)
     assert PromptStyle.of(SimpleNamespace(side_by_side=True)) == PromptStyle(side_by_side=True)
+    write_prompt_style(tmp_path, PromptStyle(end_lines=True, answer_labels=True))
+    assert read_prompt_style(tmp_path) == PromptStyle(end_lines=True, answer_labels=True)
 
 
 def test_mirrored_task_reverses_candidates_answers_labels_and_prompt():
