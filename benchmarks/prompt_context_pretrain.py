@@ -30,15 +30,12 @@ CORPUS_SEED = 901
 
 
 def context_row(tokenizer, before: str, text: str) -> tuple:
-    """(context ids, target ids, target weights) of `before`, a blank line, then `text` + EOS, tokenized as one
-    string and split where `text` begins: the loss reads the target (the text and the EOS), not the context. The
-    form `route_probe.batch_tensors` pads."""
-    joined = before + "\n\n" + text
-    enc = tokenizer(joined, return_offsets_mapping=True)
-    start = len(before) + 2
-    split = next(i for i, (a, _) in enumerate(enc["offset_mapping"]) if a >= start)
-    target = enc["input_ids"][split:] + [tokenizer.eos_token_id]
-    return enc["input_ids"][:split], target, [1] * len(target)
+    """(context ids, target ids, target weights): `driver.models.selection_rows.context_row` in the triple form
+    `route_probe.batch_tensors` pads."""
+    from driver.models.selection_rows import context_row as split_row
+
+    context, target = split_row(tokenizer, before, text)
+    return context, target, [1] * len(target)
 
 
 def main(argv=None) -> int:

@@ -54,12 +54,9 @@ def beside(prompt: str) -> str:
 
 def pointer_lines(task, rng: random.Random) -> str:
     """`Answer: X #i` for each distinct final answer X of `task` (i: its first candidate), in random order."""
-    first = {}
-    for i, answer in enumerate(task.candidate_answers):
-        first.setdefault(str(answer).strip(), i)
-    pairs = list(first.items())
-    rng.shuffle(pairs)
-    return "".join(f"Answer: {a} #{i}\n" for a, i in pairs)
+    from driver.models.selection_rows import pointer_text
+
+    return pointer_text(task.candidate_answers, rng)
 
 
 def plain_row(tokenizer, text: str) -> tuple:

@@ -63,7 +63,7 @@ def main(argv=None) -> int:
         start, steps_run = time.time(), 0
         for stage in range(args.stages):
             cfg = stage_config(stage, args.stage_steps, args.batch_size, args.lr, args.pack_tokens)
-            losses = train_lm(model, tokenizer, solution_texts(cfg, exclude), cfg, seed=stage)
+            losses = train_lm(model, tokenizer, solution_texts(cfg, exclude), cfg, seed=stage)["solutions"]["solution"]
             tail, steps_run = losses[-50:], steps_run + len(losses)
             record = {"steps": steps_run, "loss_last50": sum(tail) / len(tail),
                       "seconds": time.time() - start, "seeds": [FIRST_SEED + s for s in range(stage + 1)],

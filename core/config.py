@@ -85,6 +85,15 @@ class PretrainConfig:
                              "per row). A selection prompt puts its candidates at positions 50-500+, which "
                              "one-text rows never train: packed to 1024, the pretrained model's arithmetic works "
                              "there too (BENCHMARKS.md, issue 7 session 19).")
+    pointer_share: float = _f(0.0, "Share of the pretraining steps (both stages) that are pointer steps: a training "
+                                   "selection prompt in the beside layout (needs data.answer_labels), then "
+                                   "`Answer: X #i` for its distinct final answers in random order; answers only, no "
+                                   "correctness read (driver/models/selection_rows.py).")
+    context_steps: int = _f(0, "Steps of a second stage: correct worked solutions of further fresh problems, each "
+                               "after another training problem's selection prompt (text only, no label), so the "
+                               "model solves where a selector writes (BENCHMARKS.md, issue 7 sessions 21-23).")
+    context_batch: int = _f(4, "Rows a step of context and pointer steps (a row is a whole selection prompt).")
+    context_lr: float = _f(1e-3, "AdamW learning rate of the second stage (linear warm-up over its first 5%).")
 
 
 @dataclass
@@ -515,6 +524,14 @@ def _check(cfg: TrainConfig) -> None:
          f"(they are {cfg.model.name!r} and {d.source!r}); set model.pretrain.steps=0"),
         ("model.pretrain.batch_size", cfg.model.pretrain.batch_size >= 1, "must be >= 1"),
         ("model.pretrain.lr", cfg.model.pretrain.lr > 0, "must be > 0"),
+        ("model.pretrain.pointer_share", 0 <= cfg.model.pretrain.pointer_share < 1
+         and (cfg.model.pretrain.pointer_share == 0 or cfg.data.answer_labels),
+         "must be in [0, 1), and above 0 only with data.answer_labels (pointer rows read `Answer: X #i` lines)"),
+        ("model.pretrain.context_steps", cfg.model.pretrain.context_steps >= 0
+         and (cfg.model.pretrain.context_steps == 0 or cfg.model.pretrain.steps > 0),
+         "must be >= 0, and above 0 only after a first stage (model.pretrain.steps > 0)"),
+        ("model.pretrain.context_batch", cfg.model.pretrain.context_batch >= 1, "must be >= 1"),
+        ("model.pretrain.context_lr", cfg.model.pretrain.context_lr > 0, "must be > 0"),
         ("model.pretrain.slipped_share", 0 <= cfg.model.pretrain.slipped_share < 1, "must be in [0, 1)"),
         ("model.pretrain.pack_tokens", 0 <= cfg.model.pretrain.pack_tokens <= cfg.model.tiny.max_position_embeddings,
          f"must be 0 (one text per row) or a row length up to model.tiny.max_position_embeddings "

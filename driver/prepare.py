@@ -112,11 +112,15 @@ def _pretrained(base, model_cfg, data, progress: bool) -> Path:
     from driver.models.pretrain import pretrain, pretrain_dir
 
     exclude = frozenset(t.problem for t in data.heldout)
-    out = pretrain_dir(base, model_cfg.pretrain, exclude)
+    out = pretrain_dir(base, model_cfg.pretrain, exclude, data.manifest["hash"])
     if progress and not out.exists():
-        print(f"[prepare] pretraining on worked solutions ({model_cfg.pretrain.steps} steps of "
-              f"{model_cfg.pretrain.batch_size}) -> {out}", file=sys.stderr, flush=True)
-    out, stats = pretrain(base, model_cfg.pretrain, exclude, out, seed=model_cfg.seed, progress=progress)
+        cfg = model_cfg.pretrain
+        then = f", then {cfg.context_steps} steps after training prompts" if cfg.context_steps else ""
+        pointers = f"; {cfg.pointer_share:.0%} pointer steps" if cfg.pointer_share else ""
+        print(f"[prepare] pretraining on worked solutions ({cfg.steps} steps of {cfg.batch_size}{then}{pointers}) "
+              f"-> {out}", file=sys.stderr, flush=True)
+    out, stats = pretrain(base, model_cfg.pretrain, exclude, out, seed=model_cfg.seed, progress=progress,
+                          train_tasks=data.train)
     if progress:
         print(f"[prepare] pretraining: {stats['steps_run']} steps, loss {stats['loss_first']:.2f} -> "
               f"{stats['loss_last10']:.2f}, {stats['seconds']:.0f} s", file=sys.stderr, flush=True)

@@ -27,6 +27,9 @@ from pathlib import Path
 STATS_FILE = "pretrain.json"
 # Part of the cache key: bumped whenever the same config would train a different model.
 PRETRAIN_VERSION = 2  # 2: held-out problems excluded by expression, not by text
+# PretrainConfig keys added after models were cached, with the default that trains what was trained before them
+KEYS_ADDED_LATER = {"pack_tokens": 0, "pointer_share": 0.0, "context_steps": 0, "context_batch": 4,
+                    "context_lr": 1e-3}
 
 
 def _corpus_rows(cfg) -> list:
@@ -76,12 +79,22 @@ def corpus_text(problem: str, solution: str, position: int | None = None) -> str
     return f"Problem:\n{problem}\n\nSolution {i}:\n{solution.strip()}\nEnd of solution {i}. Check: {verdict}\n"
 
 
+def context_corpus_cfg(cfg):
+    """The settings of the second stage's worked solutions (`cfg.context_steps` x `cfg.context_batch` fresh correct
+    solutions, seed `cfg.seed + 1`), in the form `solution_texts` reads; None when the stage is off."""
+    if cfg.context_steps <= 0:
+        return None
+    return dataclasses.replace(cfg, steps=cfg.context_steps, batch_size=cfg.context_batch, seed=cfg.seed + 1,
+                               slipped_share=0.0, solution_check=False, pack_tokens=0)
+
+
 def pretraining_problems(cfg) -> frozenset:
-    """Problem texts the pretraining corpus may contain (before exclusion): held-out sets built later (the
-    no-cue one) drop these. Empty when pretraining is off."""
+    """Problem texts the pretraining corpus may contain (before exclusion), both stages: held-out sets built later
+    (the no-cue one) drop these. Empty when pretraining is off."""
     if cfg.steps <= 0:
         return frozenset()
-    return frozenset(r["problem"] for r in _corpus_rows(cfg))
+    stages = [cfg] + ([context_corpus_cfg(cfg)] if cfg.context_steps > 0 else [])
+    return frozenset(r["problem"] for stage in stages for r in _corpus_rows(stage))
 
 
 def problems_of_pretrained(model_dir) -> frozenset:
@@ -97,14 +110,24 @@ def problems_of_pretrained(model_dir) -> frozenset:
     return pretraining_problems(PretrainConfig(**{k: v for k, v in stats.items() if k in fields}))
 
 
-def pretrain_dir(base_dir, cfg, exclude: frozenset) -> Path:
-    """Cache folder of a pretrained model: beside the base model, keyed by everything that shapes it."""
+def reads_selection_prompts(cfg) -> bool:
+    """Whether the pretraining reads training selection prompts (context or pointer steps)."""
+    return cfg.context_steps > 0 or cfg.pointer_share > 0
+
+
+def pretrain_dir(base_dir, cfg, exclude: frozenset, dataset_hash: str = "") -> Path:
+    """Cache folder of a pretrained model: beside the base model, keyed by everything that shapes it (the dataset
+    whose training prompts it reads, when it reads any)."""
     base_dir = Path(base_dir)
     settings = dataclasses.asdict(cfg)
-    if not settings["pack_tokens"]:  # added later: unpacked corpora keep the cache key they had before
-        del settings["pack_tokens"]
-    blob = json.dumps({"pretrain": settings, "base": base_dir.name, "version": PRETRAIN_VERSION,
-                       "exclude": hashlib.sha256("\n".join(sorted(exclude)).encode()).hexdigest()}, sort_keys=True)
+    for key, default in KEYS_ADDED_LATER.items():  # at their defaults, corpora keep the cache key they had before
+        if settings[key] == default:
+            del settings[key]
+    key = {"pretrain": settings, "base": base_dir.name, "version": PRETRAIN_VERSION,
+           "exclude": hashlib.sha256("\n".join(sorted(exclude)).encode()).hexdigest()}
+    if reads_selection_prompts(cfg):
+        key["dataset"] = dataset_hash
+    blob = json.dumps(key, sort_keys=True)
     return base_dir.with_name(f"{base_dir.name}-pt-{hashlib.sha256(blob.encode()).hexdigest()[:12]}")
 
 
@@ -151,36 +174,94 @@ def lm_loss(logits, ids, mask):
     return (nll * inside).sum() / inside.sum().clamp(min=1)
 
 
-def train_lm(model, tokenizer, texts: list, cfg, seed: int, progress: bool = True) -> list:
-    """`cfg.steps` AdamW steps over the shuffled texts, each used once: `cfg.batch_size` texts a step, or with
-    `cfg.pack_tokens` the packed rows spread evenly over the steps (about as many tokens a step); per-step losses."""
-    import torch
-    from tqdm import tqdm
-
-    from driver.models.warmstart import clipped_step
+def solution_batches(tokenizer, texts: list, cfg, seed: int) -> list:
+    """The first stage's worked-solution batches, each a list of `selection_rows` rows: the shuffled texts, each
+    used once, `cfg.batch_size` a step, or with `cfg.pack_tokens` the packed rows spread evenly over the steps
+    (about as many tokens a step); at most `cfg.steps` batches."""
+    from driver.models.selection_rows import solution_row
 
     order = list(range(len(texts)))
     random.Random(f"pretrain-{seed}").shuffle(order)
-    rows = text_rows(tokenizer, [texts[i] for i in order], cfg.pack_tokens)
+    rows = [solution_row(r) for r in text_rows(tokenizer, [texts[i] for i in order], cfg.pack_tokens)]
     per_step = max(1, round(len(rows) / cfg.steps)) if cfg.pack_tokens else cfg.batch_size
-    opt = torch.optim.AdamW(model.parameters(), lr=cfg.lr, weight_decay=0.0)
-    warmup = max(1, cfg.steps // 20)
+    return [rows[k * per_step:(k + 1) * per_step] for k in range(min(cfg.steps, len(rows) // per_step))]
+
+
+def with_pointer_steps(tokenizer, batches: list, kind: str, train_tasks: list, cfg, seed: int) -> list:
+    """[(kind, rows)]: `batches` in order, each step replaced by a pointer step (`cfg.context_batch` pointer rows of
+    random training tasks) with probability `cfg.pointer_share` (drawn from `seed`); as many steps as batches."""
+    from driver.models.selection_rows import pointer_row
+
+    rng = random.Random(f"pointer-{seed}")
+    steps = []
+    for rows in batches:
+        if cfg.pointer_share > 0 and rng.random() < cfg.pointer_share:
+            rows, kind_here = [pointer_row(tokenizer, rng.choice(train_tasks), rng)
+                               for _ in range(cfg.context_batch)], "pointer"
+        else:
+            kind_here = kind
+        steps.append((kind_here, rows))
+    return steps
+
+
+def context_batches(tokenizer, texts: list, train_tasks: list, cfg, seed: int) -> list:
+    """The second stage's batches: `cfg.context_batch` rows a step, each a random training task's prompt and then a
+    worked solution of `texts` (each used once); at most `cfg.context_steps` batches."""
+    from driver.models.selection_rows import context_row
+
+    rng = random.Random(f"context-{seed}")
+    rows = [context_row(tokenizer, rng.choice(train_tasks).prompt, t) for t in texts]
+    k = cfg.context_batch
+    return [rows[i * k:(i + 1) * k] for i in range(min(cfg.context_steps, len(rows) // k))]
+
+
+def train_steps(model, tokenizer, steps: list, lr: float, desc: str, progress: bool = True) -> dict:
+    """AdamW (linear warm-up over the first 5%, then constant `lr`) over `steps` [(kind, rows)], the loss on each
+    row's target tokens; returns {kind: per-step losses}."""
+    import torch
+    from tqdm import tqdm
+
+    from driver.models.selection_rows import row_batch
+    from driver.models.warmstart import clipped_step
+
+    pad = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else tokenizer.eos_token_id
+    opt = torch.optim.AdamW(model.parameters(), lr=lr, weight_decay=0.0)
+    warmup = max(1, len(steps) // 20)
     sched = torch.optim.lr_scheduler.LambdaLR(opt, lambda s: min(1.0, (s + 1) / warmup))
-    steps = min(cfg.steps, len(rows) // per_step)
-    losses = []
+    losses: dict = {}
     model.train()
-    bar = tqdm(range(steps), desc="pretrain (worked solutions)", disable=not progress, leave=False)
-    for step in bar:
-        ids, mask = lm_batch(tokenizer, rows[step * per_step:(step + 1) * per_step])
-        loss = lm_loss(model(input_ids=ids, attention_mask=mask).logits.float(), ids, mask)
-        losses.append(clipped_step(loss, model, opt, sched))
-        bar.set_postfix(loss=f"{losses[-1]:.3f}")
+    bar = tqdm(steps, desc=desc, disable=not progress, leave=False)
+    for kind, rows in bar:
+        ids, attention, weights = row_batch(rows, pad)
+        loss = lm_loss(model(input_ids=ids, attention_mask=attention).logits.float(), ids, weights)
+        losses.setdefault(kind, []).append(clipped_step(loss, model, opt, sched))
+        bar.set_postfix(loss=f"{losses[kind][-1]:.3f}", kind=kind)
     return losses
 
 
+def train_lm(model, tokenizer, texts: list, cfg, seed: int, progress: bool = True, train_tasks: list = (),
+             exclude: frozenset = frozenset()) -> dict:
+    """Both stages: `cfg.steps` steps of worked solutions at `cfg.lr` (`cfg.pointer_share` of them pointer steps),
+    then `cfg.context_steps` steps of worked solutions after training prompts at `cfg.context_lr` (pointer steps
+    mixed in alike); `texts`: the first stage's corpus; `exclude`: problems the second stage's corpus leaves out.
+    Returns {stage: {kind: per-step losses}}."""
+    first = with_pointer_steps(tokenizer, solution_batches(tokenizer, texts, cfg, seed), "solution", train_tasks,
+                               cfg, seed)
+    out = {"solutions": train_steps(model, tokenizer, first, cfg.lr, "pretrain (worked solutions)", progress)}
+    if cfg.context_steps > 0:
+        more = solution_texts(context_corpus_cfg(cfg), exclude)
+        second = with_pointer_steps(tokenizer, context_batches(tokenizer, more, train_tasks, cfg, seed), "context",
+                                    train_tasks, cfg, seed + 1)
+        out["context"] = train_steps(model, tokenizer, second, cfg.context_lr,
+                                     "pretrain (solutions after prompts)", progress)
+    return out
+
+
 def pretrain(base_dir, cfg, exclude: frozenset, out_dir, seed: int = 0, threads: int = 2,
-             progress: bool = True) -> tuple:
+             progress: bool = True, train_tasks: list = ()) -> tuple:
     """Pretrain the model in `base_dir` on worked solutions and save it to `out_dir` (atomic; reused if there).
+    `train_tasks`: the training SelectionTasks whose prompts context and pointer rows read (needed when the config
+    asks for either). A wired induction circuit stays frozen (`induction.freeze_if_wired`).
 
     Returns (out_dir, stats) where stats is what `pretrain.json` holds.
     """
@@ -193,6 +274,8 @@ def pretrain(base_dir, cfg, exclude: frozenset, out_dir, seed: int = 0, threads:
     out_dir = Path(out_dir)
     if (out_dir / STATS_FILE).exists():
         return out_dir, json.loads((out_dir / STATS_FILE).read_text())
+    if reads_selection_prompts(cfg) and not train_tasks:
+        raise ValueError("model.pretrain: context and pointer steps read training selection prompts; none were given")
     t0 = time.time()
     texts = solution_texts(cfg, exclude)
     with torch_threads(threads):
@@ -200,10 +283,14 @@ def pretrain(base_dir, cfg, exclude: frozenset, out_dir, seed: int = 0, threads:
         tokenizer = AutoTokenizer.from_pretrained(base_dir)
         model = AutoModelForCausalLM.from_pretrained(base_dir, dtype=torch.float32)
         freeze_if_wired(model, base_dir)
-        losses = train_lm(model, tokenizer, texts, cfg, seed, progress)
+        stages = train_lm(model, tokenizer, texts, cfg, seed, progress, list(train_tasks), exclude)
+    solutions = stages["solutions"].get("solution", [])
     stats = {**dataclasses.asdict(cfg), "texts": len(texts), "excluded": cfg.steps * cfg.batch_size - len(texts),
-             "steps_run": len(losses), "seconds": round(time.time() - t0, 1),
-             "loss_first": losses[0] if losses else None,
-             "loss_last10": sum(losses[-10:]) / max(1, len(losses[-10:])), "base_model": str(base_dir)}
+             "steps_run": sum(map(len, stages["solutions"].values())), "seconds": round(time.time() - t0, 1),
+             "loss_first": solutions[0] if solutions else None,
+             "loss_last10": sum(solutions[-10:]) / max(1, len(solutions[-10:])), "base_model": str(base_dir),
+             "steps_by_kind": {f"{stage}/{kind}": len(v) for stage, kinds in stages.items() for kind, v in kinds.items()},
+             "loss_last20_by_kind": {f"{stage}/{kind}": sum(v[-20:]) / len(v[-20:])
+                                     for stage, kinds in stages.items() for kind, v in kinds.items() if v}}
     save_model_folder(model, tokenizer, base_dir, out_dir, {STATS_FILE: stats})
     return out_dir, stats

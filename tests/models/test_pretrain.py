@@ -145,14 +145,81 @@ def test_packed_pretraining_trains_long_rows_and_keys_its_own_cache(tmp_path):
     assert stats["pack_tokens"] == 256 and 1 <= stats["steps_run"] <= 6
 
 
-def test_an_unpacked_corpus_keeps_the_cache_key_it_had_before_packing_existed():
+def test_a_corpus_without_the_later_keys_keeps_the_cache_key_it_had_before_they_existed():
     import dataclasses
     import hashlib
     import json
 
     cfg = PretrainConfig(steps=600)
-    before = {k: v for k, v in dataclasses.asdict(cfg).items() if k != "pack_tokens"}  # the fields it had then
+    before = {k: v for k, v in dataclasses.asdict(cfg).items() if k not in pretrain.KEYS_ADDED_LATER}  # fields then
     blob = json.dumps({"pretrain": before, "base": "tiny-x", "version": pretrain.PRETRAIN_VERSION,
                        "exclude": hashlib.sha256(b"").hexdigest()}, sort_keys=True)
     assert pretrain.pretrain_dir("m/tiny-x", cfg, frozenset()).name == \
         f"tiny-x-pt-{hashlib.sha256(blob.encode()).hexdigest()[:12]}"
+
+
+def test_selection_rows_split_context_from_target_and_point_at_each_answers_first_candidate(tiny_dir):
+    import random
+
+    from transformers import AutoTokenizer
+
+    from driver.models.selection_rows import context_row, pointer_text, row_batch, solution_row
+
+    tokenizer = AutoTokenizer.from_pretrained(tiny_dir)
+    before, text = "Solution 0:\nAnswer: 7 #0", "Problem:\nCompute 2 + 3.\n\nSolution:\nAnswer: 5"
+    context, target = context_row(tokenizer, before, text)
+    assert tokenizer.decode(context + target[:-1]) == before + "\n\n" + text and target[-1] == tokenizer.eos_token_id
+    assert tokenizer.decode(target[:-1]).lstrip("\n") == text
+    lines = pointer_text(["7", "5", "7", " 5"], random.Random(0))
+    assert sorted(lines.splitlines()) == ["Answer: 5 #1", "Answer: 7 #0"]  # each answer once, its first candidate
+    ids, attention, weights = row_batch([(context, target), solution_row([5, 6, 7])], pad=0)
+    assert ids.shape == (2, len(context) + len(target)) and attention[1].sum() == 3
+    assert weights[0].sum() == len(target) and weights[0, :len(context)].sum() == 0 and weights[1, :3].sum() == 3
+
+
+def test_two_stage_pretraining_with_pointer_steps_keeps_a_wired_circuit_as_written(tmp_path):
+    import json
+    from pathlib import Path
+
+    from safetensors.torch import load_file
+
+    from driver.models.induction import circuit_masks
+    from driver.prepare import prepare
+
+    data = DataConfig(num_problems=60, out_dir=str(tmp_path / "ds"), max_candidates=4, solution_end_line=True,
+                      answer_labels=True)
+    model = ModelConfig(cache_dir=str(tmp_path / "models"), tiny=TinyModelConfig(induction_circuit=True),
+                        pretrain=PretrainConfig(steps=8, batch_size=8, pointer_share=0.5, context_steps=4,
+                                                context_batch=2),
+                        warm_start=WarmStartConfig(enabled=False))
+    prepared = prepare(data, model, with_model=True, progress=False)
+    stats = json.loads((prepared.model_dir / pretrain.STATS_FILE).read_text())
+    kinds = stats["steps_by_kind"]
+    assert kinds.get("solutions/pointer", 0) >= 1 and kinds["solutions/solution"] + kinds["solutions/pointer"] == 8
+    assert sum(v for k, v in kinds.items() if k.startswith("context/")) == 4
+    base = Path(json.loads((prepared.model_dir / pretrain.STATS_FILE).read_text())["base_model"])
+    before, after = load_file(base / "model.safetensors"), load_file(prepared.model_dir / "model.safetensors")
+    from transformers import AutoModelForCausalLM
+
+    masks = circuit_masks(AutoModelForCausalLM.from_pretrained(base))
+    moved_outside = False
+    for name, mask in masks.items():
+        if name not in before:  # the tied output layer
+            continue
+        assert torch.equal(before[name][mask], after[name][mask]), name  # the circuit as written
+        moved_outside |= not torch.equal(before[name][~mask], after[name][~mask])
+    assert moved_outside  # everything else trained
+    plain = PretrainConfig(steps=8, batch_size=8)
+    assert pretrain.pretrain_dir(base, model.pretrain, frozenset(), "a") != pretrain.pretrain_dir(
+        base, model.pretrain, frozenset(), "b")  # it read that dataset's prompts
+    assert pretrain.pretrain_dir(base, plain, frozenset(), "a") == pretrain.pretrain_dir(base, plain, frozenset(), "b")
+    assert pretrain.pretraining_problems(model.pretrain) > pretrain.pretraining_problems(plain)  # both stages
+
+
+def test_pointer_steps_need_answer_labels_and_context_steps_a_first_stage():
+    load_config("smoke", ["model.pretrain.steps=10", "model.pretrain.pointer_share=0.2", "data.answer_labels=true",
+                          "model.pretrain.context_steps=5"])
+    with pytest.raises(ConfigError, match="model.pretrain.pointer_share.*answer_labels"):
+        load_config("smoke", ["model.pretrain.steps=10", "model.pretrain.pointer_share=0.2"])
+    with pytest.raises(ConfigError, match="model.pretrain.context_steps.*first stage"):
+        load_config("smoke", ["model.pretrain.context_steps=5"])

@@ -1,0 +1,65 @@
+"""Pretraining rows that read selection prompts without any label (`model.pretrain.context_steps`, `pointer_share`).
+
+A selector writes after a long prompt of candidates, where a model pretrained on short worked solutions alone solves
+a few percent of the problems it solves from the start of a text (BENCHMARKS.md, issue 7 session 21). Two kinds of
+row put a *training* selection prompt before the text the loss reads; neither reads which candidate is correct:
+
+* context row: the prompt of one training task, a blank line, then a correct worked solution of *another*, fresh
+  procedural problem (the model learns to solve where a selector writes, not to copy this prompt's candidates);
+* pointer row: the prompt of one training task in the beside layout (`data.answer_labels`: each candidate's answer
+  line reads `Answer: X #i`), a blank line, then `Answer: X #i` for each distinct final answer X of its candidates
+  (i: the first candidate stating it), in random order: finding a stated answer's candidate, by copying.
+
+A row is (context token ids, target token ids); the loss reads the target only (`row_batch`'s weights).
+"""
+from __future__ import annotations
+
+import random
+
+
+def context_row(tokenizer, before: str, text: str) -> tuple:
+    """(context ids, target ids) of `before`, a blank line, then `text` + EOS, tokenized as one string and split
+    where `text` begins (so the tokens at the seam are the ones the whole string gives)."""
+    joined = before + "\n\n" + text
+    enc = tokenizer(joined, return_offsets_mapping=True)
+    start = len(before) + 2
+    split = next((i for i, (a, _) in enumerate(enc["offset_mapping"]) if a >= start), len(enc["input_ids"]))
+    return enc["input_ids"][:split], enc["input_ids"][split:] + [tokenizer.eos_token_id]
+
+
+def pointer_text(candidate_answers, rng: random.Random) -> str:
+    """`Answer: X #i` lines, one for each distinct final answer X of `candidate_answers` (i: the first candidate
+    stating X), in an order drawn from `rng`."""
+    first: dict = {}
+    for i, answer in enumerate(candidate_answers):
+        first.setdefault(str(answer).strip(), i)
+    pairs = list(first.items())
+    rng.shuffle(pairs)
+    return "".join(f"Answer: {a} #{i}\n" for a, i in pairs)
+
+
+def pointer_row(tokenizer, task, rng: random.Random) -> tuple:
+    """The pointer row of `task` (a SelectionTask whose prompt is in the beside layout)."""
+    return context_row(tokenizer, task.prompt, pointer_text(task.candidate_answers, rng))
+
+
+def solution_row(tokens: list) -> tuple:
+    """A worked-solution row: no context, every token a target (its own first token has no prediction)."""
+    return [], list(tokens)
+
+
+def row_batch(rows: list, pad: int):
+    """Right-padded (input_ids, attention_mask, loss weights) of (context, target) rows: weight 1 on target tokens.
+    Shapes: (len(rows), longest row)."""
+    import torch
+
+    width = max(len(c) + len(t) for c, t in rows)
+    ids = torch.full((len(rows), width), pad, dtype=torch.long)
+    attention = torch.zeros_like(ids)
+    weights = torch.zeros(len(rows), width)
+    for j, (context, target) in enumerate(rows):
+        n = len(context) + len(target)
+        ids[j, :n] = torch.tensor(list(context) + list(target))
+        attention[j, :n] = 1
+        weights[j, len(context):n] = 1.0
+    return ids, attention, weights
