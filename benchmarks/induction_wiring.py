@@ -5,7 +5,7 @@
 Session 20 measured that a content-keyed induction head forms in the default's 3.4M-parameter model only after
 ~2,300 steps of synthetic repeats (~8.5 min of this machine), and that every no-cue pointer needs one; this script
 writes one by hand instead (no data read) and reads how well the untrained result copies repeated random tokens.
-The circuit itself lives in `driver/models/induction.py` (`model.tiny.induction_circuit` builds it into the default's
+The circuit itself lives in `core/induction.py` (`model.tiny.induction_circuit` builds it into the default's
 model); this script rewires an existing tiny model folder and reads its copy accuracy.
 """
 from __future__ import annotations
@@ -18,7 +18,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
-from driver.models.induction import (  # noqa: E402,F401  (re-exported for the probes)
+from core.induction import (  # noqa: E402,F401  (re-exported for the probes)
     circuit_masks, freeze_circuit, offset_query_key, rotary_angles, wire_induction)
 
 

@@ -268,7 +268,7 @@ def pretrain(base_dir, cfg, exclude: frozenset, out_dir, seed: int = 0, threads:
     import torch
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
-    from driver.models.induction import freeze_if_wired
+    from core.induction import freeze_if_wired
     from driver.models.warmstart import save_model_folder, torch_threads
 
     out_dir = Path(out_dir)

@@ -5,7 +5,7 @@ module trains a byte-level BPE tokenizer on the task's own text (digits split on
 stays legible to a small model), initialises a `Qwen3ForCausalLM` from a seed, and saves both as a standard
 Hugging Face folder that transformers and vLLM load.
 
-With `induction_circuit`, an induction circuit is written into the initial weights (`driver.models.induction`).
+With `induction_circuit`, an induction circuit is written into the initial weights (`core.induction`).
 Embeddings are tied (as in small Qwen3 models); the saved checkpoint therefore has no `lm_head.weight`,
 which both transformers and vLLM re-tie on load. Weight sync sends `lm_head.weight` explicitly (STACK.md).
 """
@@ -15,19 +15,11 @@ import json
 from pathlib import Path
 from typing import Iterable
 
+from core.induction import CIRCUIT_CONTEXT, MODEL_INFO_FILE
+
 EOS_TOKEN = "<|endoftext|>"
 PAD_TOKEN = "<|pad|>"
 SPECIAL_TOKENS = [EOS_TOKEN, PAD_TOKEN]
-MODEL_INFO_FILE = "genselect_model.json"   # what was built: kind, seed, parameters, the induction circuit if wired
-CIRCUIT_CONTEXT = 3                        # tokens of context the wired induction head matches
-
-
-def wired_circuit(model_dir) -> int:
-    """Tokens of context of the induction circuit written into the model in `model_dir` (its MODEL_INFO_FILE),
-    0 when none was: the torch training stages freeze the circuit of a model that has one."""
-    path = Path(model_dir) / MODEL_INFO_FILE
-    info = json.loads(path.read_text()) if path.is_file() else {}
-    return int((info.get("induction_circuit") or {}).get("context", 0))
 
 
 def train_tokenizer(texts: Iterable[str], vocab_size: int, split_digits: bool = True):
@@ -96,7 +88,7 @@ def build_tiny_model(shape, texts: Iterable[str], out_dir: str | Path, seed: int
     model = Qwen3ForCausalLM(qwen3_config(shape, tokenizer))
     circuit = bool(getattr(shape, "induction_circuit", False))
     if circuit:
-        from driver.models.induction import check_shape, wire_induction
+        from core.induction import check_shape, wire_induction  # torch-heavy: only when wiring
 
         check_shape(shape)
         wire_induction(model, seed, CIRCUIT_CONTEXT)

@@ -235,7 +235,7 @@ def warm_start(base_dir, train_tasks: list, heldout_tasks: list, ws_cfg, out_dir
     import torch
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
-    from driver.models.induction import freeze_if_wired
+    from core.induction import freeze_if_wired
 
     out_dir = Path(out_dir)
     if (out_dir / STATS_FILE).exists():

@@ -207,6 +207,38 @@ def test_shutdown_releases_the_model_under_zero2(tiny_model_path):
     assert model() is None
 
 
+def test_a_wired_induction_circuit_stays_as_written_through_learner_steps(vocab, tmp_path):
+    """A model built with `model.tiny.induction_circuit` (recorded in its folder) keeps every circuit entry exactly
+    as written through DeepSpeed steps (gradient masks); the rest of the model trains. ZeRO-3 is refused."""
+    from transformers import AutoModelForCausalLM
+
+    from core.config import TinyModelConfig
+    from core.induction import circuit_masks
+    from driver.models.tiny import build_tiny_model
+
+    from .conftest import tiny_texts
+
+    path = build_tiny_model(TinyModelConfig(induction_circuit=True), tiny_texts(), tmp_path / "wired", seed=0)
+    masks = {k: m.numpy() for k, m in circuit_masks(AutoModelForCausalLM.from_pretrained(path)).items()}
+    with pytest.raises(ValueError, match="zero_stage=3"):
+        new_learner(path, cfg=learner_cfg(zero_stage=3))
+    learner = new_learner(path, cfg=learner_cfg(zero_stage=2))
+    try:
+        before = learner.export_weights()
+        seqs = on_policy(learner, make_batch(6, seed=5, vocab=vocab, group=3))
+        for step in range(2):
+            learner.train_step(seqs, count_loss_tokens(seqs), step=step)
+        after = learner.export_weights()
+    finally:
+        learner.shutdown()
+    moved = 0.0
+    for name, mask in masks.items():
+        if name in after:
+            assert np.array_equal(before[name][mask], after[name][mask]), name
+            moved = max(moved, float(np.abs(before[name][~mask] - after[name][~mask]).max(initial=0.0)))
+    assert moved > 0  # everything else trained
+
+
 def test_gradient_checkpointing_changes_memory_not_the_step(tiny_model_path, vocab):
     """`learner.gradient_checkpointing` recomputes every decoder layer in the backward pass (the layers are
     switched to it) and the step stays the same: log-probs, loss and new weights equal to float32 rounding."""

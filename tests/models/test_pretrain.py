@@ -183,7 +183,7 @@ def test_two_stage_pretraining_with_pointer_steps_keeps_a_wired_circuit_as_writt
 
     from safetensors.torch import load_file
 
-    from driver.models.induction import circuit_masks
+    from core.induction import circuit_masks
     from driver.prepare import prepare
 
     data = DataConfig(num_problems=60, out_dir=str(tmp_path / "ds"), max_candidates=4, solution_end_line=True,

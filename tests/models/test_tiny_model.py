@@ -86,7 +86,7 @@ def test_unknown_model_name_is_a_clear_error():
 def test_a_wired_model_copies_at_initialisation_and_records_its_circuit(tmp_path, corpus):
     from transformers import AutoModelForCausalLM
 
-    from driver.models.tiny import wired_circuit
+    from core.induction import wired_circuit
 
     plain = ModelConfig(cache_dir=str(tmp_path))
     wired = ModelConfig(cache_dir=str(tmp_path), tiny=TinyModelConfig(induction_circuit=True))

@@ -1,5 +1,8 @@
 """An induction circuit written into the tiny Qwen3's initial weights (`model.tiny.induction_circuit`).
 
+In `core` because both sides use it: the model builder writes it (driver/models/tiny.py), and every training stage,
+the DeepSpeed learner actor included, keeps it frozen (`freeze_if_wired`).
+
 A content-keyed induction head (attend to the token after the earlier occurrence of the current context, copy it)
 forms in the default's 3.4M-parameter model only after ~2,300 steps of synthetic repeats, and every no-cue route to
 selection needs one (BENCHMARKS.md, issue 7 sessions 20-22). The circuit is known (Olsson et al. 2022, "In-context
@@ -28,6 +31,11 @@ only 8 tokens (three tokens of context needed).
 """
 from __future__ import annotations
 
+import json
+from pathlib import Path
+
+MODEL_INFO_FILE = "genselect_model.json"   # a built model's record: kind, seed, parameters, the circuit if wired
+CIRCUIT_CONTEXT = 3                        # tokens of context the wired induction head matches
 TOKEN_DIMS = 128
 ID_DIMS = 64            # dims [0, 64) of the embedding: a fixed random code per token that the circuit matches on
 COPY_DIMS = 32          # each previous-token head copies this many dims of the embedding
@@ -176,10 +184,16 @@ def check_shape(shape) -> None:
                          f"num_kv_heads={shape.num_kv_heads}, num_layers={shape.num_layers}")
 
 
-def freeze_if_wired(model, model_dir) -> list:
-    """`freeze_circuit(model)` when the model folder `model_dir` records a wired circuit (`tiny.wired_circuit`), else
-    nothing; returns the hook handles. Every torch training stage of a tiny model calls it after loading."""
-    from driver.models.tiny import wired_circuit
+def wired_circuit(model_dir) -> int:
+    """Tokens of context of the induction circuit written into the model in `model_dir` (its MODEL_INFO_FILE's
+    `induction_circuit`), 0 when none was."""
+    path = Path(model_dir) / MODEL_INFO_FILE
+    info = json.loads(path.read_text()) if path.is_file() else {}
+    return int((info.get("induction_circuit") or {}).get("context", 0))
 
+
+def freeze_if_wired(model, model_dir) -> list:
+    """`freeze_circuit(model)` when the model folder `model_dir` records a wired circuit, else nothing; returns the
+    hook handles. Every training stage of a tiny model calls it after loading (pretraining, warm-start, learner)."""
     context = wired_circuit(model_dir)
     return freeze_circuit(model, context) if context else []
