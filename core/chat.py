@@ -8,11 +8,23 @@ decision (format tokens in the response were where the tiny model's full-system 
 BENCHMARKS.md, issue 7). `full_response` puts the prefix back in front of the generated text, so parsing is
 the same for both kinds. Both sides of RL must format identically, or the learner's log-probs are of a
 different sequence than the rollout engine's.
+
+A tiny model built with `model.tiny.response=solve_point` carries `SOLVE_POINT_TEMPLATE` as its chat template: the
+selection prompt, then the problem restated and `Solution:`, so the model writes a worked solution of its own and
+ends it with `Answer: X #k`, the index of a candidate stating X (the beside layout, `data.answer_labels`), which
+`parse_judgment` reads when no `Judgment:` line is written.
 """
 from __future__ import annotations
 
 SEPARATOR = "\n\nResponse:\n"
 ANSWER_PREFIX = "Judgment: "
+# The solve-then-point tiny model's chat template: its user message (a selection prompt: `Problem:\n{problem}`, then
+# `Solution 0:`... or `Solutions 0 to`...), a blank line, the problem again and `Solution:` (a worked solution's head,
+# as `driver.models.pretrain` writes its texts).
+SOLVE_POINT_TEMPLATE = (
+    "{%- set text = messages[0]['content'] -%}"
+    "{{- text + '\\n\\nProblem:\\n' + text.split('\\nProblem:\\n', 1)[1].split('\\n\\nSolution', 1)[0]"
+    " + '\\n\\nSolution:\\n' -}}")
 
 
 def has_chat_template(tokenizer) -> bool:

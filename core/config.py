@@ -45,6 +45,10 @@ class TinyModelConfig:
                                         "followed the last three tokens' earlier occurrence; driver/models/"
                                         "induction.py) and keep it frozen in the torch pretraining and warm-start "
                                         "stages. Needs the default shape (hidden 256, 4 heads, 2 KV heads).")
+    response: str = _f("index", "'index': the response is the index alone, after the prompt's `Judgment: ` "
+                                "(core/chat.py); 'solve_point': the problem is restated after the prompt and the "
+                                "model writes a worked solution ending in `Answer: X #k`, k a candidate stating X "
+                                "(needs data.answer_labels; core.chat.SOLVE_POINT_TEMPLATE).")
 
 
 @dataclass
@@ -55,7 +59,9 @@ class WarmStartConfig:
     batch_size: int = _f(16, "Sequences per step.")
     lr: float = _f(1e-3, "AdamW learning rate.")
     target: str = _f("format", "'format': the response names a uniformly random candidate (teaches the "
-                               "format only); 'oracle': names a correct candidate (a stronger start).")
+                               "format only); 'oracle': names a correct candidate (a stronger start); 'pointer' "
+                               "(model.tiny.response=solve_point): after the model's own greedy solution, ` #k` with "
+                               "the index towards uniform (the format only).")
     prompt_lm: float = _f(0.0, "Weight of next-token language modelling on the training prompts' own text "
                                "(problem and candidates; no selection labels): pretraining that builds "
                                "arithmetic and in-context copying before RL. 0 = response tokens only.")
@@ -449,7 +455,8 @@ _CHOICES = {
     "task": ("selector", "generator"),
     "model.dtype": ("float32", "bfloat16"),
     "learner.dtype": ("float32", "bfloat16"),
-    "model.warm_start.target": ("format", "oracle"),
+    "model.warm_start.target": ("format", "oracle", "pointer"),
+    "model.tiny.response": ("index", "solve_point"),
     "data.source": ("procedural_math", "reasoning_gym", "humaneval", "file", "model"),
     "data.generator_problems": ("procedural_math", "reasoning_gym", "humaneval", "file"),
     "data.bad_rows": ("skip", "error"),
@@ -582,6 +589,13 @@ def _check(cfg: TrainConfig) -> None:
          (cfg.serve.min_replicas == 0 and cfg.serve.max_replicas >= 1), "must be >= serve.min_replicas and >= 1"),
         ("prompts_per_step", cfg.prompts_per_step >= 1, "must be >= 1"),
         ("checkpoint_every", cfg.checkpoint_every >= 0, "must be >= 0 (0: only after the last step)"),
+        ("model.tiny.response", cfg.model.tiny.response != "solve_point" or cfg.data.answer_labels,
+         "'solve_point' ends a solution with `Answer: X #k`, which points only where the prompt's answer lines carry "
+         "their index: set data.answer_labels=true"),
+        ("model.warm_start.target", not cfg.model.warm_start.enabled or cfg.model.name != "tiny"
+         or (cfg.model.warm_start.target == "pointer") == (cfg.model.tiny.response == "solve_point"),
+         "must be 'pointer' exactly when model.tiny.response=solve_point (that response is a worked solution and "
+         "its pointer; the other targets write `Judgment: IDX` alone)"),
         ("model.tiny.induction_circuit", not cfg.model.tiny.induction_circuit or (
             cfg.model.tiny.hidden_size, cfg.model.tiny.num_heads, cfg.model.tiny.num_kv_heads) == (256, 4, 2)
          and cfg.model.tiny.num_layers >= 2, "is written for model.tiny hidden_size=256, num_heads=4, num_kv_heads=2 "

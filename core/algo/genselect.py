@@ -9,7 +9,8 @@ GenSelect). Conventions kept here:
   which breaks on duplicate candidates);
 * reasoning traces (`<think>...</think>`) are stripped from candidates; over-long candidates are refused
   with an error rather than silently truncated (the data builder drops and counts them);
-* the *last* `Judg(e)ment: IDX` in the response wins; no match, an index outside 0..N-1, or an index not
+* the *last* `Judg(e)ment: IDX` in the response wins (without one, the last answer line naming a candidate,
+  `Answer: X #IDX`, the beside layout's pointer); no match, an index outside 0..N-1, or an index not
   written canonically (leading zeros such as `007` or `0000`: a degenerate output an RL policy can drift
   into) is a parse failure with a reason (reward 0 in training; flagged in serving).
 
@@ -44,6 +45,9 @@ PROMPT_FOOTER = 'Which solution is correct? Finish with "Judgment: IDX" where ID
 _THINK_RE = re.compile(r"<think>.*?</think>", flags=re.DOTALL)
 _UNCLOSED_THINK_RE = re.compile(r"^.*?</think>", flags=re.DOTALL)
 JUDGMENT_RE = re.compile(r"Judg(?:e)?ment:\s*(-?\d+)")
+# A response's own answer line naming a candidate (`Answer: 24 #3`, the beside layout's pointer): read when the
+# response writes no `Judgment:` (the solve-then-point tiny model ends its worked solution so)
+POINTER_RE = re.compile(r"^Answer:[^\n#]*#[ \t]*(-?\d+)[ \t]*$", flags=re.MULTILINE)
 
 
 class CandidateTooLong(ValueError):
@@ -196,10 +200,11 @@ class Judgment:
 
 
 def parse_judgment(response: str, num_candidates: int) -> Judgment:
-    """Parse the last `Judgment: IDX` of a response; IDX must be in 0..num_candidates-1."""
-    matches = JUDGMENT_RE.findall(response)
+    """Parse the last `Judgment: IDX` of a response (else its last `Answer: X #IDX` line); IDX must be in
+    0..num_candidates-1."""
+    matches = JUDGMENT_RE.findall(response) or POINTER_RE.findall(response)
     if not matches:
-        return Judgment(None, ParseStatus.NO_JUDGMENT, "no 'Judgment: IDX' in the response")
+        return Judgment(None, ParseStatus.NO_JUDGMENT, "no 'Judgment: IDX' (or 'Answer: X #IDX') in the response")
     written = matches[-1]
     if written.lstrip("-") != str(abs(int(written))):
         return Judgment(None, ParseStatus.MALFORMED_INDEX, f"index {written[:20]!r} is not written canonically")

@@ -60,8 +60,9 @@ def corpus_hash(texts: Iterable[str]) -> str:
 
 def tiny_dir(model_cfg, corpus_texts: list) -> Path:
     settings = dataclasses.asdict(model_cfg.tiny)
-    if not settings["induction_circuit"]:  # added later: models without it keep the cache key they had before
-        del settings["induction_circuit"]
+    for key, default in (("induction_circuit", False), ("response", "index")):  # added later: at their defaults,
+        if settings[key] == default:                                             # models keep their cache keys
+            del settings[key]
     shape = json.dumps(settings, sort_keys=True)
     key = _sha(f"{shape}|seed={model_cfg.seed}|corpus={corpus_hash(corpus_texts)}")
     return Path(model_cfg.cache_dir) / f"tiny-{key}"
@@ -71,7 +72,8 @@ def tokenizer_key(model_cfg) -> str:
     """A string identifying the tokenizer `resolve_model` will give (for the dataset hash)."""
     if model_cfg.name == "tiny":
         digits = "" if model_cfg.tiny.split_digits else ":whole-numbers"
-        return f"tiny-bpe:vocab={model_cfg.tiny.vocab_size}{digits}"  # trained on the dataset's own text
+        template = ":solve-point" if model_cfg.tiny.response == "solve_point" else ""  # another prompt budget
+        return f"tiny-bpe:vocab={model_cfg.tiny.vocab_size}{digits}{template}"  # trained on the dataset's own text
     if model_cfg.name == "smollm2-135m":
         return f"smollm2-135m:{smollm2.package_version()}"
     path = validate_hf_folder(model_cfg.name)

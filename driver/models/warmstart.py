@@ -10,6 +10,10 @@ Targets (`WarmStartConfig.target`):
   are more than one token (N > 10 with per-digit tokenizers) fall back to one sampled index.
 * `oracle`: the response names a correct candidate (one drawn uniformly among the correct ones). A stronger
   start; also the learnability check of a dataset: a tiny model trained this way must beat majority@N.
+* `pointer` (the solve-then-point tiny model, `model.tiny.response=solve_point`): the model's own greedy solution
+  of each prompt, cut after its first `Answer: X` line, is context, and the target is ` #k` + EOS with the index
+  token trained towards uniform: the format only (write the pointer, then stop), not which candidate to name, so
+  RL starts near random@N (`pointer_pairs`).
 
 Loss: next-token cross-entropy on the response tokens (`Judgment: IDX` + EOS), plus `prompt_lm` x the mean
 next-token loss over the prompt's own tokens (`prompt_lm_loss`; 0 = response only), the prompt formatted
@@ -26,6 +30,7 @@ import dataclasses
 import hashlib
 import json
 import random
+import re
 import shutil
 import time
 from pathlib import Path
@@ -48,11 +53,11 @@ def warm_start_dir(base_dir, ws_cfg, dataset_hash: str, dtype: str, seed: int) -
 
 def pick_target(task, target: str, rng: random.Random) -> int:
     """The index the response names: uniform over candidates ('format') or over correct ones ('oracle')."""
-    if target == "format":
+    if target in ("format", "pointer"):
         return rng.randrange(task.num_candidates)
     if target == "oracle":
         return rng.choice([i for i, ok in enumerate(task.correct) if ok])
-    raise ValueError(f"warm-start target must be 'format' or 'oracle', got {target!r}")
+    raise ValueError(f"warm-start target must be 'format', 'oracle' or 'pointer', got {target!r}")
 
 
 def length_batches(lengths: list, batch_size: int, rng: random.Random):
@@ -83,13 +88,71 @@ def collate(pairs: list, pad_id: int):
     return ids, mask, labels
 
 
+ANSWER_LINE = re.compile(r"Answer: ?[^\n#]*")
+POINTER_TOKENS = 96  # new tokens a solve-then-point response may take (a worked solution and its pointer)
+
+
+def greedy_continuations(model, tokenizer, prompts: list, max_new_tokens: int, batch_size: int = 16,
+                         dtype: str = "float32") -> list:
+    """The model's greedy continuation (text, special tokens dropped) of each prompt (token id lists), generated in
+    left-padded batches of prompts of similar length; in the order given."""
+    import torch
+
+    pad = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else tokenizer.eos_token_id
+    order = sorted(range(len(prompts)), key=lambda i: len(prompts[i]))
+    autocast = (torch.autocast("cpu", dtype=torch.bfloat16) if dtype == "bfloat16" else contextlib.nullcontext())
+    texts = [""] * len(prompts)
+    model.eval()
+    for start in range(0, len(order), batch_size):
+        chunk = order[start:start + batch_size]
+        width = max(len(prompts[i]) for i in chunk)
+        ids = torch.full((len(chunk), width), pad, dtype=torch.long)
+        mask = torch.zeros_like(ids)
+        for j, i in enumerate(chunk):  # left padding for generation
+            ids[j, width - len(prompts[i]):] = torch.tensor(prompts[i])
+            mask[j, width - len(prompts[i]):] = 1
+        with torch.no_grad(), autocast:
+            out = model.generate(input_ids=ids, attention_mask=mask, max_new_tokens=max_new_tokens,
+                                 do_sample=False, pad_token_id=pad, eos_token_id=tokenizer.eos_token_id)
+        for j, i in enumerate(chunk):
+            texts[i] = tokenizer.decode(out[j, width:], skip_special_tokens=True)
+    return texts
+
+
+def pointer_pairs(model, tokenizer, tasks: list, rng: random.Random, dtype: str = "float32") -> list:
+    """[(task index, context ids, target ids)] of the `pointer` warm-start: context = the task's formatted prompt and
+    the model's own greedy solution cut after its first `Answer: X` line; target = ` #k` + EOS, k drawn uniformly
+    (the loss trains the index towards uniform anyway). Tasks whose solution has no answer line are left out."""
+    prompts = [prompt_token_ids(tokenizer, t.prompt) for t in tasks]
+    pairs = []
+    for i, text in enumerate(greedy_continuations(model, tokenizer, prompts, POINTER_TOKENS, dtype=dtype)):
+        line = ANSWER_LINE.search(text)
+        if not line:
+            continue
+        head_text = text[:line.end()].rstrip()
+        head = tokenizer(head_text, add_special_tokens=False)["input_ids"]
+        full = tokenizer(head_text + f" #{rng.randrange(tasks[i].num_candidates)}", add_special_tokens=False)["input_ids"]
+        if full[:len(head)] != head:  # the pointer merged into the answer's last token: not a clean target
+            continue
+        pairs.append((i, prompts[i] + head, full[len(head):] + [tokenizer.eos_token_id]))
+    return pairs
+
+
 def train_steps(model, tokenizer, tasks: list, ws_cfg, dtype: str, seed: int, progress: bool = True) -> list:
     """Run `ws_cfg.steps` AdamW steps on `tasks`; returns the per-step losses."""
     import torch
     from tqdm import tqdm
 
     rng = random.Random(f"warm-start-{seed}")
-    prompts = [prompt_token_ids(tokenizer, t.prompt) for t in tasks]
+    fixed = None
+    if ws_cfg.target == "pointer":  # the model's own solutions, generated once: context; ` #k` + EOS: target
+        pool = rng.sample(tasks, min(len(tasks), ws_cfg.steps * ws_cfg.batch_size))
+        fixed = pointer_pairs(model, tokenizer, pool, rng, dtype)
+        if len(fixed) < ws_cfg.batch_size:
+            raise ValueError(f"model.warm_start.target=pointer: only {len(fixed)} of {len(pool)} greedy solutions "
+                             "wrote an `Answer:` line; pretrain the model on worked solutions first (model.pretrain)")
+        tasks = [pool[i] for i, _, _ in fixed]
+    prompts = [c for _, c, _ in fixed] if fixed else [prompt_token_ids(tokenizer, t.prompt) for t in tasks]
     responses = {}
     pad = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else tokenizer.eos_token_id
     opt = torch.optim.AdamW(model.parameters(), lr=ws_cfg.lr, weight_decay=0.0)
@@ -104,11 +167,14 @@ def train_steps(model, tokenizer, tasks: list, ws_cfg, dtype: str, seed: int, pr
     for _ in bar:
         pairs, uniform_over = [], []
         for i in next(batches):
-            idx = pick_target(tasks[i], ws_cfg.target, rng)
-            if idx not in responses:
-                responses[idx] = response_token_ids(tokenizer, render_judgment(idx))
-            pairs.append((prompts[i], responses[idx]))
-            soft = ws_cfg.target == "format" and index_ids is not None and tasks[i].num_candidates <= 10
+            if fixed:
+                pairs.append((prompts[i], fixed[i][2]))
+            else:
+                idx = pick_target(tasks[i], ws_cfg.target, rng)
+                if idx not in responses:
+                    responses[idx] = response_token_ids(tokenizer, render_judgment(idx))
+                pairs.append((prompts[i], responses[idx]))
+            soft = ws_cfg.target != "oracle" and index_ids is not None and tasks[i].num_candidates <= 10
             uniform_over.append(tasks[i].num_candidates if soft else 0)
         ids, mask, labels = collate(pairs, pad)
         with autocast:
@@ -173,32 +239,15 @@ def response_loss(logits, labels, uniform_over: list, index_ids):
 def evaluate_selector(model, tokenizer, tasks: list, batch_size: int = 16, max_new_tokens: int = 8,
                       dtype: str = "float32") -> dict:
     """Greedy-decode a judgment for each task; parse rate, selection accuracy, majority@N, random@N."""
-    import torch
-
     from driver.data.builder import summarize
 
-    model.eval()
-    pad = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else tokenizer.eos_token_id
-    order = sorted(range(len(tasks)), key=lambda i: len(tasks[i].prompt))
+    prompts = [prompt_token_ids(tokenizer, t.prompt) for t in tasks]
+    texts = greedy_continuations(model, tokenizer, prompts, max_new_tokens, batch_size, dtype)
     parsed = correct = 0
-    autocast = (torch.autocast("cpu", dtype=torch.bfloat16) if dtype == "bfloat16" else contextlib.nullcontext())
-    for start in range(0, len(order), batch_size):
-        chunk = [tasks[i] for i in order[start:start + batch_size]]
-        seqs = [prompt_token_ids(tokenizer, t.prompt) for t in chunk]
-        width = max(map(len, seqs))
-        ids = torch.full((len(seqs), width), pad, dtype=torch.long)
-        mask = torch.zeros_like(ids)
-        for j, s in enumerate(seqs):  # left padding for generation
-            ids[j, width - len(s):] = torch.tensor(s)
-            mask[j, width - len(s):] = 1
-        with torch.no_grad(), autocast:
-            out = model.generate(input_ids=ids, attention_mask=mask, max_new_tokens=max_new_tokens,
-                                 do_sample=False, pad_token_id=pad, eos_token_id=tokenizer.eos_token_id)
-        for j, t in enumerate(chunk):
-            judgment = parse_judgment(full_response(tokenizer, tokenizer.decode(out[j, width:], skip_special_tokens=True)),
-                                      t.num_candidates)
-            parsed += judgment.ok
-            correct += judgment.ok and t.correct[judgment.index]
+    for t, text in zip(tasks, texts):
+        judgment = parse_judgment(full_response(tokenizer, text), t.num_candidates)
+        parsed += judgment.ok
+        correct += judgment.ok and t.correct[judgment.index]
     s = summarize(tasks)
     n = max(1, len(tasks))
     return {"prompts": len(tasks), "parse_rate": parsed / n, "accuracy": correct / n,
@@ -249,7 +298,8 @@ def warm_start(base_dir, train_tasks: list, heldout_tasks: list, ws_cfg, out_dir
         losses = train_steps(model, tokenizer, warm_start_tasks(train_tasks, ws_cfg), ws_cfg, dtype, seed, progress)
         train_seconds = time.time() - t0
         held = random.Random(f"ws-eval-{seed}").sample(heldout_tasks, min(eval_prompts, len(heldout_tasks)))
-        heldout = evaluate_selector(model, tokenizer, held, dtype=dtype)
+        heldout = evaluate_selector(model, tokenizer, held, dtype=dtype,
+                                    max_new_tokens=POINTER_TOKENS if ws_cfg.target == "pointer" else 8)
     stats = {"target": ws_cfg.target, "steps": ws_cfg.steps, "batch_size": ws_cfg.batch_size, "lr": ws_cfg.lr,
              "dtype": dtype, "seed": seed, "threads": threads, "train_seconds": round(train_seconds, 1),
              "seconds": round(time.time() - t0, 1), "loss_first": losses[0] if losses else None,

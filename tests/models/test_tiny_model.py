@@ -102,12 +102,12 @@ def test_a_wired_model_copies_at_initialisation_and_records_its_circuit(tmp_path
     assert (guess == ids[:, 25:]).float().mean() > 0.8
 
 
-def test_an_unwired_model_keeps_the_cache_key_it_had_before_the_circuit_existed(corpus):
+def test_a_default_model_keeps_the_cache_key_it_had_before_the_circuit_and_the_response_keys(corpus):
     import dataclasses
     import hashlib
 
     cfg = ModelConfig()
-    shape = {k: v for k, v in dataclasses.asdict(cfg.tiny).items() if k != "induction_circuit"}
+    shape = {k: v for k, v in dataclasses.asdict(cfg.tiny).items() if k not in ("induction_circuit", "response")}
     blob = f"{json.dumps(shape, sort_keys=True)}|seed={cfg.seed}|corpus={registry.corpus_hash(corpus)}"
     assert registry.tiny_dir(cfg, corpus).name == f"tiny-{hashlib.sha256(blob.encode()).hexdigest()[:12]}"
 
@@ -118,3 +118,21 @@ def test_the_circuit_needs_the_shape_it_is_written_for():
     load_config("default", ["model.tiny.induction_circuit=true"])
     with pytest.raises(ConfigError, match="model.tiny.induction_circuit.*hidden_size=256"):
         load_config("smoke", ["model.tiny.induction_circuit=true"])  # the smoke config's model is 64 wide
+
+
+def test_a_solve_then_point_model_restates_the_problem_after_the_prompt(tmp_path, corpus):
+    from transformers import AutoTokenizer
+
+    from core.algo.genselect import PromptStyle, build_prompt, parse_judgment
+    from core.chat import answer_prefix, format_prompt
+
+    cfg = ModelConfig(cache_dir=str(tmp_path), tiny=TinyModelConfig(response="solve_point", split_digits=False))
+    assert registry.tokenizer_key(cfg) != registry.tokenizer_key(ModelConfig())  # another prompt budget
+    tokenizer = AutoTokenizer.from_pretrained(registry.resolve_model(cfg, corpus))
+    prompt = build_prompt("Compute 3 + 4.", ["3 + 4 = 7\nAnswer: 7", "3 + 4 = 8\nAnswer: 8"],
+                          style=PromptStyle(end_lines=True, answer_labels=True))
+    text = format_prompt(tokenizer, prompt)
+    assert text == prompt + "\n\nProblem:\nCompute 3 + 4.\n\nSolution:\n" and answer_prefix(tokenizer) == ""
+    assert parse_judgment("3 + 4 = 7\nAnswer: 7 #0", 2).index == 0  # what the model writes after it
+    side = build_prompt("Compute 3 + 4.", ["Answer: 7", "Answer: 8"], style=PromptStyle(side_by_side=True))
+    assert format_prompt(tokenizer, side).endswith("\n\nProblem:\nCompute 3 + 4.\n\nSolution:\n")

@@ -113,3 +113,37 @@ def test_warm_start_tasks_keep_prompts_up_to_the_cap():
         warmstart.warm_start_tasks(tasks[1:], WarmStartConfig(max_candidates=2))
     a, b = (warmstart.warm_start_dir("/m/tiny", WarmStartConfig(max_candidates=k), "h", "float32", 0) for k in (0, 2))
     assert a != b  # a capped warm-start is cached apart
+
+
+def test_pointer_pairs_cut_the_models_own_solution_after_its_answer_and_target_the_pointer(tiny_dir, monkeypatch):
+    """The `pointer` warm-start's pairs: context = prompt + the model's own solution up to its first `Answer: X`
+    line; target = ` #k` + EOS with k a valid index; a solution without an answer line is left out."""
+    from transformers import AutoTokenizer
+
+    from core.chat import prompt_token_ids
+
+    tokenizer = AutoTokenizer.from_pretrained(tiny_dir)
+    solutions = ["3 + 4 = 7\nAnswer: 7\nAnswer: 9", "no answer here", "Answer:12 #1 then more"]
+    monkeypatch.setattr(warmstart, "greedy_continuations", lambda model, tok, prompts, n, dtype=None: solutions)
+    tasks = [task((1.0, 0.0, 0.0)), task((0.0, 1.0)), task((0.0, 0.0, 1.0, 1.0))]
+    pairs = warmstart.pointer_pairs(None, tokenizer, tasks, random.Random(0))
+    assert [i for i, _, _ in pairs] == [0, 2]
+    for (i, context, target), head in zip(pairs, ["3 + 4 = 7\nAnswer: 7", "Answer:12"]):
+        prompt = prompt_token_ids(tokenizer, tasks[i].prompt)
+        assert context[:len(prompt)] == prompt and tokenizer.decode(context[len(prompt):]) == head
+        written = tokenizer.decode(target[:-1])
+        assert written.startswith(" #") and int(written[2:]) < tasks[i].num_candidates
+        assert target[-1] == tokenizer.eos_token_id
+
+
+def test_the_pointer_target_belongs_to_the_solve_then_point_response():
+    from core.config import ConfigError, load_config
+
+    point = ["model.tiny.response=solve_point", "data.answer_labels=true"]
+    load_config("default", point + ["model.warm_start.target=pointer"])
+    with pytest.raises(ConfigError, match="model.warm_start.target.*pointer"):
+        load_config("default", point)
+    with pytest.raises(ConfigError, match="model.warm_start.target.*pointer"):
+        load_config("default", ["model.warm_start.target=pointer"])
+    with pytest.raises(ConfigError, match="model.tiny.response.*answer_labels"):
+        load_config("default", ["model.tiny.response=solve_point", "model.warm_start.target=pointer"])

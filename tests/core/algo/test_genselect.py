@@ -39,6 +39,13 @@ def test_prompt_strips_reasoning_and_refuses_long_candidates():
     ("Judgment: 01", 3, None, ParseStatus.MALFORMED_INDEX),
     ("Judgment: 0", 1, 0, ParseStatus.OK),
     ("Judgment: 10", 16, 10, ParseStatus.OK),
+    ("3 + 4 = 7\nAnswer: 7 #2", 3, 2, ParseStatus.OK),  # the solve-then-point response: its answer line's pointer
+    ("Answer: 7 #1\nAnswer: 8 #2\n", 3, 2, ParseStatus.OK),  # the last one
+    ("Answer: 7 #2\nJudgment: 0", 3, 0, ParseStatus.OK),  # a Judgment line wins
+    ("Answer: 7 #5", 3, None, ParseStatus.OUT_OF_RANGE),
+    ("Answer: 7 #", 3, None, ParseStatus.NO_JUDGMENT),  # cut before the index
+    ("Answer: 7 #2 because", 3, None, ParseStatus.NO_JUDGMENT),  # not an answer line ending in an index
+    ("Check: 7 #2", 3, None, ParseStatus.NO_JUDGMENT),
 ])
 def test_parse_table(text, n, index, status):
     judgment = parse_judgment(text, n)
