@@ -169,6 +169,16 @@ def evaluate(model, tokenizer, data, problems: int, seed: int = 0) -> dict:
                                                for t, s, c in list(zip(tasks, solutions, choices))[:5]]}
 
 
+def reading_summary(reading: dict) -> str:
+    """Two lines: what `evaluate` read (solve rate, pointer) and the selection against majority voting."""
+    r, s = reading, reading["selection"]
+    return (f"solve rate {r['solve_rate_prompts']:.3f}, answer stated by a candidate {r['matched_share']:.3f}, pointer "
+            f"accuracy {r['pointer_accuracy']:.3f} (on a candidate's answer: {r['pointer_reading']:.3f})\n"
+            f"own pointer: GenSelect@N {s['genselect']:.3f} [{s['genselect_lo']:.3f}, {s['genselect_hi']:.3f}]  "
+            f"majority@N {s['majority']:.3f}  over majority {s['over_majority']:+.3f} "
+            f"[{s['over_majority_lo']:+.3f}, {s['over_majority_hi']:+.3f}]")
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--model", required=True, help="the start (session 22: the induction-wired base)")
@@ -238,13 +248,7 @@ def main(argv=None) -> int:
         record["reading_seconds"] = round(time.time() - start, 1)
     Path(args.out).mkdir(parents=True, exist_ok=True)
     (Path(args.out) / "probe.json").write_text(json.dumps(record, indent=1))
-    r, s = record["reading"], record["reading"]["selection"]
-    print(f"trained {record.get('seconds', 0)} s; solve rate {r['solve_rate_prompts']:.3f}, answer stated by a "
-          f"candidate {r['matched_share']:.3f}, pointer accuracy {r['pointer_accuracy']:.3f} (on a candidate's "
-          f"answer: {r['pointer_reading']:.3f})")
-    print(f"own pointer: GenSelect@N {s['genselect']:.3f} [{s['genselect_lo']:.3f}, "
-          f"{s['genselect_hi']:.3f}]  majority@N {s['majority']:.3f}  over majority "
-          f"{s['over_majority']:+.3f} [{s['over_majority_lo']:+.3f}, {s['over_majority_hi']:+.3f}]")
+    print(f"trained {record.get('seconds', 0)} s; {reading_summary(record['reading'])}")
     return 0
 
 

@@ -34,7 +34,7 @@ def main() -> int:
     from core.config import PretrainConfig
     from driver.data.dataset import load_dataset
     from driver.models.pretrain import pretrain
-    from solve_point_probe import beside, evaluate
+    from solve_point_probe import beside, evaluate, reading_summary
 
     out = Path(args.out)
     base = out / "base"
@@ -55,10 +55,7 @@ def main() -> int:
     reading = evaluate(model, AutoTokenizer.from_pretrained(folder), data, args.problems, 0)
     record = {"args": vars(args), "pretrain_seconds": round(seconds, 1), "stats": stats, "reading": reading}
     (out / "check.json").write_text(json.dumps(record, indent=1))
-    s = reading["selection"]
-    print(f"pretrain {seconds:.0f} s; solve {reading['solve_rate_prompts']:.3f} pointer {reading['pointer_reading']:.3f} "
-          f"GenSelect {s['genselect']:.3f} [{s['genselect_lo']:.3f}, {s['genselect_hi']:.3f}] majority {s['majority']:.3f} "
-          f"over {s['over_majority']:+.3f} [{s['over_majority_lo']:+.3f}, {s['over_majority_hi']:+.3f}]")
+    print(f"pretrain {seconds:.0f} s; {reading_summary(reading)}")
     return 0
 
 
