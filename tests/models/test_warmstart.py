@@ -132,7 +132,7 @@ def test_pointer_pairs_cut_the_models_own_solution_after_its_answer_and_target_t
         prompt = prompt_token_ids(tokenizer, tasks[i].prompt)
         assert context[:len(prompt)] == prompt and tokenizer.decode(context[len(prompt):]) == head
         written = tokenizer.decode(target[:-1])
-        assert written.startswith(" #") and int(written[2:]) < tasks[i].num_candidates
+        assert written.startswith(" #") and written.endswith("\n") and int(written[2:]) < tasks[i].num_candidates
         assert target[-1] == tokenizer.eos_token_id
 
 
