@@ -10,9 +10,9 @@ Targets (`WarmStartConfig.target`):
   are more than one token (N > 10 with per-digit tokenizers) fall back to one sampled index.
 * `oracle`: the response names a correct candidate (one drawn uniformly among the correct ones). A stronger
   start; also the learnability check of a dataset: a tiny model trained this way must beat majority@N.
-* `pointer` (the solve-then-point tiny model, `model.tiny.response=solve_point`): the model's own greedy solution
-  of each prompt, cut after its first `Answer: X` line, is context, and the target is ` #k`, a newline and EOS, the
-  index token trained towards uniform: the format only (write the pointer, then stop), not which candidate to name, so
+* `pointer` (the solve-then-point tiny model, `model.tiny.response=solve_point`): the target is the model's own
+  greedy solution of each prompt, cut after its first `Answer: X` line, then ` #k`, a newline and EOS, the index
+  token trained towards uniform: the format only (write the pointer, then stop), not which candidate to name, so
   RL starts near random@N (`pointer_pairs`).
 
 Loss: next-token cross-entropy on the response tokens (`Judgment: IDX` + EOS), plus `prompt_lm` x the mean
@@ -120,12 +120,14 @@ def greedy_continuations(model, tokenizer, prompts: list, max_new_tokens: int, b
 
 
 def pointer_pairs(model, tokenizer, tasks: list, rng: random.Random, dtype: str = "float32") -> list:
-    """[(task index, context ids, target ids)] of the `pointer` warm-start: context = the task's formatted prompt and
-    the model's own greedy solution cut after its first `Answer: X` line; target = ` #k`, a newline and EOS, k drawn
-    uniformly (the loss trains the index towards uniform anyway). The newline keeps the end of the answer line as the
-    pretraining wrote it (`Answer: X` newline EOS): an EOS straight after the index, never seen there, started at a
-    loss of ~17 nats and its gradient taught the model to stop after two tokens of its solution (session 23's first
-    run). Tasks whose solution has no answer line are left out."""
+    """[(task index, prompt ids, target ids)] of the `pointer` warm-start. Target: the model's own greedy solution of
+    the task's prompt, cut after its first `Answer: X` line, then ` #k`, a newline and EOS, k drawn uniformly (the loss
+    trains the index towards uniform anyway). Two choices from session 23's first runs: the model's own solution is
+    part of the target (loss near 0, an anchor: with the solution as context only, the uniform index target raised
+    single digits everywhere and the model's arithmetic fell apart within 100 steps, even at lr 1e-4 with the
+    embedding frozen); and the newline before EOS, as the pretraining's answer lines end (an EOS straight after the
+    index started at ~17 nats and taught the model to stop two tokens into its solution). Tasks whose solution has
+    no answer line are left out."""
     prompts = [prompt_token_ids(tokenizer, t.prompt) for t in tasks]
     pairs = []
     for i, text in enumerate(greedy_continuations(model, tokenizer, prompts, POINTER_TOKENS, dtype=dtype)):
@@ -138,7 +140,7 @@ def pointer_pairs(model, tokenizer, tasks: list, rng: random.Random, dtype: str 
         full = tokenizer(head_text + pointer, add_special_tokens=False)["input_ids"]
         if full[:len(head)] != head:  # the pointer merged into the answer's last token: not a clean target
             continue
-        pairs.append((i, prompts[i] + head, full[len(head):] + [tokenizer.eos_token_id]))
+        pairs.append((i, prompts[i], full + [tokenizer.eos_token_id]))
     return pairs
 
 

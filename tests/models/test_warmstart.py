@@ -116,8 +116,8 @@ def test_warm_start_tasks_keep_prompts_up_to_the_cap():
 
 
 def test_pointer_pairs_cut_the_models_own_solution_after_its_answer_and_target_the_pointer(tiny_dir, monkeypatch):
-    """The `pointer` warm-start's pairs: context = prompt + the model's own solution up to its first `Answer: X`
-    line; target = ` #k` + EOS with k a valid index; a solution without an answer line is left out."""
+    """The `pointer` warm-start's pairs: the prompt, then as target the model's own solution up to its first
+    `Answer: X` line, ` #k` (k a valid index), a newline and EOS; a solution without an answer line is left out."""
     from transformers import AutoTokenizer
 
     from core.chat import prompt_token_ids
@@ -128,12 +128,11 @@ def test_pointer_pairs_cut_the_models_own_solution_after_its_answer_and_target_t
     tasks = [task((1.0, 0.0, 0.0)), task((0.0, 1.0)), task((0.0, 0.0, 1.0, 1.0))]
     pairs = warmstart.pointer_pairs(None, tokenizer, tasks, random.Random(0))
     assert [i for i, _, _ in pairs] == [0, 2]
-    for (i, context, target), head in zip(pairs, ["3 + 4 = 7\nAnswer: 7", "Answer:12"]):
-        prompt = prompt_token_ids(tokenizer, tasks[i].prompt)
-        assert context[:len(prompt)] == prompt and tokenizer.decode(context[len(prompt):]) == head
+    for (i, prompt, target), head in zip(pairs, ["3 + 4 = 7\nAnswer: 7", "Answer:12"]):
+        assert prompt == prompt_token_ids(tokenizer, tasks[i].prompt) and target[-1] == tokenizer.eos_token_id
         written = tokenizer.decode(target[:-1])
-        assert written.startswith(" #") and written.endswith("\n") and int(written[2:]) < tasks[i].num_candidates
-        assert target[-1] == tokenizer.eos_token_id
+        assert written.startswith(head + " #") and written.endswith("\n")
+        assert int(written[len(head) + 2:]) < tasks[i].num_candidates
 
 
 def test_the_pointer_target_belongs_to_the_solve_then_point_response():
