@@ -232,7 +232,7 @@ class Learner(NcclWeightSender):
                  total_train_steps: int = 0, temperature: float = 1.0):
         from transformers import AutoModelForCausalLM
 
-        from core.induction import freeze_if_wired, wired_circuit
+        from core.induction import freeze_circuit, wired_circuit
 
         if algo.ratio_reference not in ("behaviour", "proximal"):  # 'auto' is resolved by core.config
             raise ValueError(f"algorithm.ratio_reference={algo.ratio_reference!r}: the learner needs 'behaviour' or "
@@ -252,11 +252,12 @@ class Learner(NcclWeightSender):
         bf16 = cfg.dtype == "bfloat16"
         hf = AutoModelForCausalLM.from_pretrained(str(model_path), dtype=torch.bfloat16 if bf16 else torch.float32,
                                                   attn_implementation="sdpa")
-        if wired_circuit(model_path):  # a tiny model's hand-written induction circuit stays as written
+        circuit = wired_circuit(model_path)
+        if circuit:  # a tiny model's hand-written induction circuit stays as written
             if cfg.zero_stage == 3:
                 raise ValueError("learner.zero_stage=3 partitions the parameters, so the wired induction circuit's "
                                  "gradient masks cannot apply; use zero_stage 0-2 with model.tiny.induction_circuit")
-            freeze_if_wired(hf, model_path)
+            freeze_circuit(hf, circuit)
         if cfg.gradient_checkpointing:
             enable_gradient_checkpointing(hf)
         self.tied = bool(getattr(hf.config, "tie_word_embeddings", False))

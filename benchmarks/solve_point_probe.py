@@ -39,7 +39,6 @@ sys.path.insert(0, str(REPO / "benchmarks"))
 
 CORPUS_SEED = 902
 KINDS = ("solution", "context", "pointer")
-ANSWER_CUT = re.compile(r"Answer: ?([^\n#]*)")
 END_OF_ANSWER = re.compile(r"(Answer: [^\n]*)\nEnd of solution (\d+)\.")
 
 
@@ -93,9 +92,10 @@ def corpus(tokenizer, data, solutions: list, steps: int, shares: dict, batch: di
 def cut_at_answer(solution: str) -> tuple:
     """(text, own answer): `solution` cut after its first `Answer:` line and the normalized answer there (None when
     the line is empty), or (None, None) when it has no such line."""
+    from driver.models.warmstart import ANSWER_LINE
     from solve_then_match import own_answer
 
-    match = ANSWER_CUT.search(solution)
+    match = ANSWER_LINE.search(solution)
     if not match:
         return None, None
     cut = solution[:match.end()].rstrip()

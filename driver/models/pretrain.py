@@ -221,8 +221,7 @@ def train_steps(model, tokenizer, steps: list, lr: float, desc: str, progress: b
     import torch
     from tqdm import tqdm
 
-    from driver.models.selection_rows import row_batch
-    from driver.models.warmstart import clipped_step
+    from driver.models.warmstart import clipped_step, collate
 
     pad = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else tokenizer.eos_token_id
     opt = torch.optim.AdamW(model.parameters(), lr=lr, weight_decay=0.0)
@@ -232,8 +231,8 @@ def train_steps(model, tokenizer, steps: list, lr: float, desc: str, progress: b
     model.train()
     bar = tqdm(steps, desc=desc, disable=not progress, leave=False)
     for kind, rows in bar:
-        ids, attention, weights = row_batch(rows, pad)
-        loss = lm_loss(model(input_ids=ids, attention_mask=attention).logits.float(), ids, weights)
+        ids, attention, labels = collate(rows, pad)
+        loss = lm_loss(model(input_ids=ids, attention_mask=attention).logits.float(), ids, labels != -100)
         losses.setdefault(kind, []).append(clipped_step(loss, model, opt, sched))
         bar.set_postfix(loss=f"{losses[kind][-1]:.3f}", kind=kind)
     return losses

@@ -10,7 +10,8 @@ row put a *training* selection prompt before the text the loss reads; neither re
   line reads `Answer: X #i`), a blank line, then `Answer: X #i` for each distinct final answer X of its candidates
   (i: the first candidate stating it), in random order: finding a stated answer's candidate, by copying.
 
-A row is (context token ids, target token ids); the loss reads the target only (`row_batch`'s weights).
+A row is (context token ids, target token ids), the pair `driver.models.warmstart.collate` pads: the loss reads
+the target only.
 """
 from __future__ import annotations
 
@@ -46,20 +47,3 @@ def pointer_row(tokenizer, task, rng: random.Random) -> tuple:
 def solution_row(tokens: list) -> tuple:
     """A worked-solution row: no context, every token a target (its own first token has no prediction)."""
     return [], list(tokens)
-
-
-def row_batch(rows: list, pad: int):
-    """Right-padded (input_ids, attention_mask, loss weights) of (context, target) rows: weight 1 on target tokens.
-    Shapes: (len(rows), longest row)."""
-    import torch
-
-    width = max(len(c) + len(t) for c, t in rows)
-    ids = torch.full((len(rows), width), pad, dtype=torch.long)
-    attention = torch.zeros_like(ids)
-    weights = torch.zeros(len(rows), width)
-    for j, (context, target) in enumerate(rows):
-        n = len(context) + len(target)
-        ids[j, :n] = torch.tensor(list(context) + list(target))
-        attention[j, :n] = 1
-        weights[j, len(context):n] = 1.0
-    return ids, attention, weights

@@ -53,11 +53,11 @@ def warm_start_dir(base_dir, ws_cfg, dataset_hash: str, dtype: str, seed: int) -
 
 def pick_target(task, target: str, rng: random.Random) -> int:
     """The index the response names: uniform over candidates ('format') or over correct ones ('oracle')."""
-    if target in ("format", "pointer"):
+    if target == "format":
         return rng.randrange(task.num_candidates)
     if target == "oracle":
         return rng.choice([i for i, ok in enumerate(task.correct) if ok])
-    raise ValueError(f"warm-start target must be 'format', 'oracle' or 'pointer', got {target!r}")
+    raise ValueError(f"warm-start target must be 'format' or 'oracle', got {target!r}")
 
 
 def length_batches(lengths: list, batch_size: int, rng: random.Random):
@@ -151,7 +151,7 @@ def train_steps(model, tokenizer, tasks: list, ws_cfg, dtype: str, seed: int, pr
 
     rng = random.Random(f"warm-start-{seed}")
     fixed = None
-    if ws_cfg.target == "pointer":  # the model's own solutions, generated once: context; ` #k` + EOS: target
+    if ws_cfg.target == "pointer":  # fixed pairs: the prompt, then the model's own solution and its pointer
         pool = rng.sample(tasks, min(len(tasks), ws_cfg.steps * ws_cfg.batch_size))
         fixed = pointer_pairs(model, tokenizer, pool, rng, dtype)
         if len(fixed) < ws_cfg.batch_size:

@@ -163,7 +163,8 @@ def test_selection_rows_split_context_from_target_and_point_at_each_answers_firs
 
     from transformers import AutoTokenizer
 
-    from driver.models.selection_rows import context_row, pointer_text, row_batch, solution_row
+    from driver.models.selection_rows import context_row, pointer_text, solution_row
+    from driver.models.warmstart import collate
 
     tokenizer = AutoTokenizer.from_pretrained(tiny_dir)
     before, text = "Solution 0:\nAnswer: 7 #0", "Problem:\nCompute 2 + 3.\n\nSolution:\nAnswer: 5"
@@ -172,7 +173,8 @@ def test_selection_rows_split_context_from_target_and_point_at_each_answers_firs
     assert tokenizer.decode(target[:-1]).lstrip("\n") == text
     lines = pointer_text(["7", "5", "7", " 5"], random.Random(0))
     assert sorted(lines.splitlines()) == ["Answer: 5 #1", "Answer: 7 #0"]  # each answer once, its first candidate
-    ids, attention, weights = row_batch([(context, target), solution_row([5, 6, 7])], pad=0)
+    ids, attention, labels = collate([(context, target), solution_row([5, 6, 7])], pad_id=0)
+    weights = labels != -100  # what the pretraining's loss reads
     assert ids.shape == (2, len(context) + len(target)) and attention[1].sum() == 3
     assert weights[0].sum() == len(target) and weights[0, :len(context)].sum() == 0 and weights[1, :3].sum() == 3
 
