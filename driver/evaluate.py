@@ -170,14 +170,19 @@ async def choose_round_robin(worker, tasks: Sequence, style: PromptStyle, by_ans
 
 def choose_remote(rollout_handle, tasks: Sequence, timeout_s: float, samples: int = 0) -> tuple:
     """Greedy choices through a Ray actor handle (used by the training driver), and, with `samples > 0`,
-    the sampled accuracy of that many temperature-1 responses per prompt (else None)."""
+    the sampled accuracy of that many temperature-1 responses per prompt (else None).
+
+    The two generate calls run one after the other: the rollout actor derives each call's deadline from that
+    call's own sequences (core/deadlines.py), so a greedy call sharing the engine with the sampled one (4x its
+    sequences) could time out on a loaded machine (it did: a 200-prompt step-0 evaluation past its 70 s)."""
     import ray
 
-    greedy = rollout_handle.generate.remote(list(tasks), n=1, temperature=0.0)
-    sampled = rollout_handle.generate.remote(list(tasks), n=samples, temperature=1.0) if samples else None
-    groups = ray.get(greedy, timeout=timeout_s)
+    groups = ray.get(rollout_handle.generate.remote(list(tasks), n=1, temperature=0.0), timeout=timeout_s)
     choices = [parse_judgment(g.rollouts[0].response_text, g.task.num_candidates).index for g in groups]
-    return choices, (sampled_accuracy(ray.get(sampled, timeout=timeout_s)) if sampled else None)
+    if not samples:
+        return choices, None
+    sampled = ray.get(rollout_handle.generate.remote(list(tasks), n=samples, temperature=1.0), timeout=timeout_s)
+    return choices, sampled_accuracy(sampled)
 
 
 class _RemoteWorker:

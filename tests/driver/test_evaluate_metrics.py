@@ -41,3 +41,40 @@ def test_by_size_reports_the_baselines_of_each_number_of_candidates():
     assert table[2] == {"prompts": 2, "genselect": 0.5, "majority": 0.5, "random": 0.5, "pass_at_n": 1.0}
     assert table[3] == {"prompts": 1, "genselect": 1.0, "majority": 0.0, "random": pytest.approx(1 / 3),
                         "pass_at_n": 1.0}
+
+
+def test_remote_evaluation_runs_greedy_before_sampling(monkeypatch):
+    """The rollout actor derives each generate call's deadline from that call's own sequences, so the sampled
+    call (samples x the prompts) must not share the engine with the greedy one: it is submitted only once the
+    greedy choices are back (a step-0 evaluation timed out on a loaded machine when both ran at once)."""
+    import ray
+
+    from core.records import Rollout, RolloutGroup
+    from driver.evaluate import choose_remote
+
+    tasks = [_task("a", 0, ["5", "1"], [0, 1]), _task("b", 0, ["2", "3", "2"], [1, 0, 1])]
+    events = []
+
+    class Ref:
+        def __init__(self, n, temperature):
+            self.n, self.temperature = n, temperature
+
+    def generate(call_tasks, n, temperature):
+        events.append(("submit", n, temperature))
+        return Ref(n, temperature)
+
+    def get(ref, timeout):
+        events.append(("done", ref.n, ref.temperature))
+        text = "Judgment: 1"
+        return [RolloutGroup(task=t, policy_version=0, rollouts=[Rollout(t.prompt_id, [], [], [], text, 0, "stop") for _ in range(ref.n)])
+                for t in tasks]
+
+    handle = type("Handle", (), {})()
+    handle.generate = type("Method", (), {"remote": staticmethod(generate)})()
+    monkeypatch.setattr(ray, "get", get)
+    choices, sampled = choose_remote(handle, tasks, timeout_s=10.0, samples=4)
+    assert events == [("submit", 1, 0.0), ("done", 1, 0.0), ("submit", 4, 1.0), ("done", 4, 1.0)]
+    assert choices == [1, 1] and sampled == pytest.approx(0.5)
+    events.clear()
+    assert choose_remote(handle, tasks, timeout_s=10.0, samples=0) == ([1, 1], None)
+    assert events == [("submit", 1, 0.0), ("done", 1, 0.0)]
