@@ -56,6 +56,9 @@ CPU_BLOCK_SIZE = 32
 SHUTDOWN_TIMEOUT_S = 30.0
 
 
+POINTER_MARK = "#"  # what precedes the index in a solve-then-point answer line (`Answer: 24 #3`, core.algo.genselect)
+
+
 class RolloutTimeout(TimeoutError):
     """A generate call ran past RolloutConfig.request_timeout_s (its requests were aborted)."""
 
@@ -402,6 +405,8 @@ class RolloutWorker:
         return final, version, start - queued, time.perf_counter() - start
 
     async def _generate_one(self, task, prompt_ids: list, params) -> RolloutGroup:
+        if self.cfg.sample_index_only and isinstance(task, SelectionTask):
+            return await self._point_after_greedy_solution(task, prompt_ids, params)
         solving = isinstance(task, SolveTask)  # a generator writes free text: no index constraint, no prefix
         allowed = None if solving else self.allowed_token_ids(task.num_candidates)
         if allowed is not None:  # one index token: the whole response, complete by construction
@@ -419,6 +424,52 @@ class RolloutWorker:
         ) for c in sorted(final.outputs, key=lambda c: c.index)]
         return RolloutGroup(task=task, rollouts=rollouts, policy_version=version, generate_seconds=seconds,
                             extras={"worker_index": self.worker_index, "prompt_tokens": len(prompt_ids),
+                                    "cached_prompt_tokens": final.num_cached_tokens or 0})
+
+    async def _point_after_greedy_solution(self, task, prompt_ids: list, params) -> RolloutGroup:
+        """`rollout.sample_index_only`: the worked solution greedily, up to the `#` of its `Answer: X #` line
+        (one request), then G index tokens sampled among 0..N-1 after it (a second request, `params`' n and
+        temperature). Each rollout's prompt is the prompt plus the solution (one shared list), its response the
+        one index token, its text the solution and the index, so the verifier reads `Answer: X #k`. A solution
+        that never reaches a `#` gives G empty responses (a parse failure each, nothing to train on)."""
+        from vllm import SamplingParams
+
+        solve = SamplingParams(n=1, temperature=0.0, max_tokens=max(1, params.max_tokens - 1), stop=[POINTER_MARK],
+                               include_stop_str_in_output=True, output_kind=params.output_kind)
+        final, version, queue_s, seconds = await self.run_request(prompt_ids, solve, tag="s")
+        solution = final.outputs[0]
+        timings = {"queue_s": queue_s, "generate_s": seconds}
+        # the stop string ends the text; the tokens must end there too (no token that holds `#` and more)
+        pointed = self.tokenizer.decode(list(solution.token_ids)).endswith(POINTER_MARK)
+        allowed = index_token_ids(self.tokenizer, task.num_candidates) if pointed else None
+        if pointed and allowed is None:
+            raise ValueError(f"rollout.sample_index_only needs one token per index, but this tokenizer splits "
+                             f"some of 0..{task.num_candidates - 1}")
+        solution.token_ids = list(solution.token_ids)
+        shared = list(prompt_ids) + solution.token_ids
+        outputs = []
+        if pointed:
+            point = SamplingParams(n=params.n, temperature=params.temperature, top_p=params.top_p, max_tokens=1,
+                                   logprobs=0, allowed_token_ids=allowed, output_kind=params.output_kind)
+            final, version, queue_2, seconds_2 = await self.run_request(shared, point, tag="p")
+            timings = {"queue_s": queue_s + queue_2, "generate_s": seconds + seconds_2}
+            outputs = sorted(final.outputs, key=lambda c: c.index)
+        self._counters["requests"] += 1
+        rollouts = [Rollout(
+            prompt_id=task.prompt_id, prompt_token_ids=shared, response_token_ids=list(c.token_ids),
+            behaviour_logprobs=[c.logprobs[i][t].logprob for i, t in enumerate(c.token_ids)],
+            response_text=full_response(self.tokenizer, self.tokenizer.decode(solution.token_ids + c.token_ids)),
+            policy_version=version, finish_reason="stop",
+            timings=dict(timings), allowed_token_ids=allowed,
+        ) for c in outputs] or [Rollout(
+            prompt_id=task.prompt_id, prompt_token_ids=shared, response_token_ids=[], behaviour_logprobs=[],
+            response_text=full_response(self.tokenizer, self.tokenizer.decode(solution.token_ids)),
+            policy_version=version, finish_reason=str(solution.finish_reason),
+            timings=dict(timings)) for _ in range(params.n)]
+        return RolloutGroup(task=task, rollouts=rollouts, policy_version=version,
+                            generate_seconds=timings["generate_s"],
+                            extras={"worker_index": self.worker_index, "prompt_tokens": len(prompt_ids),
+                                    "solution_tokens": len(solution.token_ids),
                                     "cached_prompt_tokens": final.num_cached_tokens or 0})
 
     async def sample_solutions(self, problems: list, n: int, temperature: float, max_tokens: int,

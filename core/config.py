@@ -196,6 +196,12 @@ class RolloutConfig:
                                      "'Judgment: ', core/chat.py), the response is one token sampled "
                                      "among the valid indices 0..N-1; the learner normalises over the same "
                                      "tokens. No effect on chat models, which reason before their judgment.")
+    sample_index_only: bool = _f(False, "For a model that writes a worked solution ending `Answer: X #k` "
+                                        "(model.tiny.response=solve_point): the solution is written greedily, up "
+                                        "to its `#`, and only the index after it is sampled (G times, among "
+                                        "0..N-1, at the call's temperature); the learner trains that one token, "
+                                        "the solution being part of its prompt. RL on the pointer with the "
+                                        "solution held fixed (docs/models.md).")
     max_num_seqs: int = _f(128, "Most sequences the engine batches at once.")
     kv_cache_gib: float = _f(1.0, "KV cache size per engine on CPU (VLLM_CPU_KVCACHE_SPACE).")
     gpu_memory_utilization: float = _f(0.85, "Fraction of GPU memory for vLLM (GPU only).")
@@ -596,6 +602,10 @@ def _check(cfg: TrainConfig) -> None:
          or (cfg.model.warm_start.target == "pointer") == (cfg.model.tiny.response == "solve_point"),
          "must be 'pointer' exactly when model.tiny.response=solve_point (that response is a worked solution and "
          "its pointer; the other targets write `Judgment: IDX` alone)"),
+        ("rollout.sample_index_only", not r.sample_index_only or (
+            cfg.task == "selector" and (cfg.model.name != "tiny" or cfg.model.tiny.response == "solve_point")),
+         "samples the index after a greedily written solution's `#`: it needs task=selector and, with the tiny "
+         "model, model.tiny.response=solve_point"),
         ("model.tiny.induction_circuit", not cfg.model.tiny.induction_circuit or (
             cfg.model.tiny.hidden_size, cfg.model.tiny.num_heads, cfg.model.tiny.num_kv_heads) == (256, 4, 2)
          and cfg.model.tiny.num_layers >= 2, "is written for model.tiny hidden_size=256, num_heads=4, num_kv_heads=2 "

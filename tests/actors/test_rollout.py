@@ -226,6 +226,74 @@ def test_constrained_index_sampling_and_learner_normalisation(engine, reference,
 
 
 @pytest.mark.slow
+def test_sample_index_only_points_after_a_greedy_solution(engine, reference, rh, monkeypatch):
+    """rollout.sample_index_only: one greedy solution up to the pointer mark, then G index tokens sampled
+    among 0..N-1 after it. Every rollout's prompt is the prompt plus that solution (one shared list), its
+    response the index token, its text the solution and the index; the behaviour log-probs are the learner's
+    constrained ones after that prompt. A solution that never writes the mark gives G empty responses.
+    (The untrained model never writes `#`: the mark is set to a token its greedy solution does write.)"""
+    import dataclasses
+
+    import torch
+
+    import actors.rollout as rollout_module
+    from actors.learner import _PolicyLogprobs
+    from actors.packing import pack_sequences, unpack_per_sequence
+    from core.chat import full_response
+    from core.records import TrainSequence
+
+    worker, loop, _ = engine
+    tok = worker.tokenizer
+
+    def first_printable(ids: list):  # a printable token the greedy text writes, not written before it
+        return next((i for i in range(len(ids)) if tok.decode(ids[i:i + 1]).strip().isascii()
+                     and tok.decode(ids[i:i + 1]).strip() and tok.decode(ids[i:i + 1]) not in tok.decode(ids[:i])),
+                    None)
+
+    candidates = [rh.make_task(i, words=w) for i in range(31, 61) for w in (1, 2)]
+    found = [(g.task, g.rollouts[0]) for g in loop.run(worker.generate(candidates, n=1, temperature=0.0))
+             if first_printable(g.rollouts[0].response_token_ids) is not None]
+    assert found, "no greedy response of the untrained model writes a printable token"
+    task, greedy = found[0]
+    ids = greedy.response_token_ids
+    cut = first_printable(ids)
+    mark = tok.decode(ids[cut:cut + 1])
+    monkeypatch.setattr(rollout_module, "POINTER_MARK", mark)
+    worker.cfg = dataclasses.replace(worker.cfg, sample_index_only=True)
+    try:
+        group = loop.run(worker.generate([task], temperature=1.0))[0]
+        monkeypatch.setattr(rollout_module, "POINTER_MARK", "\u00a7never")
+        unpointed = loop.run(worker.generate([task], temperature=1.0))[0]
+    finally:
+        worker.cfg = dataclasses.replace(worker.cfg, sample_index_only=False)
+    prompt = worker.encode_prompt(task.prompt)
+    allowed = [tok(str(i), add_special_tokens=False)["input_ids"][0] for i in range(2)]
+    solution = group.rollouts[0].prompt_token_ids[len(prompt):]
+    assert len(group.rollouts) == G and group.rollouts[0].prompt_token_ids[:len(prompt)] == prompt
+    assert tok.decode(solution).endswith(mark) and solution == greedy.response_token_ids[:len(solution)]
+    assert all(r.prompt_token_ids is group.rollouts[0].prompt_token_ids for r in group.rollouts)
+    assert all(len(r.response_token_ids) == 1 and r.response_token_ids[0] in allowed and not r.truncated
+               and r.allowed_token_ids == allowed for r in group.rollouts)
+    assert {r.response_text for r in group.rollouts} <= {full_response(tok, tok.decode(solution + [a]))
+                                                          for a in allowed}
+    seqs = [TrainSequence(r.prompt_token_ids, r.response_token_ids, r.behaviour_logprobs, 0.0, r.policy_version,
+                          allowed_token_ids=r.allowed_token_ids) for r in group.rollouts]
+    module, out = _PolicyLogprobs(reference).eval(), [[] for _ in seqs]
+    with torch.no_grad():
+        for mb in pack_sequences(seqs, 4096):
+            unpack_per_sequence(module(mb.input_ids, mb.position_ids, mb.attention_mask, mb.target_index,
+                                       mb.target_ids, mb.allowed_ids)[0], mb, out)
+    behaviour = np.concatenate([r.behaviour_logprobs for r in group.rollouts])
+    assert np.max(np.abs(np.concatenate(out) - behaviour)) < 1e-4
+    assert len(unpointed.rollouts) == G
+    assert all(r.response_token_ids == [] and r.behaviour_logprobs == [] for r in unpointed.rollouts)
+    unpointed_solution = unpointed.rollouts[0].prompt_token_ids[len(prompt):]
+    assert unpointed_solution == ids[:len(unpointed_solution)] and len(unpointed_solution) >= MAX_TOKENS - 1
+    assert unpointed.rollouts[0].response_text == full_response(tok, tok.decode(unpointed_solution))
+    assert len(solution) == cut + 1
+
+
+@pytest.mark.slow
 def test_index_logprobs_are_the_constrained_distribution(engine, reference, rh):
     """`index_logprobs`: per task, the log-prob of every index 0..N-1 under the constrained one-token
     distribution at temperature 1, equal to transformers' log-softmax over the index tokens at the prompt's

@@ -39,6 +39,7 @@ def test_override_applies_with_type():
     (["curriculum.max_candidates=-2"], "curriculum.max_candidates"),
     (["data.train_max_candidates=1"], "data.train_max_candidates"),
     (["data.train_max_candidates=9"], "data.train_max_candidates"),
+    (["rollout.sample_index_only=true"], "rollout.sample_index_only"),
 ])
 def test_bad_values_are_rejected_naming_the_key(override, key):
     with pytest.raises(ConfigError, match=key.replace(".", r"\.")):
@@ -203,3 +204,8 @@ def test_more_than_ten_candidates_need_unconstrained_answers_with_the_tiny_model
     with pytest.raises(ConfigError, match="eval_round_robin"):
         load_config("default", ["data.max_candidates=16", "rollout.constrain_index=false"])
     assert load_config("default", ["data.max_candidates=10"]).data.max_candidates == 10
+
+
+def test_sample_index_only_loads_with_the_solve_then_point_model():
+    cfg = load_config("solve_point", ["rollout.sample_index_only=true"])
+    assert cfg.rollout.sample_index_only and cfg.model.tiny.response == "solve_point"
