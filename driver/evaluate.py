@@ -168,6 +168,34 @@ async def choose_round_robin(worker, tasks: Sequence, style: PromptStyle, by_ans
     return choices
 
 
+EVAL_TIMEOUT_RETRIES = 2  # a held-out evaluation past its deadline is run again this many times before the run stops
+
+
+def is_timeout(err: BaseException) -> bool:
+    """An error that says a call ran past its deadline: the rollout actor's RolloutTimeout (also as Ray's
+    RayTaskError, which subclasses the remote error's type), ray.get's GetTimeoutError, asyncio's TimeoutError."""
+    from ray.exceptions import GetTimeoutError
+
+    from actors.rollout import RolloutTimeout
+
+    return isinstance(err, (RolloutTimeout, GetTimeoutError, asyncio.TimeoutError, TimeoutError))
+
+
+def retry_on_timeout(call, what: str, warn, retries: int = EVAL_TIMEOUT_RETRIES):
+    """`call()`, run again up to `retries` times while it times out (`is_timeout`); `warn(message)` is told each
+    time. An evaluation is not on the training path, and a deadline missed because another job shared the
+    machine (an 8x slowdown was seen on 2 cores) should not end a run. The last timeout, and any other error,
+    propagate."""
+    for attempt in range(retries + 1):
+        try:
+            return call()
+        except Exception as err:
+            if not is_timeout(err) or attempt == retries:
+                raise
+            warn(f"{what} ran past its deadline (attempt {attempt + 1} of {retries + 1}; the machine may be busy "
+                 f"with other work); running it again")
+
+
 def choose_remote(rollout_handle, tasks: Sequence, timeout_s: float, samples: int = 0) -> tuple:
     """Greedy choices through a Ray actor handle (used by the training driver), and, with `samples > 0`,
     the sampled accuracy of that many temperature-1 responses per prompt (else None).

@@ -439,18 +439,24 @@ class Run:
                                        if "nocue/round_robin/genselect" in result else ""))
         return result
 
+    def _warn(self, message: str) -> None:
+        """A warning the user should see now: the console (above the progress bar) and train.log."""
+        log.warning(message)
+        self.progress.write(f"[warning] {message}")
+
     def _evaluate_on(self, tasks: list, samples: int, step: int) -> dict:
         from core.deadlines import generate_deadline_s
-        from driver.evaluate import by_size, by_slip_kind, choose_remote, selection_metrics
+        from driver.evaluate import by_size, by_slip_kind, choose_remote, retry_on_timeout, selection_metrics
 
         from ray.exceptions import RayActorError
 
         started = time.time()
+        deadline = generate_deadline_s(self.cfg.rollout, self.cfg.data.max_prompt_tokens, len(tasks) * max(1, samples))
         for attempt in (1, 2):
             try:
-                deadline = generate_deadline_s(self.cfg.rollout, self.cfg.data.max_prompt_tokens,
-                                               len(tasks) * max(1, samples))
-                choices, sampled = choose_remote(self.handles.rollouts[0], tasks, deadline, samples)
+                choices, sampled = retry_on_timeout(
+                    lambda: choose_remote(self.handles.rollouts[0], tasks, deadline, samples),
+                    f"evaluation at step {step}", self._warn)
                 break
             except RayActorError as err:  # the engine died (or its node): once Ray restarted it, evaluate again
                 if attempt == 2:
@@ -483,8 +489,10 @@ class Run:
         deadline = rounds_needed(n, window) * generate_deadline_s(
             self.cfg.rollout, self.cfg.data.max_prompt_tokens, len(tasks) * max(1, n // 2) * (2 if both else 1))
         try:
-            choices = choose_knockout_remote(self.handles.rollouts[0], tasks, window, PromptStyle.of(self.cfg.data),
-                                             deadline, both_orders=both)
+            choices = retry_on_timeout(
+                lambda: choose_knockout_remote(self.handles.rollouts[0], tasks, window, PromptStyle.of(self.cfg.data),
+                                               deadline, both_orders=both),
+                f"knockout evaluation at step {step}", self._warn)
         except Exception as err:
             raise RunFailed(f"knockout evaluation at step {step} failed ({type(err).__name__}: {err})") from err
         return self._procedure_metrics("knockout", tasks, choices, ("parse_failure_rate",))
@@ -498,8 +506,10 @@ class Run:
         n = self.cfg.data.max_candidates  # one batch of at most N (N - 1) pair prompts per task
         deadline = generate_deadline_s(self.cfg.rollout, self.cfg.data.max_prompt_tokens, len(tasks) * n * (n - 1))
         try:
-            choices = choose_round_robin_remote(self.handles.rollouts[0], tasks, PromptStyle.of(self.cfg.data),
-                                                deadline, by_answer=self.cfg.eval_round_robin == "answer")
+            choices = retry_on_timeout(
+                lambda: choose_round_robin_remote(self.handles.rollouts[0], tasks, PromptStyle.of(self.cfg.data),
+                                                  deadline, by_answer=self.cfg.eval_round_robin == "answer"),
+                f"round-robin evaluation at step {step}", self._warn)
         except Exception as err:
             raise RunFailed(f"round-robin evaluation at step {step} failed ({type(err).__name__}: {err})") from err
         return self._procedure_metrics("round_robin", tasks, choices,

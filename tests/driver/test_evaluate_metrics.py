@@ -78,3 +78,44 @@ def test_remote_evaluation_runs_greedy_before_sampling(monkeypatch):
     events.clear()
     assert choose_remote(handle, tasks, timeout_s=10.0, samples=0) == ([1, 1], None)
     assert events == [("submit", 1, 0.0), ("done", 1, 0.0)]
+
+
+def test_an_evaluation_that_times_out_is_run_again_then_gives_up():
+    """A held-out evaluation past its deadline (the rollout actor's RolloutTimeout, as Ray re-raises it, or
+    ray.get's GetTimeoutError) is run again up to EVAL_TIMEOUT_RETRIES times, with a warning each time; the last
+    timeout and any other error propagate at once."""
+    from ray.exceptions import GetTimeoutError, RayTaskError
+
+    from actors.rollout import RolloutTimeout
+    from driver.evaluate import EVAL_TIMEOUT_RETRIES, retry_on_timeout
+
+    remote = RayTaskError("RolloutWorker.generate", "traceback", RolloutTimeout("deadline of 101 s")).as_instanceof_cause()
+    assert isinstance(remote, RolloutTimeout)
+    outcomes, warnings = [remote, GetTimeoutError("get")], []
+
+    def call():
+        if outcomes:
+            raise outcomes.pop(0)
+        return "choices"
+
+    assert retry_on_timeout(call, "evaluation at step 0", warnings.append) == "choices"
+    assert len(warnings) == 2 and all("evaluation at step 0 ran past its deadline" in w for w in warnings)
+
+    calls = []
+
+    def always_late():
+        calls.append(1)
+        raise RolloutTimeout("late")
+
+    with pytest.raises(RolloutTimeout):
+        retry_on_timeout(always_late, "evaluation", lambda message: None)
+    assert len(calls) == EVAL_TIMEOUT_RETRIES + 1
+
+    def broken():
+        calls.append(1)
+        raise ValueError("not a timeout")
+
+    calls.clear()
+    with pytest.raises(ValueError):
+        retry_on_timeout(broken, "evaluation", lambda message: None)
+    assert calls == [1]
