@@ -481,7 +481,7 @@ class Run:
         """`knockout/*`: the same tasks selected by a knockout tournament (driver.evaluate.choose_knockout)."""
         from core.algo.knockout import rounds_needed
         from core.deadlines import generate_deadline_s
-        from driver.evaluate import choose_knockout_remote
+        from driver.evaluate import choose_knockout_remote, retry_on_timeout
 
         # each round is one generate call of at most N / 2 sub-prompts per task (twice that read in both orders),
         # each shorter than the task's prompt
@@ -501,7 +501,7 @@ class Run:
         """`round_robin/*`: the same tasks selected by a round robin of pairs read in both orders
         (driver.evaluate.choose_round_robin; wins pooled by final answer with eval_round_robin=answer)."""
         from core.deadlines import generate_deadline_s
-        from driver.evaluate import choose_round_robin_remote
+        from driver.evaluate import choose_round_robin_remote, retry_on_timeout
 
         n = self.cfg.data.max_candidates  # one batch of at most N (N - 1) pair prompts per task
         deadline = generate_deadline_s(self.cfg.rollout, self.cfg.data.max_prompt_tokens, len(tasks) * n * (n - 1))
