@@ -437,39 +437,37 @@ class RolloutWorker:
         solve = SamplingParams(n=1, temperature=0.0, max_tokens=max(1, params.max_tokens - 1), stop=[POINTER_MARK],
                                include_stop_str_in_output=True, output_kind=params.output_kind)
         final, version, queue_s, seconds = await self.run_request(prompt_ids, solve, tag="s")
-        solution = final.outputs[0]
-        timings = {"queue_s": queue_s, "generate_s": seconds}
+        self._counters["requests"] += 1
+        solution_ids = list(final.outputs[0].token_ids)
+        finish_reason = str(final.outputs[0].finish_reason)
         # the stop string ends the text; the tokens must end there too (no token that holds `#` and more)
-        pointed = self.tokenizer.decode(list(solution.token_ids)).endswith(POINTER_MARK)
+        pointed = self.tokenizer.decode(solution_ids).endswith(POINTER_MARK)
         allowed = index_token_ids(self.tokenizer, task.num_candidates) if pointed else None
         if pointed and allowed is None:
             raise ValueError(f"rollout.sample_index_only needs one token per index, but this tokenizer splits "
                              f"some of 0..{task.num_candidates - 1}")
-        solution.token_ids = list(solution.token_ids)
-        shared = list(prompt_ids) + solution.token_ids
-        outputs = []
+        shared = list(prompt_ids) + solution_ids
+        # unpointed: G empty responses, each the solution's text and finish reason
+        indices, logprobs, finish = [[] for _ in range(params.n)], [[] for _ in range(params.n)], finish_reason
         if pointed:
             point = SamplingParams(n=params.n, temperature=params.temperature, top_p=params.top_p, max_tokens=1,
                                    logprobs=0, allowed_token_ids=allowed, output_kind=params.output_kind)
             final, version, queue_2, seconds_2 = await self.run_request(shared, point, tag="p")
-            timings = {"queue_s": queue_s + queue_2, "generate_s": seconds + seconds_2}
+            self._counters["requests"] += 1
+            queue_s, seconds = queue_s + queue_2, seconds + seconds_2
             outputs = sorted(final.outputs, key=lambda c: c.index)
-        self._counters["requests"] += 1
+            indices = [list(c.token_ids) for c in outputs]
+            logprobs = [[c.logprobs[i][t].logprob for i, t in enumerate(c.token_ids)] for c in outputs]
+            finish = "stop"  # one index: complete by construction
+        timings = {"queue_s": queue_s, "generate_s": seconds}
         rollouts = [Rollout(
-            prompt_id=task.prompt_id, prompt_token_ids=shared, response_token_ids=list(c.token_ids),
-            behaviour_logprobs=[c.logprobs[i][t].logprob for i, t in enumerate(c.token_ids)],
-            response_text=full_response(self.tokenizer, self.tokenizer.decode(solution.token_ids + c.token_ids)),
-            policy_version=version, finish_reason="stop",
-            timings=dict(timings), allowed_token_ids=allowed,
-        ) for c in outputs] or [Rollout(
-            prompt_id=task.prompt_id, prompt_token_ids=shared, response_token_ids=[], behaviour_logprobs=[],
-            response_text=full_response(self.tokenizer, self.tokenizer.decode(solution.token_ids)),
-            policy_version=version, finish_reason=str(solution.finish_reason),
-            timings=dict(timings)) for _ in range(params.n)]
-        return RolloutGroup(task=task, rollouts=rollouts, policy_version=version,
-                            generate_seconds=timings["generate_s"],
+            prompt_id=task.prompt_id, prompt_token_ids=shared, response_token_ids=ids, behaviour_logprobs=lp,
+            response_text=full_response(self.tokenizer, self.tokenizer.decode(solution_ids + ids)),
+            policy_version=version, finish_reason=finish, timings=dict(timings), allowed_token_ids=allowed,
+        ) for ids, lp in zip(indices, logprobs)]
+        return RolloutGroup(task=task, rollouts=rollouts, policy_version=version, generate_seconds=seconds,
                             extras={"worker_index": self.worker_index, "prompt_tokens": len(prompt_ids),
-                                    "solution_tokens": len(solution.token_ids),
+                                    "solution_tokens": len(solution_ids),
                                     "cached_prompt_tokens": final.num_cached_tokens or 0})
 
     async def sample_solutions(self, problems: list, n: int, temperature: float, max_tokens: int,

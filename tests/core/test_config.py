@@ -207,5 +207,5 @@ def test_more_than_ten_candidates_need_unconstrained_answers_with_the_tiny_model
 
 
 def test_sample_index_only_loads_with_the_solve_then_point_model():
-    cfg = load_config("solve_point", ["rollout.sample_index_only=true"])
+    cfg = load_config("solve_point")
     assert cfg.rollout.sample_index_only and cfg.model.tiny.response == "solve_point"
