@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import Optional, Sequence
 
 from core.algo import metrics as M
-from core.algo.genselect import PromptStyle, parse_judgment, reordered_task
+from core.algo.genselect import OWN_ANSWER_RE, PromptStyle, parse_judgment, reordered_task
 from core.algo.knockout import advance, both_orders_pick, plan_round
 from core.algo.round_robin import all_pairs, read_in_both_orders, round_robin_pick, win_probs
 
@@ -108,6 +108,43 @@ def sampled_accuracy(groups: Sequence) -> float:
     hits = [float(j.ok and g.task.correct[j.index])
             for g in groups for j in (parse_judgment(r.response_text, g.task.num_candidates) for r in g.rollouts)]
     return sum(hits) / max(1, len(hits))
+
+
+def own_answer_breakdown(tasks: Sequence, responses: Sequence[str]) -> dict:
+    """Why a solve-then-point selector (`model.tiny.response=solve_point`: a worked solution ending
+    `Answer: X #k`) is right or wrong: its own answer X against the candidates' answers (string equality after
+    stripping spaces, which is exact for the procedural generator's integer answers).
+
+    Args:
+        tasks: P SelectionTask objects; responses: their P greedy responses.
+    Returns: {} when no response has an `Answer: X #k` line (another response format), else
+        {answered: share of prompts with an `Answer: X` line, solved: share whose X is a correct candidate's
+         answer, stated: share where some candidate states X, follows: of those, the share whose k names one
+         stating X, follow_ceiling: accuracy if k named a candidate stating X whenever one does (the same choice
+         otherwise): with follows = 1.0, what the selector reads is its own solving}.
+    """
+    answered = solved = stated = follows = ceiling = 0
+    for task, response in zip(tasks, responses):
+        own = OWN_ANSWER_RE.findall(response)
+        judged = parse_judgment(response, task.num_candidates).index
+        hit = float(judged is not None and task.correct[judged])
+        if not own:
+            ceiling += hit
+            continue
+        answered += 1
+        stating = [i for i, a in enumerate(task.candidate_answers) if str(a).strip() == own[-1].strip()]
+        solved += any(task.correct[i] for i in stating)
+        if not stating:
+            ceiling += hit
+            continue
+        stated += 1
+        follows += judged in stating
+        ceiling += float(task.correct[stating[0]])  # one answer: all its candidates are right or all wrong
+    if not answered:
+        return {}
+    prompts = max(1, len(tasks))
+    return {"answered": answered / prompts, "solved": solved / prompts, "stated": stated / prompts,
+            "follows": follows / max(1, stated), "follow_ceiling": ceiling / prompts}
 
 
 async def choose(worker, tasks: Sequence, max_tokens: Optional[int] = None) -> list:
@@ -197,8 +234,9 @@ def retry_on_timeout(call, what: str, warn, retries: int = EVAL_TIMEOUT_RETRIES)
 
 
 def choose_remote(rollout_handle, tasks: Sequence, timeout_s: float, samples: int = 0) -> tuple:
-    """Greedy choices through a Ray actor handle (used by the training driver), and, with `samples > 0`,
-    the sampled accuracy of that many temperature-1 responses per prompt (else None).
+    """Greedy choices through a Ray actor handle (used by the training driver), with `samples > 0` the sampled
+    accuracy of that many temperature-1 responses per prompt (else None), and the greedy responses'
+    `own_answer_breakdown` ({} unless they solve then point): (choices, sampled, breakdown).
 
     The two generate calls run one after the other: the rollout actor derives each call's deadline from that
     call's own sequences (core/deadlines.py), so a greedy call sharing the engine with the sampled one (4x its
@@ -207,10 +245,11 @@ def choose_remote(rollout_handle, tasks: Sequence, timeout_s: float, samples: in
 
     groups = ray.get(rollout_handle.generate.remote(list(tasks), n=1, temperature=0.0), timeout=timeout_s)
     choices = [parse_judgment(g.rollouts[0].response_text, g.task.num_candidates).index for g in groups]
+    breakdown = own_answer_breakdown([g.task for g in groups], [g.rollouts[0].response_text for g in groups])
     if not samples:
-        return choices, None
+        return choices, None, breakdown
     sampled = ray.get(rollout_handle.generate.remote(list(tasks), n=samples, temperature=1.0), timeout=timeout_s)
-    return choices, sampled_accuracy(sampled)
+    return choices, sampled_accuracy(sampled), breakdown
 
 
 class _RemoteWorker:

@@ -414,6 +414,11 @@ class Run:
                                 f"[{result['genselect_lo']:.3f}, {result['genselect_hi']:.3f}]{sampled}  majority@N "
                                 f"{result['majority']:.3f}  random@N {result['random']:.3f}  parse failures "
                                 f"{result['parse_failure_rate']:.3f}  by N {by_n}")
+            if "own_answer/solved" in result:  # a solve-then-point selector: its solving apart from its pointing
+                self.progress.write(f"[eval step {step}, own answer] solved {result['own_answer/solved']:.3f}  stated "
+                                    f"by a candidate {result['own_answer/stated']:.3f}  index follows it "
+                                    f"{result['own_answer/follows']:.3f}  accuracy if it always did "
+                                    f"{result['own_answer/follow_ceiling']:.3f}")
             if "knockout/genselect" in result:
                 by_n = " ".join(f"{n}:{v:.2f}" for n, v in result["knockout/by_size"].items())
                 orders = ", both orders" if self.cfg.eval_knockout_both_orders else ""
@@ -454,7 +459,7 @@ class Run:
         deadline = generate_deadline_s(self.cfg.rollout, self.cfg.data.max_prompt_tokens, len(tasks) * max(1, samples))
         for attempt in (1, 2):
             try:
-                choices, sampled = retry_on_timeout(
+                choices, sampled, own_answer = retry_on_timeout(
                     lambda: choose_remote(self.handles.rollouts[0], tasks, deadline, samples),
                     f"evaluation at step {step}", self._warn)
                 break
@@ -468,6 +473,7 @@ class Run:
                 raise RunFailed(f"evaluation at step {step} failed ({type(err).__name__}: {err})") from err
         result = selection_metrics(tasks, choices, seed=self.cfg.seed)
         result.update({"sampled": sampled, "by_size": by_size(tasks, choices)})
+        result.update({f"own_answer/{k}": v for k, v in own_answer.items()})
         if self.cfg.eval_knockout_window:
             result.update(self._knockout_metrics(tasks, step))
         if self.cfg.eval_round_robin != "none":

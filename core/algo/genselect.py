@@ -48,6 +48,8 @@ JUDGMENT_RE = re.compile(r"Judg(?:e)?ment:\s*(-?\d+)")
 # A response's own answer line naming a candidate (`Answer: 24 #3`, the beside layout's pointer): read when the
 # response writes no `Judgment:` (the solve-then-point tiny model ends its worked solution so)
 POINTER_RE = re.compile(r"^Answer:[^\n#]*#[ \t]*(-?\d+)[ \t]*$", flags=re.MULTILINE)
+# The own answer X of such a line (`Answer: 24 #3` -> "24"; driver.evaluate.own_answer_breakdown)
+OWN_ANSWER_RE = re.compile(r"^Answer:([^\n#]*)#", flags=re.MULTILINE)
 
 
 class CandidateTooLong(ValueError):

@@ -72,11 +72,11 @@ def test_remote_evaluation_runs_greedy_before_sampling(monkeypatch):
     handle = type("Handle", (), {})()
     handle.generate = type("Method", (), {"remote": staticmethod(generate)})()
     monkeypatch.setattr(ray, "get", get)
-    choices, sampled = choose_remote(handle, tasks, timeout_s=10.0, samples=4)
+    choices, sampled, breakdown = choose_remote(handle, tasks, timeout_s=10.0, samples=4)
     assert events == [("submit", 1, 0.0), ("done", 1, 0.0), ("submit", 4, 1.0), ("done", 4, 1.0)]
-    assert choices == [1, 1] and sampled == pytest.approx(0.5)
+    assert choices == [1, 1] and sampled == pytest.approx(0.5) and breakdown == {}  # no `Answer: X #k` lines
     events.clear()
-    assert choose_remote(handle, tasks, timeout_s=10.0, samples=0) == ([1, 1], None)
+    assert choose_remote(handle, tasks, timeout_s=10.0, samples=0) == ([1, 1], None, {})
     assert events == [("submit", 1, 0.0), ("done", 1, 0.0)]
 
 
@@ -119,3 +119,22 @@ def test_an_evaluation_that_times_out_is_run_again_then_gives_up():
     with pytest.raises(ValueError):
         retry_on_timeout(broken, "evaluation", lambda message: None)
     assert calls == [1]
+
+
+def test_own_answer_breakdown_separates_solving_from_pointing():
+    """A solve-then-point response `... Answer: X #k`: solved = X is a correct candidate's answer, follows = k
+    names a candidate stating X, and the ceiling scores each prompt as if k always followed X."""
+    from driver.evaluate import own_answer_breakdown
+
+    tasks = [_task("a", 0, ["5", "1", "5"], [0, 1, 0]),   # solves (1), points at it
+             _task("a", 1, ["5", "1"], [0, 1]),           # solves (1), points elsewhere: the ceiling counts it right
+             _task("b", 0, ["2", "3", "2"], [1, 0, 1]),   # answers 7, stated by none: the choice (0) is right
+             _task("b", 1, ["2", "3"], [1, 0])]           # wrong answer 3, follows it
+    responses = ["2+3=1\nAnswer: 1 #1\n", "Answer: 1 #0", "1+6=7\nAnswer: 7 #0", "Answer: 3 #1"]
+    out = own_answer_breakdown(tasks, responses)
+    assert out == {"answered": 1.0, "solved": 0.5, "stated": 0.75, "follows": pytest.approx(2 / 3),
+                   "follow_ceiling": 0.75}
+    # selectors that write `Judgment: k` get no breakdown; a response without an answer line counts as unanswered
+    assert own_answer_breakdown(tasks[:1], ["Judgment: 1"]) == {}
+    mixed = own_answer_breakdown(tasks[:2], ["Answer: 1 #1", "no line"])
+    assert mixed["answered"] == 0.5 and mixed["solved"] == 0.5 and mixed["follow_ceiling"] == 0.5
