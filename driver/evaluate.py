@@ -121,21 +121,21 @@ def own_answer_breakdown(tasks: Sequence, responses: Sequence[str]) -> dict:
         {answered: share of prompts with an `Answer: X` line, solved: share whose X is a correct candidate's
          answer, stated: share where some candidate states X, follows: of those, the share whose k names one
          stating X, follow_ceiling: accuracy if k named a candidate stating X whenever one does (the same choice
-         otherwise): with follows = 1.0, what the selector reads is its own solving}.
+         otherwise): with follows = 1.0, what the selector reads is its own solving, unstated_accuracy: accuracy
+         on the prompts where no candidate states X (or no X was written): what the choice reads there (the hedge
+         cue, or nothing)}.
     """
-    answered = solved = stated = follows = ceiling = 0
+    answered = solved = stated = follows = ceiling = unstated_hits = 0
     for task, response in zip(tasks, responses):
         own = OWN_ANSWER_RE.findall(response)
         judged = parse_judgment(response, task.num_candidates).index
         hit = float(judged is not None and task.correct[judged])
-        if not own:
-            ceiling += hit
-            continue
-        answered += 1
-        stating = [i for i, a in enumerate(task.candidate_answers) if str(a).strip() == own[-1].strip()]
+        answered += bool(own)
+        stating = [i for i, a in enumerate(task.candidate_answers) if own and str(a).strip() == own[-1].strip()]
         solved += any(task.correct[i] for i in stating)
         if not stating:
             ceiling += hit
+            unstated_hits += hit
             continue
         stated += 1
         follows += judged in stating
@@ -144,7 +144,8 @@ def own_answer_breakdown(tasks: Sequence, responses: Sequence[str]) -> dict:
         return {}
     prompts = max(1, len(tasks))
     return {"answered": answered / prompts, "solved": solved / prompts, "stated": stated / prompts,
-            "follows": follows / max(1, stated), "follow_ceiling": ceiling / prompts}
+            "follows": follows / max(1, stated), "follow_ceiling": ceiling / prompts,
+            "unstated_accuracy": unstated_hits / max(1, len(tasks) - stated)}
 
 
 async def choose(worker, tasks: Sequence, max_tokens: Optional[int] = None) -> list:

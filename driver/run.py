@@ -418,7 +418,8 @@ class Run:
                 self.progress.write(f"[eval step {step}, own answer] solved {result['own_answer/solved']:.3f}  stated "
                                     f"by a candidate {result['own_answer/stated']:.3f}  index follows it "
                                     f"{result['own_answer/follows']:.3f}  accuracy if it always did "
-                                    f"{result['own_answer/follow_ceiling']:.3f}")
+                                    f"{result['own_answer/follow_ceiling']:.3f}  accuracy where none states it "
+                                    f"{result['own_answer/unstated_accuracy']:.3f}")
             if "knockout/genselect" in result:
                 by_n = " ".join(f"{n}:{v:.2f}" for n, v in result["knockout/by_size"].items())
                 orders = ", both orders" if self.cfg.eval_knockout_both_orders else ""
