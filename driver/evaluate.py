@@ -110,13 +110,14 @@ def sampled_accuracy(groups: Sequence) -> float:
     return sum(hits) / max(1, len(hits))
 
 
-def own_answer_breakdown(tasks: Sequence, responses: Sequence[str]) -> dict:
+def own_answer_breakdown(tasks: Sequence, responses: Sequence[str], choices: Sequence[Optional[int]]) -> dict:
     """Why a solve-then-point selector (`model.tiny.response=solve_point`: a worked solution ending
     `Answer: X #k`) is right or wrong: its own answer X against the candidates' answers (string equality after
     stripping spaces, which is exact for the procedural generator's integer answers).
 
     Args:
-        tasks: P SelectionTask objects; responses: their P greedy responses.
+        tasks: P SelectionTask objects; responses: their P greedy responses; choices: the P indices parsed from them
+            (None = parse failure).
     Returns: {} when no response has an `Answer: X #k` line (another response format), else
         {answered: share of prompts with an `Answer: X` line, solved: share whose X is a correct candidate's
          answer, stated: share where some candidate states X, follows: of those, the share whose k names one
@@ -125,26 +126,23 @@ def own_answer_breakdown(tasks: Sequence, responses: Sequence[str]) -> dict:
          on the prompts where no candidate states X (or no X was written): what the choice reads there (the hedge
          cue, or nothing)}.
     """
-    answered = solved = stated = follows = ceiling = unstated_hits = 0
-    for task, response in zip(tasks, responses):
+    answered = solved = stated = follows = unstated_hits = 0
+    for task, response, choice in zip(tasks, responses, choices):
         own = OWN_ANSWER_RE.findall(response)
-        judged = parse_judgment(response, task.num_candidates).index
-        hit = float(judged is not None and task.correct[judged])
         answered += bool(own)
         stating = [i for i, a in enumerate(task.candidate_answers) if own and str(a).strip() == own[-1].strip()]
-        solved += any(task.correct[i] for i in stating)
-        if not stating:
-            ceiling += hit
-            unstated_hits += hit
-            continue
-        stated += 1
-        follows += judged in stating
-        ceiling += float(task.correct[stating[0]])  # one answer: all its candidates are right or all wrong
+        if stating:
+            stated += 1
+            solved += task.correct[stating[0]]  # one answer: all its candidates are right or all wrong
+            follows += choice in stating
+        else:
+            unstated_hits += choice is not None and task.correct[choice]
     if not answered:
         return {}
     prompts = max(1, len(tasks))
+    # following X wherever a candidate states it scores exactly the solved prompts there; elsewhere the same choice
     return {"answered": answered / prompts, "solved": solved / prompts, "stated": stated / prompts,
-            "follows": follows / max(1, stated), "follow_ceiling": ceiling / prompts,
+            "follows": follows / max(1, stated), "follow_ceiling": (solved + unstated_hits) / prompts,
             "unstated_accuracy": unstated_hits / max(1, len(tasks) - stated)}
 
 
@@ -246,7 +244,7 @@ def choose_remote(rollout_handle, tasks: Sequence, timeout_s: float, samples: in
 
     groups = ray.get(rollout_handle.generate.remote(list(tasks), n=1, temperature=0.0), timeout=timeout_s)
     choices = [parse_judgment(g.rollouts[0].response_text, g.task.num_candidates).index for g in groups]
-    breakdown = own_answer_breakdown([g.task for g in groups], [g.rollouts[0].response_text for g in groups])
+    breakdown = own_answer_breakdown([g.task for g in groups], [g.rollouts[0].response_text for g in groups], choices)
     if not samples:
         return choices, None, breakdown
     sampled = ray.get(rollout_handle.generate.remote(list(tasks), n=samples, temperature=1.0), timeout=timeout_s)

@@ -131,11 +131,11 @@ def test_own_answer_breakdown_separates_solving_from_pointing():
              _task("b", 0, ["2", "3", "2"], [1, 0, 1]),   # answers 7, stated by none: the choice (0) is right
              _task("b", 1, ["2", "3"], [1, 0])]           # wrong answer 3, follows it
     responses = ["2+3=1\nAnswer: 1 #1\n", "Answer: 1 #0", "1+6=7\nAnswer: 7 #0", "Answer: 3 #1"]
-    out = own_answer_breakdown(tasks, responses)
+    out = own_answer_breakdown(tasks, responses, [1, 0, 0, 1])
     assert out == {"answered": 1.0, "solved": 0.5, "stated": 0.75, "follows": pytest.approx(2 / 3),
                    "follow_ceiling": 0.75, "unstated_accuracy": 1.0}
     # selectors that write `Judgment: k` get no breakdown; a response without an answer line counts as unanswered
-    assert own_answer_breakdown(tasks[:1], ["Judgment: 1"]) == {}
-    mixed = own_answer_breakdown(tasks[:2], ["Answer: 1 #1", "no line"])
+    assert own_answer_breakdown(tasks[:1], ["Judgment: 1"], [1]) == {}
+    mixed = own_answer_breakdown(tasks[:2], ["Answer: 1 #1", "no line"], [1, None])
     assert mixed["answered"] == 0.5 and mixed["solved"] == 0.5 and mixed["follow_ceiling"] == 0.5
     assert mixed["unstated_accuracy"] == 0.0  # the unanswered prompt, whose choice is None
