@@ -54,6 +54,13 @@ CPU_BLOCK_SIZE = 32
 # core's own wait for its worker (VLLM_WORKER_SHUTDOWN_TIMEOUT_SECONDS=5), so on a busy machine the core
 # was force-killed before it unlinked its shared memory (a /dev/shm leak seen here).
 SHUTDOWN_TIMEOUT_S = 30.0
+# vLLM executor on CPU. Its CPU default ("mp") runs the model in a worker process beside the engine core
+# process; "uni" runs it inside the engine core (one process fewer): an engine starts in 13-15 s instead of
+# 23-28 s here (BENCHMARKS.md, "vLLM engine start"). The worker then inherits the actor's thread settings
+# (Ray's OMP_NUM_THREADS = the actor's CPUs) instead of vLLM's core binding. vLLM accepts "uni" on CPU only
+# with VLLM_ENABLE_V1_MULTIPROCESSING=0, which for AsyncLLM changes nothing else: its engine core is
+# always a process of its own.
+CPU_EXECUTOR = "uni"
 
 
 POINTER_MARK = "#"  # what precedes the index in a solve-then-point answer line (`Answer: 24 #3`, core.algo.genselect)
@@ -75,14 +82,16 @@ def configure_cpu_env(cfg) -> None:
     """Environment for vLLM (read when the engine's processes start): the project defaults
     (core/env.py: offline hubs, caches under .cache/) where unset, and the KV cache size from
     `cfg.kv_cache_gib` (whole GiB, vLLM parses an int; the config wins over the environment).
-    OpenMP binding stays vLLM's `auto` unless set: the engine core keeps one core, the worker's
-    threads bind to the others (on 2 cores: one core each).
+    On CPU the model runs inside the engine core process (`CPU_EXECUTOR`), with as many threads as the
+    actor's OMP_NUM_THREADS; elsewhere OpenMP binding stays vLLM's `auto` unless set.
     """
     from core.env import apply_defaults
 
     apply_defaults()
     os.environ["VLLM_CPU_KVCACHE_SPACE"] = str(max(1, int(round(cfg.kv_cache_gib))))
     os.environ.setdefault("VLLM_CPU_OMP_THREADS_BIND", "auto")
+    if _on_cpu() and CPU_EXECUTOR == "uni":
+        os.environ["VLLM_ENABLE_V1_MULTIPROCESSING"] = "0"
     os.environ.setdefault("VLLM_NO_USAGE_STATS", "1")
     # the worker rarely leaves its busy loop on its own when the core stops; vLLM then SIGTERMs (and
     # SIGKILLs) it after this grace period: 1 s instead of 5. The core, given SHUTDOWN_TIMEOUT_S,
@@ -179,6 +188,7 @@ class RolloutWorker:
             gpu_memory_utilization=cfg.gpu_memory_utilization, worker_extension_cls=EXTENSION,
             logprobs_mode="processed_logprobs", disable_log_stats=True,
             block_size=CPU_BLOCK_SIZE if _on_cpu() else None,
+            distributed_executor_backend=CPU_EXECUTOR if _on_cpu() else None,
         )
         self.engine = AsyncLLM.from_engine_args(args)
         self.start_seconds = time.perf_counter() - start
