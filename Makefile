@@ -6,4 +6,4 @@ setup:
 train: setup
 	.venv/bin/python -m driver.train default $(ARGS)
 test: setup
-	.venv/bin/python -m pytest $(ARGS)
+	.venv/bin/python -m pytest --durations=20 $(ARGS)
