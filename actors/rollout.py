@@ -55,8 +55,8 @@ CPU_BLOCK_SIZE = 32
 # was force-killed before it unlinked its shared memory (a /dev/shm leak seen here).
 SHUTDOWN_TIMEOUT_S = 30.0
 # vLLM executor on CPU. Its CPU default ("mp") runs the model in a worker process beside the engine core
-# process; "uni" runs it inside the engine core (one process fewer): an engine starts in 13-15 s instead of
-# 23-28 s here (BENCHMARKS.md, "vLLM engine start"). The worker then inherits the actor's thread settings
+# process; "uni" runs it inside the engine core (one process fewer): an engine starts in 15-19 s instead of
+# 26-32 s here (BENCHMARKS.md, "vLLM engine start on CPU"). The model then inherits the actor's thread settings
 # (Ray's OMP_NUM_THREADS = the actor's CPUs) instead of vLLM's core binding. vLLM accepts "uni" on CPU only
 # with VLLM_ENABLE_V1_MULTIPROCESSING=0, which for AsyncLLM changes nothing else: its engine core is
 # always a process of its own.
