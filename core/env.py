@@ -30,7 +30,7 @@ def default_env(cache: Path = CACHE) -> dict:
         "RAY_SERVE_ENABLE_HA_PROXY": "1",
         # a replica that stops waits this long for load balancers in front of it to stop sending (Ray's default
         # 30 s is for an external one pointing at replica ports; HAProxy hears of it from the controller at once):
-        # deleting or downscaling the app took 35 s, now ~7 (docs/serving.md, "Stopping replicas")
+        # deleting the app took 35 s, now 6-9 (docs/serving.md, "Stopping replicas")
         "RAY_SERVE_DIRECT_INGRESS_MIN_DRAINING_PERIOD_S": "2",
     }
     if not _has_cuda():
