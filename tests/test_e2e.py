@@ -1,9 +1,10 @@
 """End-to-end: the real actor system (vLLM rollout, verifier pool, DeepSpeed learner, weight sync, Ray,
 asynchrony, checkpoints) runs the smoke config through `python -m driver.train`, as a user would.
 
-Faults are real: the driver process tree is SIGKILLed mid-run and resumed; a rollout actor is killed
-through Ray while training (Ray restarts it; its prompts are issued again); the learner actor is killed
-and the run must stop with a clear error that says how to continue.
+Faults are real, three in one run, each followed by a resume: the learner process dies (the run must stop with a
+clear error that says how to continue); the driver process tree is SIGKILLed mid-run; a rollout actor's process
+dies while training (Ray restarts it; its prompts are issued again). The finished run must have trained exactly
+the prompts of an uninterrupted one.
 """
 import json
 import os
@@ -109,52 +110,51 @@ def _expected_stream(run_dir):
     return PromptStream([SelectionTask.from_dict(r).prompt_id for r in rows], seed=0)
 
 
-def test_killed_run_resumes_without_replaying_or_skipping(tmp_path, smoke_run):
-    """The whole driver process tree is SIGKILLed right after checkpoint 2 (a fault point in the driver
-    kills its own process group, so the moment does not depend on the machine's speed); resume=auto then
-    trains, at each step, the prompts of an uninterrupted run (dynamic sampling off, so consumption is
-    deterministic: step k trains the k-th draw of the prompt stream)."""
+def _faulty(run_dir, overrides, fault: str, **kwargs):
+    env = dict(os.environ, GENSELECT_FAULT=fault)
+    return subprocess.run(_cmd(run_dir, *overrides), cwd=ROOT, capture_output=True, text=True, timeout=1500, env=env,
+                          **kwargs)
+
+
+def test_three_faults_then_the_run_trains_exactly_the_uninterrupted_prompts(tmp_path):
+    """One run, three real faults, each followed by `resume=auto` (as a user would rerun the command):
+    1. the learner process dies at its second step: the run stops (non-zero) naming the last checkpoint and how
+       to continue;
+    2. resumed, the whole driver process tree is SIGKILLed right after its first checkpoint (step 2; a fault point
+       in the driver kills its own process group, so the moment does not depend on the machine's speed);
+    3. resumed again, a rollout actor's process dies while generating: Ray restarts it, the current weights are
+       pushed into it and its prompts are issued again, and the run finishes.
+    With dynamic sampling off consumption is deterministic (step k trains the k-th draw of the prompt stream), so
+    the finished run must have trained, at each step, the prompts of an uninterrupted run: nothing replayed or
+    skipped across the three restarts."""
     run_dir = tmp_path / "run"
     overrides = ["steps=4", "checkpoint_every=1", "algorithm.dynamic_sampling=false"]
-    marker = tmp_path / "driver.killed"
-    env = dict(os.environ, GENSELECT_FAULT=f"driver_checkpoint:2:{marker}")
-    killed = subprocess.run(_cmd(run_dir, *overrides), cwd=ROOT, capture_output=True, text=True, timeout=1500,
-                            env=env, start_new_session=True)
-    assert killed.returncode == -signal.SIGKILL and marker.exists(), killed.stdout[-2000:] + killed.stderr[-6000:]
-    assert (run_dir / "checkpoints" / "latest").read_text().strip() == "step_000002"
-    assert [r["step"] for r in _consumed(run_dir)] == [1, 2]
-    time.sleep(2)
 
-    resumed = _run(run_dir, *overrides)
-    assert resumed.returncode == 0, resumed.stderr[-6000:]
-    assert "resumed from" in resumed.stderr
-    rows = _consumed(run_dir)
-    assert [r["step"] for r in rows] == [1, 2, 3, 4]
-    stream = PromptStream(_expected_stream(smoke_run[0]).prompt_ids, seed=0)
-    for row in rows:
-        assert row["trained"] == stream.take(4), f"step {row['step']} trained other prompts"
-
-
-def test_learner_death_stops_clearly_then_resume_survives_a_rollout_death(tmp_path):
-    """The learner process dies at its second step: the run stops (non-zero) naming the last checkpoint and
-    how to continue. Rerunning resumes there; during the resumed run a rollout actor's process dies, Ray
-    restarts it, the current weights are pushed into it and its prompts are issued again."""
-    run_dir = tmp_path / "run"
-    overrides = ["steps=4", "checkpoint_every=1"]
-    env = dict(os.environ, GENSELECT_FAULT=f"learner_step:2:{tmp_path / 'learner.crashed'}")
-    failed = subprocess.run(_cmd(run_dir, *overrides), cwd=ROOT, capture_output=True, text=True, timeout=1500, env=env)
+    failed = _faulty(run_dir, overrides, f"learner_step:2:{tmp_path / 'learner.crashed'}")
     assert failed.returncode == 1, failed.stderr[-4000:]
     assert (tmp_path / "learner.crashed").exists()
     assert "training stopped: learner step 1 failed" in failed.stderr
     assert "step_000001" in failed.stderr and "resume=auto" in failed.stderr
 
-    env = dict(os.environ, GENSELECT_FAULT=f"rollout_generate:2:{tmp_path / 'rollout.crashed'}")
-    resumed = subprocess.run(_cmd(run_dir, *overrides), cwd=ROOT, capture_output=True, text=True, timeout=1500, env=env)
+    marker = tmp_path / "driver.killed"
+    killed = _faulty(run_dir, overrides, f"driver_checkpoint:1:{marker}", start_new_session=True)
+    assert killed.returncode == -signal.SIGKILL and marker.exists(), killed.stdout[-2000:] + killed.stderr[-6000:]
+    assert "resumed from" in killed.stderr
+    assert (run_dir / "checkpoints" / "latest").read_text().strip() == "step_000002"
+    assert [r["step"] for r in _consumed(run_dir)] == [1, 2]
+    time.sleep(2)
+
+    resumed = _faulty(run_dir, overrides, f"rollout_generate:2:{tmp_path / 'rollout.crashed'}")
     assert resumed.returncode == 0, resumed.stderr[-6000:]
     assert (tmp_path / "rollout.crashed").exists(), "the rollout fault never fired"
     assert "resumed from" in resumed.stderr
     train = _records(run_dir, "train")
-    assert [r["step"] for r in train] == [1, 2, 3, 4]
+    assert [r["step"] for r in train][-2:] == [3, 4]
     assert sum(r.get("rollout/reissued_calls", 0) for r in train) >= 1
-    used = [i for row in _consumed(run_dir) for key in ("trained", "filtered", "stale") for i in row[key]]
+    rows = _consumed(run_dir)
+    assert [r["step"] for r in rows] == [1, 2, 3, 4]
+    stream = _expected_stream(run_dir)
+    for row in rows:
+        assert row["trained"] == stream.take(4), f"step {row['step']} trained other prompts"
+    used = [i for row in rows for key in ("trained", "filtered", "stale") for i in row[key]]
     assert len(used) == len(set(used)), "a prompt was used twice"
