@@ -33,6 +33,7 @@ import time
 
 import ray
 
+from actors.calls import answer_times
 
 ABANDON_WAIT_S = 60.0  # how long `_abandon` waits for each engine's state after a missed deadline
 
@@ -128,18 +129,13 @@ class WeightSyncBroadcaster:
     def _wait_timed(self, refs: list, names: list, deadline: float, version: int) -> tuple:
         """Like `_wait` for the engines' update calls, also returning when each answered; past the deadline
         the late calls are abandoned (`_abandon`) before WeightSyncTimeout is raised."""
-        ends, pending = {}, list(refs)
-        while pending:
-            ready, pending = ray.wait(pending, num_returns=1, timeout=max(0.0, deadline - time.perf_counter()))
-            now = time.perf_counter()
-            for r in ready:
-                ends[r] = now
-            if not ready:
-                late = [name for ref, name in zip(refs, names) if ref in pending]
-                err = WeightSyncTimeout(f"weight sync to version {version} exceeded timeout_s="
-                                        f"{self.cfg.timeout_s:g}: no answer from {', '.join(late)}", late)
-                self._abandon(refs, pending, err)
-                raise err
+        ends, pending = answer_times(refs, deadline)
+        if pending:
+            late = [name for ref, name in zip(refs, names) if ref in pending]
+            err = WeightSyncTimeout(f"weight sync to version {version} exceeded timeout_s="
+                                    f"{self.cfg.timeout_s:g}: no answer from {', '.join(late)}", late)
+            self._abandon(refs, pending, err)
+            raise err
         return ray.get(refs), [ends[r] for r in refs]
 
     def _abandon(self, refs: list, pending: list, err: WeightSyncTimeout) -> None:

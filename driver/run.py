@@ -248,20 +248,17 @@ class Run:
     def _wait_until_started(self) -> None:
         """Block until every actor answers (engines loaded, learner process group formed), so that start-up
         time never eats into the deadlines of later calls; fail clearly past cluster.actor_start_timeout_s."""
-        import ray
+        from actors.calls import answer_times
 
         started = time.time()
         calls = {h.health.remote(): f"rollout {i}" for i, h in enumerate(self.handles.rollouts)}
         calls.update({h.health.remote(): f"verifier {i}" for i, h in enumerate(self.handles.verifiers)})
         calls.update({h.weight_version.remote(): f"learner {i}" for i, h in enumerate(self.handles.learners)})
         deadline = started + self.cfg.cluster.actor_start_timeout_s
-        pending, ready_after = dict(calls), {}
-        while pending and time.time() < deadline:  # who took how long (errors surface in _get below)
-            done, _ = ray.wait(list(pending), num_returns=1, timeout=deadline - time.time())
-            ready_after.update({pending.pop(ref): time.time() - started for ref in done})
+        answered, _ = answer_times(list(calls), deadline, clock=time.time)  # errors surface in _get below
         self._get(list(calls), max(1.0, deadline - time.time()), "actor start-up")
         log.info("%d actors started in %.0f s (%s)", len(calls), time.time() - started,
-                 ", ".join(f"{name} {seconds:.0f} s" for name, seconds in ready_after.items()))
+                 ", ".join(f"{calls[ref]} {at - started:.0f} s" for ref, at in answered.items()))
 
     def start(self) -> int:
         """Resume if asked and possible; evaluate the starting checkpoint; return the first step to run."""

@@ -326,6 +326,30 @@ class _FakeEngineActor:
         return await self.w.health()
 
 
+def test_answer_times_records_each_answer_and_stops_at_the_deadline(ray_cluster):
+    """The waiting helper behind the start-up log and the sync's per-engine times: a call that answers (with a
+    value or an error) is timed in the order of answering; one still running at the deadline is left pending."""
+    import time
+
+    from actors.calls import answer_times
+
+    @ray_cluster.remote(num_cpus=0)
+    def after(seconds: float, fail: bool = False):
+        time.sleep(seconds)
+        if fail:
+            raise ValueError("bad")
+        return seconds
+
+    ray_cluster.get([after.remote(0.0) for _ in range(3)], timeout=120)  # worker processes up before the clock runs
+    slow, failing, fast = after.remote(60.0), after.remote(0.5, fail=True), after.remote(0.0)
+    started = time.perf_counter()
+    answered, pending = answer_times([slow, failing, fast], started + 5.0)
+    assert pending == [slow] and list(answered) == [fast, failing]
+    assert all(started < at < started + 5.0 for at in answered.values())
+    assert time.perf_counter() - started >= 4.9  # it waited for the slow call up to the deadline
+    ray_cluster.cancel(slow, force=True)
+
+
 def test_unknown_backend_is_rejected():
     from actors.weight_sync import WeightSyncBroadcaster
     from core.config import WeightSyncConfig
