@@ -240,15 +240,38 @@ def choose_remote(rollout_handle, tasks: Sequence, timeout_s: float, samples: in
     The two generate calls run one after the other: the rollout actor derives each call's deadline from that
     call's own sequences (core/deadlines.py), so a greedy call sharing the engine with the sampled one (4x its
     sequences) could time out on a loaded machine (it did: a 200-prompt step-0 evaluation past its 70 s)."""
-    import ray
-
-    groups = ray.get(rollout_handle.generate.remote(list(tasks), n=1, temperature=0.0), timeout=timeout_s)
+    groups = _get_or_cancel(rollout_handle.generate.remote(list(tasks), n=1, temperature=0.0), timeout_s)
     choices = [parse_judgment(g.rollouts[0].response_text, g.task.num_candidates).index for g in groups]
     breakdown = own_answer_breakdown([g.task for g in groups], [g.rollouts[0].response_text for g in groups], choices)
     if not samples:
         return choices, None, breakdown
-    sampled = ray.get(rollout_handle.generate.remote(list(tasks), n=samples, temperature=1.0), timeout=timeout_s)
+    sampled = _get_or_cancel(rollout_handle.generate.remote(list(tasks), n=samples, temperature=1.0), timeout_s)
     return choices, sampled_accuracy(sampled), breakdown
+
+
+def _get_or_cancel(ref, timeout_s: float):
+    """`ray.get(ref, timeout=timeout_s)`; past the deadline the actor call is cancelled before the timeout error
+    propagates (as `_answer_or_cancel` does for the tournaments)."""
+    import ray
+
+    try:
+        return ray.get(ref, timeout=timeout_s)
+    except ray.exceptions.GetTimeoutError:
+        ray.cancel(ref)
+        raise
+
+
+async def _answer_or_cancel(ref):
+    """Await a Ray actor call; when the waiting is cancelled (the tournament's deadline), cancel the call in the
+    actor too (an async actor cancels its asyncio task; vLLM aborts the requests), so that a retried evaluation
+    does not share the engine with the abandoned one."""
+    import ray
+
+    try:
+        return await ref
+    except asyncio.CancelledError:
+        ray.cancel(ref)
+        raise
 
 
 class _RemoteWorker:
@@ -258,16 +281,16 @@ class _RemoteWorker:
         self.handle = handle
 
     async def generate(self, tasks, **kwargs):
-        return await self.handle.generate.remote(tasks, **kwargs)
+        return await _answer_or_cancel(self.handle.generate.remote(tasks, **kwargs))
 
     async def index_logprobs(self, tasks):
-        return await self.handle.index_logprobs.remote(tasks)
+        return await _answer_or_cancel(self.handle.index_logprobs.remote(tasks))
 
 
 def choose_knockout_remote(rollout_handle, tasks: Sequence, window: int, style: PromptStyle, timeout_s: float,
                            both_orders: bool = False) -> list:
     """choose_knockout through a Ray actor handle, from synchronous code (the training driver); raises
-    asyncio.TimeoutError when the whole tournament takes longer than `timeout_s`."""
+    asyncio.TimeoutError when the whole tournament takes longer than `timeout_s`, its calls in flight cancelled."""
     return asyncio.run(asyncio.wait_for(choose_knockout(_RemoteWorker(rollout_handle), tasks, window, style,
                                                         both_orders=both_orders), timeout_s))
 

@@ -8,8 +8,8 @@ import pytest
 
 from core.algo.genselect import PLAIN, PromptStyle, render_judgment
 from core.records import SelectionTask
-from driver.evaluate import (choose_knockout, choose_knockout_remote, choose_round_robin, choose_round_robin_remote,
-                             sub_task)
+from driver.evaluate import (choose_knockout, choose_knockout_remote, choose_remote, choose_round_robin,
+                             choose_round_robin_remote, sub_task)
 
 
 def _task(texts, pid="p"):
@@ -65,21 +65,59 @@ def test_window_at_least_n_is_one_direct_judgment_and_sub_task_keeps_labels_alig
     assert sub.prompt.index("Solution 0:\nc") < sub.prompt.index("Solution 1:\ngood-b")
 
 
-class _Handle:
-    """A stand-in for a Ray actor handle: `handle.generate.remote(...)` returns an awaitable."""
+class SlowJudge:
+    """Judge as an async Ray actor that waits `delay_s` before each answer and counts the calls cancelled."""
 
-    def __init__(self, judge, delay_s=0.0):
-        async def remote(tasks, **kwargs):
-            await asyncio.sleep(delay_s)
-            return await judge.generate(tasks, **kwargs)
-        self.generate = SimpleNamespace(remote=remote)
+    def __init__(self, delay_s: float):
+        self.judge, self.delay_s, self.cancelled = Judge(), delay_s, 0
+
+    async def generate(self, tasks, **kwargs):
+        try:
+            await asyncio.sleep(self.delay_s)
+        except asyncio.CancelledError:
+            self.cancelled += 1
+            raise
+        return await self.judge.generate(tasks, **kwargs)
+
+    async def cancelled_calls(self) -> int:
+        return self.cancelled
 
 
-def test_remote_knockout_from_sync_code_and_its_deadline():
+@pytest.fixture(scope="module")
+def local_ray():
+    import sys
+
+    import ray
+
+    ray.cloudpickle.register_pickle_by_value(sys.modules[__name__])  # the fakes travel by value
+    owned = not ray.is_initialized()
+    if owned:
+        ray.init(address="local", num_cpus=1, include_dashboard=False, logging_level="ERROR")
+    yield ray
+    if owned:
+        ray.shutdown()
+
+
+@pytest.mark.slow
+def test_remote_evaluations_past_their_deadline_cancel_the_engine_call(local_ray):
+    """Through a real Ray actor: the tournament's answer; past its deadline, asyncio.TimeoutError and the call in
+    flight cancelled in the actor (a retried evaluation must not share the engine with it); the same for the
+    one-prompt evaluation's call (GetTimeoutError)."""
+    import time
+
     tasks = [_task(["a", "b", "good-c", "d"])]
-    assert choose_knockout_remote(_Handle(Judge()), tasks, 2, PLAIN, timeout_s=30) == [2]
+    judge = local_ray.remote(num_cpus=0)(SlowJudge)
+    assert choose_knockout_remote(judge.remote(0.0), tasks, 2, PLAIN, timeout_s=60) == [2]
+    slow = judge.remote(30.0)
+    local_ray.get(slow.cancelled_calls.remote(), timeout=60)  # the actor is up before the deadline runs
     with pytest.raises(asyncio.TimeoutError):
-        choose_knockout_remote(_Handle(Judge(), delay_s=0.5), tasks, 2, PLAIN, timeout_s=0.2)
+        choose_knockout_remote(slow, tasks, 2, PLAIN, timeout_s=1.0)
+    with pytest.raises(local_ray.exceptions.GetTimeoutError):  # the one-prompt evaluation's call, the same way
+        choose_remote(slow, tasks, timeout_s=1.0)
+    deadline = time.time() + 20
+    while local_ray.get(slow.cancelled_calls.remote()) < 2 and time.time() < deadline:
+        time.sleep(0.2)
+    assert local_ray.get(slow.cancelled_calls.remote()) == 2
 
 
 class LogprobJudge:
