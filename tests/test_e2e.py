@@ -8,7 +8,6 @@ the prompts of an uninterrupted one.
 """
 import json
 import os
-import shutil
 import signal
 import subprocess
 import sys
@@ -28,9 +27,10 @@ def _cmd(run_dir, *overrides):
     return [sys.executable, "-m", "driver.train", "smoke", f"run_dir={run_dir}", *overrides]
 
 
-def _run(run_dir, *overrides, timeout=1500):
-    proc = subprocess.run(_cmd(run_dir, *overrides), cwd=ROOT, capture_output=True, text=True, timeout=timeout)
-    return proc
+def _run(run_dir, *overrides, timeout=1500, **kwargs):
+    """`python -m driver.train smoke` in a subprocess; kwargs go to subprocess.run (env, start_new_session)."""
+    return subprocess.run(_cmd(run_dir, *overrides), cwd=ROOT, capture_output=True, text=True, timeout=timeout,
+                          **kwargs)
 
 
 def _records(run_dir, kind):
@@ -111,9 +111,7 @@ def _expected_stream(run_dir):
 
 
 def _faulty(run_dir, overrides, fault: str, **kwargs):
-    env = dict(os.environ, GENSELECT_FAULT=fault)
-    return subprocess.run(_cmd(run_dir, *overrides), cwd=ROOT, capture_output=True, text=True, timeout=1500, env=env,
-                          **kwargs)
+    return _run(run_dir, *overrides, env=dict(os.environ, GENSELECT_FAULT=fault), **kwargs)
 
 
 def test_three_faults_then_the_run_trains_exactly_the_uninterrupted_prompts(tmp_path):
