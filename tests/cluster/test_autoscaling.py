@@ -1,8 +1,8 @@
 """Autoscaling, for real, on one machine: `python -m cluster.autoscale local_autoscale` starts a head node
 alone with Ray's fake multi-node autoscaler, whose worker node types mirror the KubeRay worker groups
-(learner, rollout, verifier; min 0). The smoke job, submitted with the cluster's token, asks for a
-placement group pinned to those types: the autoscaler must add the nodes, the job must finish on them, and
-the idle nodes must be removed after the idle timeout. The times are recorded (BENCHMARKS.md)."""
+(learner, rollout, verifier; min 0). The smoke job, submitted with the cluster's token (a wrong one is refused),
+asks for a placement group pinned to those types: the autoscaler must add the nodes, the job must finish on
+them, and the idle nodes must be removed after the idle timeout. The times are recorded (BENCHMARKS.md)."""
 import json
 import os
 import shutil
@@ -67,6 +67,10 @@ def test_autoscaling_adds_the_worker_groups_for_the_job_and_removes_them_when_id
                                                                                  cluster_helpers):
     h, client = cluster_helpers, autoscaling_head
     assert _alive_workers(client) == {}, "the head must start alone"
+    # token auth is on (as a Ray 2.60 `ray start --head` turns it on when it finds a token): a wrong one is refused
+    wrong = client.run("job", "list", check=False, env={**os.environ, "RAY_AUTH_MODE": "token",
+                                                          "RAY_AUTH_TOKEN": "not-the-token"})
+    assert wrong.returncode != 0 and "token" in (wrong.stdout + wrong.stderr).lower()
     run_dir = tmp_path / "run"
     submitted = time.time()
     # the code is read in place (PYTHONPATH), not uploaded: the fake provider's nodes share the head's session
@@ -97,6 +101,7 @@ def test_autoscaling_adds_the_worker_groups_for_the_job_and_removes_them_when_id
     assert client.wait("autoscaled") == "SUCCEEDED", client.logs("autoscaled")
     finished = time.time()
     assert [r["step"] for r in h["train_records"](run_dir)] == [1, 2]
+    assert (run_dir / "export" / "config.json").exists()  # the job's final export, written by the driver
     h["wait_for"](lambda: not _alive_workers(client), IDLE_TIMEOUT_S + 120, "the idle nodes to be removed", every=2)
     removed_s = time.time() - finished
 
