@@ -16,7 +16,9 @@ decision is trained: a bandit version of the full system's rollouts.
    (GRPO/DAPO), loss = -mean(advantage x log-prob of the index), groups with uniform reward dropped (dynamic
    sampling), AdamW at `--lr`.
 Every `--eval-every` steps: held-out GenSelect@N of the greedy index and the pointer rate (the named candidate
-states the model's own answer, among prompts where one does), against majority@N and random@N.
+states the model's own answer, among prompts where one does), against majority@N and random@N, and the
+accuracy where no candidate states the model's answer (`unstated_accuracy`, beside its random rate): there only
+what the prompt itself shows (on a cued dataset, the hedge) can decide.
 """
 from __future__ import annotations
 
@@ -62,6 +64,20 @@ def index_logps(model, rows: list, sizes: list, index_ids: list, pad: int):
     return torch.log_softmax(logits.masked_fill(~valid, float("-inf")), -1)
 
 
+def own_answer_split(tasks, choices: list, owns: list, normalize) -> tuple:
+    """(hits, unstated) over prompts whose candidates do / do not state the model's own answer `owns[i]`
+    (normalised; None: no `Answer:` line). hits: [the choice states it] where one does; unstated: [(the choice is
+    correct, the share of correct candidates)] where none does: there only what the prompt itself shows (on a
+    cued dataset, the hedge) can decide."""
+    hits, unstated = [], []
+    for t, k, own in zip(tasks, choices, owns):
+        if own is not None and own in {normalize(a) for a in t.candidate_answers}:
+            hits.append(normalize(t.candidate_answers[k]) == own)
+        else:
+            unstated.append((bool(t.correct[k]), sum(t.correct) / t.num_candidates))
+    return hits, unstated
+
+
 def read(model, contexts, tasks, index_ids, pad, seed: int) -> dict:
     import torch
 
@@ -74,13 +90,14 @@ def read(model, contexts, tasks, index_ids, pad, seed: int) -> dict:
             lp = index_logps(model, [c[0] for c in contexts[s:s + 32]], [t.num_candidates for t in tasks[s:s + 32]],
                              index_ids, pad)
             choices += lp.argmax(-1).tolist()
-    hits = [normalize(t.candidate_answers[k]) == own for t, k, (_, own) in zip(tasks, choices, contexts)
-            if own is not None and own in {normalize(a) for a in t.candidate_answers}]
+    hits, unstated = own_answer_split(tasks, choices, [own for _, own in contexts], normalize)
     m = selection_metrics(tasks, choices, seed=seed)
     return {"genselect": m["genselect"], "lo": m["genselect_lo"], "hi": m["genselect_hi"],
             "majority": m["majority"], "random": m["random"], "over_majority": m["over_majority"],
             "over_majority_lo": m["over_majority_lo"], "over_majority_hi": m["over_majority_hi"],
-            "pointer_rate": sum(hits) / max(1, len(hits))}
+            "pointer_rate": sum(hits) / max(1, len(hits)), "unstated_n": len(unstated),
+            "unstated_accuracy": sum(h for h, _ in unstated) / max(1, len(unstated)),
+            "unstated_random": sum(r for _, r in unstated) / max(1, len(unstated))}
 
 
 def main(argv=None) -> int:
