@@ -6,7 +6,10 @@
 The action is one token: after the selection prompt (beside layout, `solve_point_probe.beside`), the problem,
 the model's own greedy worked solution cut after its `Answer: X` line, and ` #`, the model names an index 0..N-1
 (its distribution renormalised over those tokens). Solutions are generated once, before training, so only the
-decision is trained: a bandit version of the full system's rollouts.
+decision is trained: a bandit version of the full system's rollouts. `--decision prior` asks for the index right
+after the prompt instead (`PRIOR_MARK`, no solution): what the prompt alone lets the same model learn.
+`--max-candidates 2` trains and reads pairs only; `--strip-cue-heldout` reads the held-out prompts without their
+hedging sentences.
 
 1. Format-only warm-start (`--warm-steps`): the index distribution is trained towards uniform over 0..N-1 (cross-
    entropy against the soft target, as `model.warm_start.target=format` does): the start knows the format and
@@ -34,13 +37,19 @@ sys.path.insert(0, str(REPO))
 sys.path.insert(0, str(REPO / "benchmarks"))
 
 
-def decision_contexts(model, tokenizer, tasks: list) -> list:
+PRIOR_MARK = "Pick: #"  # --decision prior: the index right after the prompt, before any solution
+
+
+def decision_contexts(model, tokenizer, tasks: list, decision: str = "after_solution") -> list:
     """[(token ids ending in ` #`, own answer or None)] per task: prompt (beside), head, own greedy solution cut
-    after its `Answer: X` line (a solution without one is kept whole)."""
+    after its `Answer: X` line (a solution without one is kept whole). decision="prior": the prompt (beside) and
+    `PRIOR_MARK` only, no solution (own answer None): an index the prompt alone decides."""
     from solve_point_probe import beside, cut_at_answer
     from solve_then_match import head_text, solve
 
     befores = [beside(t.prompt) + "\n\n" for t in tasks]
+    if decision == "prior":
+        return [(tokenizer(before + PRIOR_MARK)["input_ids"], None) for before in befores]
     solutions = solve(model, tokenizer, list(zip(befores, [t.problem for t in tasks])))
     out = []
     for t, before, sol in zip(tasks, befores, solutions):
@@ -78,11 +87,9 @@ def own_answer_split(tasks, choices: list, owns: list, normalize) -> tuple:
     return hits, unstated
 
 
-def read(model, contexts, tasks, index_ids, pad, seed: int) -> dict:
+def greedy_choices(model, contexts, tasks, index_ids, pad) -> list:
+    """The most likely index of each held-out task, in order."""
     import torch
-
-    from driver.evaluate import selection_metrics
-    from solve_then_match import normalize
 
     choices = []
     with torch.no_grad():
@@ -90,6 +97,14 @@ def read(model, contexts, tasks, index_ids, pad, seed: int) -> dict:
             lp = index_logps(model, [c[0] for c in contexts[s:s + 32]], [t.num_candidates for t in tasks[s:s + 32]],
                              index_ids, pad)
             choices += lp.argmax(-1).tolist()
+    return choices
+
+
+def read(model, contexts, tasks, index_ids, pad, seed: int) -> dict:
+    from driver.evaluate import selection_metrics
+    from solve_then_match import normalize
+
+    choices = greedy_choices(model, contexts, tasks, index_ids, pad)
     hits, unstated = own_answer_split(tasks, choices, [own for _, own in contexts], normalize)
     m = selection_metrics(tasks, choices, seed=seed)
     return {"genselect": m["genselect"], "lo": m["genselect_lo"], "hi": m["genselect_hi"],
@@ -115,6 +130,13 @@ def main(argv=None) -> int:
     ap.add_argument("--lr", type=float, default=3e-4)
     ap.add_argument("--eval-every", type=int, default=25)
     ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--decision", choices=["after_solution", "prior"], default="after_solution",
+                    help="where the index is asked: after the model's own solution, or right after the prompt")
+    ap.add_argument("--max-candidates", type=int, default=0,
+                    help="train and read only prompts of at most this many candidates (0: all)")
+    ap.add_argument("--strip-cue-heldout", action="store_true",
+                    help="read the held-out prompts with their hedging sentences removed (the same problems, "
+                         "candidates and labels without the cue); training is unchanged")
     ap.add_argument("--freeze-circuit", action="store_true",
                     help="keep the wired induction circuit's weights as written (induction_wiring.freeze_circuit)")
     args = ap.parse_args(argv)
@@ -129,8 +151,16 @@ def main(argv=None) -> int:
 
     data = load_dataset(args.dataset)
     rng = random.Random(args.seed)
-    train = rng.sample(data.train, min(args.train_prompts, len(data.train)))
-    held = heldout_sample(data, args.problems, args.seed)
+    fits = lambda t: not args.max_candidates or t.num_candidates <= args.max_candidates  # noqa: E731
+    pool = [t for t in data.train if fits(t)]
+    train = rng.sample(pool, min(args.train_prompts, len(pool)))
+    held = [t for t in heldout_sample(data, args.problems, args.seed) if fits(t)]
+    if args.strip_cue_heldout:
+        from dataclasses import replace
+
+        from driver.data.procedural import strip_hedges
+
+        held = [replace(t, prompt=strip_hedges(t.prompt)) for t in held]
     tokenizer = AutoTokenizer.from_pretrained(args.model)
     pad = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else tokenizer.eos_token_id
     index_ids = index_token_ids(tokenizer, 10)
@@ -138,8 +168,8 @@ def main(argv=None) -> int:
     with torch_threads(2):
         torch.manual_seed(args.seed)
         model = AutoModelForCausalLM.from_pretrained(args.model, dtype=torch.float32).eval()
-        train_ctx = decision_contexts(model, tokenizer, train)
-        held_ctx = decision_contexts(model, tokenizer, held)
+        train_ctx = decision_contexts(model, tokenizer, train, args.decision)
+        held_ctx = decision_contexts(model, tokenizer, held, args.decision)
         print(f"solutions generated in {time.time() - t0:.0f} s", flush=True)
 
         def report(phase, step):
@@ -155,6 +185,8 @@ def main(argv=None) -> int:
 
             freeze_circuit(model)
         report("pretrained", 0)
+        per_prompt = {"prompt_ids": [t.prompt_id for t in held], "own": [own for _, own in held_ctx],
+                      "pretrained": greedy_choices(model, held_ctx, held, index_ids, pad)}
         opt = torch.optim.AdamW(model.parameters(), lr=args.warm_lr, weight_decay=0.0)
         constant = torch.optim.lr_scheduler.LambdaLR(opt, lambda s: 1.0)
         for step in range(1, args.warm_steps + 1):
@@ -181,8 +213,9 @@ def main(argv=None) -> int:
                 clipped_step(-(adv * chosen).mean(), model, opt, constant)
             if step % args.eval_every == 0:
                 report("rl", step)
+        per_prompt["final"] = greedy_choices(model.eval(), held_ctx, held, index_ids, pad)
     Path(args.out).parent.mkdir(parents=True, exist_ok=True)
-    Path(args.out).write_text(json.dumps({"args": vars(args), "log": log}, indent=1))
+    Path(args.out).write_text(json.dumps({"args": vars(args), "log": log, "choices": per_prompt}, indent=1))
     return 0
 
 

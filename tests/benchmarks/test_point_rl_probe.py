@@ -25,3 +25,20 @@ def test_prompts_split_by_whether_a_candidate_states_the_models_answer():
 def test_answers_are_compared_after_normalising():
     hits, unstated = own_answer_split([_task([" 12", "13"], [True, False])], [0], ["12"], str.strip)
     assert hits == [True] and unstated == []
+
+
+def test_the_prior_decision_reads_the_prompt_alone_and_ends_at_the_mark():
+    from point_rl_probe import PRIOR_MARK, decision_contexts
+
+    prompt = "Solution 0:\n2 + 2 = 4\nAnswer: 4\nEnd of solution 0.\n\nSolution 1:\n2 + 2 = 5\nAnswer: 5\nEnd of solution 1."
+    task = SimpleNamespace(prompt=prompt, problem="Compute 2 + 2.")
+    seen = []
+
+    def tokenizer(text):
+        seen.append(text)
+        return {"input_ids": [len(text)]}
+
+    [(ids, own)] = decision_contexts(None, tokenizer, [task], "prior")  # no model: nothing is generated
+    assert own is None and ids == [len(seen[0])]
+    assert seen[0].endswith("\n\n" + PRIOR_MARK) and "Answer: 5 #1\nEnd of solution 1." in seen[0]
+    assert "Compute 2 + 2." not in seen[0]  # no restated problem, no solution
