@@ -23,7 +23,7 @@ REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 sys.path.insert(0, str(REPO / "benchmarks"))
 
-from point_rl_probe import PRIOR_MARK, index_logps  # noqa: E402
+from point_rl_probe import PRIOR_MARK, index_logps, probe_prompts, probe_tokenizer  # noqa: E402
 
 
 def rule_targets(candidate_answers, own, pick: int, normalize) -> list:
@@ -81,24 +81,17 @@ def main(argv=None) -> int:
     args = ap.parse_args(argv)
 
     import torch
-    from transformers import AutoModelForCausalLM, AutoTokenizer
+    from transformers import AutoModelForCausalLM
 
-    from core.chat import index_token_ids
     from driver.data.dataset import load_dataset
     from driver.models.warmstart import clipped_step, torch_threads
     from induction_wiring import freeze_circuit
-    from solve_point_probe import heldout_sample
     from solve_then_match import normalize
 
     data = load_dataset(args.dataset)
     rng = random.Random(args.seed)
-    fits = lambda t: not args.max_candidates or t.num_candidates <= args.max_candidates  # noqa: E731
-    pool = [t for t in data.train if fits(t)]
-    train = rng.sample(pool, min(args.train_prompts, len(pool)))
-    held = [t for t in heldout_sample(data, args.problems, args.seed) if fits(t)]
-    tokenizer = AutoTokenizer.from_pretrained(args.model)
-    pad = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else tokenizer.eos_token_id
-    index_ids = index_token_ids(tokenizer, 10)
+    train, held = probe_prompts(data, args.train_prompts, args.problems, args.max_candidates, args.seed, rng)
+    tokenizer, pad, index_ids = probe_tokenizer(args.model)
     log, t0 = [], time.time()
     with torch_threads(2):
         torch.manual_seed(args.seed)

@@ -87,6 +87,29 @@ def own_answer_split(tasks, choices: list, owns: list, normalize) -> tuple:
     return hits, unstated
 
 
+def probe_prompts(data, train_prompts: int, problems: int, max_candidates: int, seed: int,
+                  rng: random.Random) -> tuple:
+    """(train, held): `train_prompts` training prompts drawn with `rng`, and every held-out prompt of `problems`
+    held-out problems drawn with `seed`; both only of at most `max_candidates` candidates (0: any)."""
+    from solve_point_probe import heldout_sample
+
+    fits = lambda t: not max_candidates or t.num_candidates <= max_candidates  # noqa: E731
+    pool = [t for t in data.train if fits(t)]
+    train = rng.sample(pool, min(train_prompts, len(pool)))
+    return train, [t for t in heldout_sample(data, problems, seed) if fits(t)]
+
+
+def probe_tokenizer(path: str) -> tuple:
+    """(tokenizer, pad id, the token ids of the indices 0..9) of the model folder `path`."""
+    from transformers import AutoTokenizer
+
+    from core.chat import index_token_ids
+
+    tokenizer = AutoTokenizer.from_pretrained(path)
+    pad = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else tokenizer.eos_token_id
+    return tokenizer, pad, index_token_ids(tokenizer, 10)
+
+
 def greedy_choices(model, contexts, tasks, index_ids, pad) -> list:
     """The most likely index of each held-out task, in order."""
     import torch
@@ -142,28 +165,20 @@ def main(argv=None) -> int:
     args = ap.parse_args(argv)
 
     import torch
-    from transformers import AutoModelForCausalLM, AutoTokenizer
+    from transformers import AutoModelForCausalLM
 
-    from core.chat import index_token_ids
     from driver.data.dataset import load_dataset
     from driver.models.warmstart import clipped_step, torch_threads
-    from solve_point_probe import heldout_sample
-
     data = load_dataset(args.dataset)
     rng = random.Random(args.seed)
-    fits = lambda t: not args.max_candidates or t.num_candidates <= args.max_candidates  # noqa: E731
-    pool = [t for t in data.train if fits(t)]
-    train = rng.sample(pool, min(args.train_prompts, len(pool)))
-    held = [t for t in heldout_sample(data, args.problems, args.seed) if fits(t)]
+    train, held = probe_prompts(data, args.train_prompts, args.problems, args.max_candidates, args.seed, rng)
     if args.strip_cue_heldout:
         from dataclasses import replace
 
         from driver.data.procedural import strip_hedges
 
         held = [replace(t, prompt=strip_hedges(t.prompt)) for t in held]
-    tokenizer = AutoTokenizer.from_pretrained(args.model)
-    pad = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else tokenizer.eos_token_id
-    index_ids = index_token_ids(tokenizer, 10)
+    tokenizer, pad, index_ids = probe_tokenizer(args.model)
     log, t0 = [], time.time()
     with torch_threads(2):
         torch.manual_seed(args.seed)
