@@ -23,7 +23,7 @@ REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 sys.path.insert(0, str(REPO / "benchmarks"))
 
-from point_rl_probe import PRIOR_MARK, index_logps, probe_prompts, probe_tokenizer  # noqa: E402
+from point_rl_probe import decision_contexts, index_logps, probe_prompts, probe_tokenizer, states  # noqa: E402
 
 
 def rule_targets(candidate_answers, own, pick: int, normalize) -> list:
@@ -34,18 +34,8 @@ def rule_targets(candidate_answers, own, pick: int, normalize) -> list:
 
 def contexts(model, tokenizer, tasks: list, rng: random.Random) -> list:
     """[(token ids ending in ` #`, own answer, pick)] per task, the pick drawn uniformly from its indices."""
-    from solve_point_probe import beside, cut_at_answer
-    from solve_then_match import head_text, solve
-
     picks = [rng.randrange(t.num_candidates) for t in tasks]
-    befores = [f"{beside(t.prompt)}\n\n{PRIOR_MARK}{g}\n\n" for t, g in zip(tasks, picks)]
-    solutions = solve(model, tokenizer, list(zip(befores, [t.problem for t in tasks])))
-    out = []
-    for t, before, sol, g in zip(tasks, befores, solutions, picks):
-        cut, own = cut_at_answer(sol)
-        text = head_text((before, t.problem)) + (sol.rstrip() if cut is None else cut) + " #"
-        out.append((tokenizer(text)["input_ids"], own, g))
-    return out
+    return [(ids, own, g) for (ids, own), g in zip(decision_contexts(model, tokenizer, tasks, picks=picks), picks)]
 
 
 def follows(model, ctx, tasks, index_ids, pad, normalize) -> dict:
@@ -58,8 +48,7 @@ def follows(model, ctx, tasks, index_ids, pad, normalize) -> dict:
             lp = index_logps(model, [c[0] for c in ctx[s:s + 32]], [t.num_candidates for t in tasks[s:s + 32]],
                              index_ids, pad)
             for t, (_, own, g), k in zip(tasks[s:s + 32], ctx[s:s + 32], lp.argmax(-1).tolist()):
-                stated = own is not None and any(normalize(a) == own for a in t.candidate_answers)
-                rows["stated" if stated else "unstated"].append(k in rule_targets(t.candidate_answers, own, g,
+                rows["stated" if states(t, own, normalize) else "unstated"].append(k in rule_targets(t.candidate_answers, own, g,
                                                                                    normalize))
     return {f"{k}_follows": sum(v) / max(1, len(v)) for k, v in rows.items()} | \
         {f"{k}_n": len(v) for k, v in rows.items()}

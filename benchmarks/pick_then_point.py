@@ -25,11 +25,9 @@ sys.path.insert(0, str(REPO / "benchmarks"))
 
 def combine(tasks: list, owns: list, pointer: list, pick: list, normalize) -> list:
     """Per task: `pointer[i]` where a candidate of `tasks[i]` states `owns[i]` (normalised), else `pick[i]`."""
-    out = []
-    for t, own, p, k in zip(tasks, owns, pointer, pick):
-        stated = own is not None and own in {normalize(a) for a in t.candidate_answers}
-        out.append(p if stated else k)
-    return out
+    from point_rl_probe import states
+
+    return [p if states(t, own, normalize) else k for t, own, p, k in zip(tasks, owns, pointer, pick)]
 
 
 def main(argv=None) -> int:
@@ -43,7 +41,7 @@ def main(argv=None) -> int:
 
     from driver.data.dataset import load_dataset
     from driver.evaluate import selection_metrics
-    from point_rl_probe import own_answer_split
+    from point_rl_probe import own_answer_split, states
     from solve_then_match import normalize
 
     pointer, pick = (json.loads(Path(p).read_text())["choices"] for p in (args.pointer, args.pick))
@@ -56,7 +54,7 @@ def main(argv=None) -> int:
     m = selection_metrics(tasks, choices)
     hits, unstated = own_answer_split(tasks, choices, pointer["own"], normalize)
     stated_correct = [bool(t.correct[c]) for t, c, own in zip(tasks, choices, pointer["own"])
-                      if own is not None and own in {normalize(a) for a in t.candidate_answers}]
+                      if states(t, own, normalize)]
     report = {"prompts": len(tasks), "genselect": m["genselect"], "lo": m["genselect_lo"], "hi": m["genselect_hi"],
               "majority": m["majority"], "random": m["random"], "over_majority": m["over_majority"],
               "over_majority_lo": m["over_majority_lo"], "over_majority_hi": m["over_majority_hi"],

@@ -40,14 +40,17 @@ sys.path.insert(0, str(REPO / "benchmarks"))
 PRIOR_MARK = "Pick: #"  # --decision prior: the index right after the prompt, before any solution
 
 
-def decision_contexts(model, tokenizer, tasks: list, decision: str = "after_solution") -> list:
+def decision_contexts(model, tokenizer, tasks: list, decision: str = "after_solution", picks=None) -> list:
     """[(token ids ending in ` #`, own answer or None)] per task: prompt (beside), head, own greedy solution cut
     after its `Answer: X` line (a solution without one is kept whole). decision="prior": the prompt (beside) and
-    `PRIOR_MARK` only, no solution (own answer None): an index the prompt alone decides."""
+    `PRIOR_MARK` only, no solution (own answer None): an index the prompt alone decides. picks: one index per task,
+    written after the prompt as `PRIOR_MARK` + pick before the solution (combine_rule_probe.py)."""
     from solve_point_probe import beside, cut_at_answer
     from solve_then_match import head_text, solve
 
     befores = [beside(t.prompt) + "\n\n" for t in tasks]
+    if picks is not None:
+        befores = [f"{before}{PRIOR_MARK}{g}\n\n" for before, g in zip(befores, picks)]
     if decision == "prior":
         return [(tokenizer(before + PRIOR_MARK)["input_ids"], None) for before in befores]
     solutions = solve(model, tokenizer, list(zip(befores, [t.problem for t in tasks])))
@@ -73,6 +76,11 @@ def index_logps(model, rows: list, sizes: list, index_ids: list, pad: int):
     return torch.log_softmax(logits.masked_fill(~valid, float("-inf")), -1)
 
 
+def states(task, own, normalize) -> bool:
+    """Whether a candidate of `task` states the model's own answer `own` (normalised; None: no `Answer:` line)."""
+    return own is not None and own in {normalize(a) for a in task.candidate_answers}
+
+
 def own_answer_split(tasks, choices: list, owns: list, normalize) -> tuple:
     """(hits, unstated) over prompts whose candidates do / do not state the model's own answer `owns[i]`
     (normalised; None: no `Answer:` line). hits: [the choice states it] where one does; unstated: [(the choice is
@@ -80,7 +88,7 @@ def own_answer_split(tasks, choices: list, owns: list, normalize) -> tuple:
     cued dataset, the hedge) can decide."""
     hits, unstated = [], []
     for t, k, own in zip(tasks, choices, owns):
-        if own is not None and own in {normalize(a) for a in t.candidate_answers}:
+        if states(t, own, normalize):
             hits.append(normalize(t.candidate_answers[k]) == own)
         else:
             unstated.append((bool(t.correct[k]), sum(t.correct) / t.num_candidates))
@@ -123,11 +131,11 @@ def greedy_choices(model, contexts, tasks, index_ids, pad) -> list:
     return choices
 
 
-def read(model, contexts, tasks, index_ids, pad, seed: int) -> dict:
+def read(choices: list, contexts, tasks, seed: int) -> dict:
+    """The evaluation line of the greedy `choices` on the held-out `tasks` (their `contexts` give the own answers)."""
     from driver.evaluate import selection_metrics
     from solve_then_match import normalize
 
-    choices = greedy_choices(model, contexts, tasks, index_ids, pad)
     hits, unstated = own_answer_split(tasks, choices, [own for _, own in contexts], normalize)
     m = selection_metrics(tasks, choices, seed=seed)
     return {"genselect": m["genselect"], "lo": m["genselect_lo"], "hi": m["genselect_hi"],
@@ -187,21 +195,23 @@ def main(argv=None) -> int:
         held_ctx = decision_contexts(model, tokenizer, held, args.decision)
         print(f"solutions generated in {time.time() - t0:.0f} s", flush=True)
 
-        def report(phase, step):
+        def report(phase, step) -> list:
+            """Log the held-out evaluation; returns the greedy choices it read."""
             model.eval()
+            choices = greedy_choices(model, held_ctx, held, index_ids, pad)
             log.append({"phase": phase, "step": step, "seconds": round(time.time() - t0, 1),
-                        **read(model, held_ctx, held, index_ids, pad, args.seed)})
+                        **read(choices, held_ctx, held, args.seed)})
             model.train()
             print(json.dumps({k: (round(v, 3) if isinstance(v, float) else v) for k, v in log[-1].items()}),
                   flush=True)
+            return choices
 
         if args.freeze_circuit:
             from induction_wiring import freeze_circuit
 
             freeze_circuit(model)
-        report("pretrained", 0)
         per_prompt = {"prompt_ids": [t.prompt_id for t in held], "own": [own for _, own in held_ctx],
-                      "pretrained": greedy_choices(model, held_ctx, held, index_ids, pad)}
+                      "pretrained": report("pretrained", 0)}
         opt = torch.optim.AdamW(model.parameters(), lr=args.warm_lr, weight_decay=0.0)
         constant = torch.optim.lr_scheduler.LambdaLR(opt, lambda s: 1.0)
         for step in range(1, args.warm_steps + 1):
@@ -210,8 +220,9 @@ def main(argv=None) -> int:
             lp = index_logps(model, [train_ctx[i][0] for i in batch], sizes, index_ids, pad)
             valid = torch.isfinite(lp)
             clipped_step(-(lp.masked_fill(~valid, 0).sum(-1) / valid.sum(-1)).mean(), model, opt, constant)
+        current = per_prompt["pretrained"]  # the greedy choices of the model as it is now (None: trained since)
         if args.warm_steps:
-            report("warm-start", args.warm_steps)
+            current = report("warm-start", args.warm_steps)
         opt = torch.optim.AdamW(model.parameters(), lr=args.lr, weight_decay=0.0)
         constant = torch.optim.lr_scheduler.LambdaLR(opt, lambda s: 1.0)
         for step in range(1, args.rl_steps + 1):
@@ -226,9 +237,9 @@ def main(argv=None) -> int:
                 adv = ((rewards - rewards.mean(-1, keepdim=True)) / (std + 1e-6))[keep_rows]
                 chosen = lp[keep_rows].gather(1, picks[keep_rows])
                 clipped_step(-(adv * chosen).mean(), model, opt, constant)
-            if step % args.eval_every == 0:
-                report("rl", step)
-        per_prompt["final"] = greedy_choices(model.eval(), held_ctx, held, index_ids, pad)
+            current = report("rl", step) if step % args.eval_every == 0 else None
+        per_prompt["final"] = current if current is not None else greedy_choices(model.eval(), held_ctx, held,
+                                                                                 index_ids, pad)
     Path(args.out).parent.mkdir(parents=True, exist_ok=True)
     Path(args.out).write_text(json.dumps({"args": vars(args), "log": log, "choices": per_prompt}, indent=1))
     return 0

@@ -33,6 +33,12 @@ class RayClient:
             assert proc.returncode == 0, f"ray {' '.join(args)}: {proc.stdout[-2000:]}{proc.stderr[-3000:]}"
         return proc
 
+    def refuses_a_wrong_token(self) -> bool:
+        """Whether `ray job list` with a wrong token fails and says why (token authentication is on)."""
+        proc = self.run("job", "list", check=False, env={**os.environ, "RAY_AUTH_MODE": "token",
+                                                         "RAY_AUTH_TOKEN": "not-the-token"})
+        return proc.returncode != 0 and "token" in (proc.stdout + proc.stderr).lower()
+
     def submit(self, submission_id: str, run_dir: Path, *overrides, working_dir: bool = True) -> None:
         """`ray job submit --no-wait` of the smoke config, with the checkout uploaded as working_dir, or
         (working_dir=False) read in place through PYTHONPATH (every simulated node shares this disk)."""

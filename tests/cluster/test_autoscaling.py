@@ -68,9 +68,7 @@ def test_autoscaling_adds_the_worker_groups_for_the_job_and_removes_them_when_id
     h, client = cluster_helpers, autoscaling_head
     assert _alive_workers(client) == {}, "the head must start alone"
     # token auth is on (as a Ray 2.60 `ray start --head` turns it on when it finds a token): a wrong one is refused
-    wrong = client.run("job", "list", check=False, env={**os.environ, "RAY_AUTH_MODE": "token",
-                                                          "RAY_AUTH_TOKEN": "not-the-token"})
-    assert wrong.returncode != 0 and "token" in (wrong.stdout + wrong.stderr).lower()
+    assert client.refuses_a_wrong_token()
     run_dir = tmp_path / "run"
     submitted = time.time()
     # the code is read in place (PYTHONPATH), not uploaded: the fake provider's nodes share the head's session
