@@ -12,7 +12,6 @@ own random picks: the share of greedy indices that follow the rule where X is st
 """
 from __future__ import annotations
 
-import argparse
 import json
 import random
 import sys
@@ -23,7 +22,8 @@ REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 sys.path.insert(0, str(REPO / "benchmarks"))
 
-from point_rl_probe import decision_contexts, index_logps, probe_prompts, probe_tokenizer, states  # noqa: E402
+from point_rl_probe import (decision_contexts, index_logps, probe_arguments, probe_prompts,  # noqa: E402
+                            probe_tokenizer, states)
 
 
 def rule_targets(candidate_answers, own, pick: int, normalize) -> list:
@@ -55,18 +55,8 @@ def follows(model, ctx, tasks, index_ids, pad, normalize) -> dict:
 
 
 def main(argv=None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--model", required=True)
-    ap.add_argument("--dataset", required=True)
-    ap.add_argument("--out", required=True)
-    ap.add_argument("--train-prompts", type=int, default=800)
-    ap.add_argument("--problems", type=int, default=410)
-    ap.add_argument("--max-candidates", type=int, default=0)
+    ap = probe_arguments(__doc__, train_prompts=800, problems=410, max_candidates=0, lr=1e-3, eval_every=50)
     ap.add_argument("--steps", type=int, default=200)
-    ap.add_argument("--prompts", type=int, default=16)
-    ap.add_argument("--lr", type=float, default=1e-3)
-    ap.add_argument("--eval-every", type=int, default=50)
-    ap.add_argument("--seed", type=int, default=0)
     args = ap.parse_args(argv)
 
     import torch

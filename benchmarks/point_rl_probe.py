@@ -37,7 +37,7 @@ sys.path.insert(0, str(REPO))
 sys.path.insert(0, str(REPO / "benchmarks"))
 
 
-PRIOR_MARK = "Pick: #"  # --decision prior: the index right after the prompt, before any solution
+from core.chat import PICK_MARK as PRIOR_MARK  # noqa: E402  --decision prior: the index right after the prompt
 
 
 def decision_contexts(model, tokenizer, tasks: list, decision: str = "after_solution", picks=None) -> list:
@@ -107,6 +107,28 @@ def probe_prompts(data, train_prompts: int, problems: int, max_candidates: int, 
     return train, [t for t in heldout_sample(data, problems, seed) if fits(t)]
 
 
+def probe_arguments(description: str, train_prompts: int, problems: int, max_candidates: int, lr: float,
+                    eval_every: int, freeze_option: bool = False) -> argparse.ArgumentParser:
+    """The arguments the probes share (model, data, prompts drawn, steps' size, seed), with their defaults;
+    `freeze_option`: also `--freeze-circuit`."""
+    ap = argparse.ArgumentParser(description=description.split("\n\n")[0])
+    ap.add_argument("--model", required=True)
+    ap.add_argument("--dataset", required=True)
+    ap.add_argument("--out", required=True)
+    ap.add_argument("--train-prompts", type=int, default=train_prompts)
+    ap.add_argument("--problems", type=int, default=problems, help="held-out problems read (all their prompts)")
+    ap.add_argument("--max-candidates", type=int, default=max_candidates,
+                    help="train and read only prompts of at most this many candidates (0: all)")
+    ap.add_argument("--prompts", type=int, default=16, help="training prompts a step")
+    ap.add_argument("--lr", type=float, default=lr)
+    ap.add_argument("--eval-every", type=int, default=eval_every)
+    ap.add_argument("--seed", type=int, default=0)
+    if freeze_option:
+        ap.add_argument("--freeze-circuit", action="store_true",
+                        help="keep the wired induction circuit's weights as written (induction_wiring.freeze_circuit)")
+    return ap
+
+
 def probe_tokenizer(path: str) -> tuple:
     """(tokenizer, pad id, the token ids of the indices 0..9) of the model folder `path`."""
     from transformers import AutoTokenizer
@@ -147,29 +169,17 @@ def read(choices: list, contexts, tasks, seed: int) -> dict:
 
 
 def main(argv=None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--model", required=True)
-    ap.add_argument("--dataset", required=True)
-    ap.add_argument("--out", required=True)
-    ap.add_argument("--train-prompts", type=int, default=800)
-    ap.add_argument("--problems", type=int, default=100, help="held-out problems read (all their prompts)")
+    ap = probe_arguments(__doc__, train_prompts=800, problems=100, max_candidates=0, lr=3e-4, eval_every=25,
+                         freeze_option=True)
     ap.add_argument("--warm-steps", type=int, default=100)
     ap.add_argument("--warm-lr", type=float, default=1e-3)
     ap.add_argument("--rl-steps", type=int, default=200)
-    ap.add_argument("--prompts", type=int, default=16)
     ap.add_argument("--group", type=int, default=8)
-    ap.add_argument("--lr", type=float, default=3e-4)
-    ap.add_argument("--eval-every", type=int, default=25)
-    ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--decision", choices=["after_solution", "prior"], default="after_solution",
                     help="where the index is asked: after the model's own solution, or right after the prompt")
-    ap.add_argument("--max-candidates", type=int, default=0,
-                    help="train and read only prompts of at most this many candidates (0: all)")
     ap.add_argument("--strip-cue-heldout", action="store_true",
                     help="read the held-out prompts with their hedging sentences removed (the same problems, "
                          "candidates and labels without the cue); training is unchanged")
-    ap.add_argument("--freeze-circuit", action="store_true",
-                    help="keep the wired induction circuit's weights as written (induction_wiring.freeze_circuit)")
     args = ap.parse_args(argv)
 
     import torch

@@ -100,6 +100,10 @@ class PretrainConfig:
                                "model solves where a selector writes (BENCHMARKS.md, issue 7 sessions 21-23).")
     context_batch: int = _f(4, "Rows a step of context and pointer steps (a row is a whole selection prompt).")
     context_lr: float = _f(1e-3, "AdamW learning rate of the second stage (linear warm-up over its first 5%).")
+    pick_line: bool = _f(False, "Context rows put `Pick: #g` between the training prompt and the worked solution, g "
+                                "drawn uniformly from the prompt's indices (no label read): the line a response that "
+                                "picks, then solves and points writes before its solution, so the solver learns to "
+                                "write after it (BENCHMARKS.md, issue 7 session 29).")
 
 
 @dataclass

@@ -29,7 +29,7 @@ STATS_FILE = "pretrain.json"
 PRETRAIN_VERSION = 2  # 2: held-out problems excluded by expression, not by text
 # PretrainConfig keys added after models were cached, with the default that trains what was trained before them
 KEYS_ADDED_LATER = {"pack_tokens": 0, "pointer_share": 0.0, "context_steps": 0, "context_batch": 4,
-                    "context_lr": 1e-3}
+                    "context_lr": 1e-3, "pick_line": False}
 
 
 def _corpus_rows(cfg) -> list:
@@ -205,12 +205,15 @@ def with_pointer_steps(tokenizer, batches: list, kind: str, train_tasks: list, c
 
 
 def context_batches(tokenizer, texts: list, train_tasks: list, cfg, seed: int) -> list:
-    """The second stage's batches: `cfg.context_batch` rows a step, each a random training task's prompt and then a
-    worked solution of `texts` (each used once); at most `cfg.context_steps` batches."""
-    from driver.models.selection_rows import context_row
+    """The second stage's batches: `cfg.context_batch` rows a step, each a random training task's prompt (with
+    `cfg.pick_line`, then a blank line and `Pick: #g`, g uniform over its indices) and then a worked solution of
+    `texts` (each used once); at most `cfg.context_steps` batches."""
+    from driver.models.selection_rows import context_row, with_pick_line
 
     rng = random.Random(f"context-{seed}")
-    rows = [context_row(tokenizer, rng.choice(train_tasks).prompt, t) for t in texts]
+    tasks = [rng.choice(train_tasks) for _ in texts]
+    befores = [with_pick_line(t, rng) if cfg.pick_line else t.prompt for t in tasks]
+    rows = [context_row(tokenizer, before, text) for before, text in zip(befores, texts)]
     k = cfg.context_batch
     return [rows[i * k:(i + 1) * k] for i in range(min(cfg.context_steps, len(rows) // k))]
 

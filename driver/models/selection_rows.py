@@ -4,8 +4,9 @@ A selector writes after a long prompt of candidates, where a model pretrained on
 a few percent of the problems it solves from the start of a text (BENCHMARKS.md, issue 7 session 21). Two kinds of
 row put a *training* selection prompt before the text the loss reads; neither reads which candidate is correct:
 
-* context row: the prompt of one training task, a blank line, then a correct worked solution of *another*, fresh
-  procedural problem (the model learns to solve where a selector writes, not to copy this prompt's candidates);
+* context row: the prompt of one training task (with `model.pretrain.pick_line`, then a blank line and `Pick: #g`,
+  g a random index), a blank line, then a correct worked solution of *another*, fresh procedural problem (the model
+  learns to solve where a selector writes, not to copy this prompt's candidates);
 * pointer row: the prompt of one training task in the beside layout (`data.answer_labels`: each candidate's answer
   line reads `Answer: X #i`), a blank line, then `Answer: X #i` for each distinct final answer X of its candidates
   (i: the first candidate stating it), in random order: finding a stated answer's candidate, by copying.
@@ -26,6 +27,14 @@ def context_row(tokenizer, before: str, text: str) -> tuple:
     start = len(before) + 2
     split = next((i for i, (a, _) in enumerate(enc["offset_mapping"]) if a >= start), len(enc["input_ids"]))
     return enc["input_ids"][:split], enc["input_ids"][split:] + [tokenizer.eos_token_id]
+
+
+def with_pick_line(task, rng: random.Random) -> str:
+    """`task`'s prompt, a blank line and `Pick: #g` (core.chat.PICK_MARK), g drawn uniformly from its indices: what
+    a response that picks first writes before its solution (`model.pretrain.pick_line`); no label is read."""
+    from core.chat import PICK_MARK
+
+    return f"{task.prompt}\n\n{PICK_MARK}{rng.randrange(task.num_candidates)}"
 
 
 def pointer_text(candidate_answers, rng: random.Random) -> str:

@@ -225,3 +225,26 @@ def test_pointer_steps_need_answer_labels_and_context_steps_a_first_stage():
         load_config("smoke", ["model.pretrain.steps=10", "model.pretrain.pointer_share=0.2"])
     with pytest.raises(ConfigError, match="model.pretrain.context_steps.*first stage"):
         load_config("smoke", ["model.pretrain.context_steps=5"])
+
+
+def test_context_rows_carry_a_random_pick_line_only_when_asked(tiny_dir):
+    from types import SimpleNamespace
+
+    from transformers import AutoTokenizer
+
+    from core.chat import PICK_MARK
+
+    tokenizer = AutoTokenizer.from_pretrained(tiny_dir)
+    tasks = [SimpleNamespace(prompt=f"Solution 0:\nAnswer: {i}", num_candidates=3) for i in range(4)]
+    texts = [f"Problem:\nCompute {i} + 1.\n\nSolution:\nAnswer: {i + 1}" for i in range(40)]
+    plain = pretrain.context_batches(tokenizer, texts, tasks, PretrainConfig(context_steps=10, context_batch=4), 0)
+    picked = pretrain.context_batches(tokenizer, texts, tasks,
+                                      PretrainConfig(context_steps=10, context_batch=4, pick_line=True), 0)
+    contexts = [tokenizer.decode(c) for batch in picked for c, _ in batch]
+    picks = [c.rsplit(PICK_MARK, 1)[1].strip() for c in contexts]
+    assert all(PICK_MARK in c for c in contexts) and set(picks) == {"0", "1", "2"}   # every index of 3, no other
+    assert not any(PICK_MARK in tokenizer.decode(c) for batch in plain for c, _ in batch)
+    # the targets (the worked solutions, each once) do not change with the line
+    assert [t for b in picked for _, t in b] == [t for b in plain for _, t in b]
+    assert pretrain.pretrain_dir("m/tiny-x", PretrainConfig(context_steps=10, pick_line=True), frozenset()) != \
+        pretrain.pretrain_dir("m/tiny-x", PretrainConfig(context_steps=10), frozenset())
