@@ -39,8 +39,9 @@ REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 sys.path.insert(0, str(REPO / "benchmarks"))
 
-from point_rl_probe import (decision_contexts, index_logps, probe_arguments, probe_prompts,  # noqa: E402
-                            probe_tokenizer, states)
+from combine_rule_probe import rule_targets  # noqa: E402
+from point_rl_probe import (decision_contexts, group_advantages, index_logps, probe_arguments,  # noqa: E402
+                            probe_prompts, probe_tokenizer, states)
 
 
 def pointer_contexts(model, tokenizer, tasks: list) -> list:
@@ -56,20 +57,10 @@ def pointer_contexts(model, tokenizer, tasks: list) -> list:
 
 def warm_pointer_target(task, own, pick: int, mode: str, normalize) -> list:
     """The indices the format-only warm-start spreads the pointer over after pick `pick`: [pick] where no candidate
-    states `own`; else every index (mode "uniform") or those stating it (mode "rule")."""
-    if not states(task, own, normalize):
-        return [pick]
-    if mode == "uniform":
+    states `own`; else every index (mode "uniform") or those stating it (mode "rule": `rule_targets`)."""
+    if mode == "uniform" and states(task, own, normalize):
         return list(range(task.num_candidates))
-    return [i for i, a in enumerate(task.candidate_answers) if normalize(a) == own]
-
-
-def group_advantages(rewards):
-    """(P, G) rewards -> (kept row mask (P,), advantages (kept, G)): reward minus the group mean over the group's
-    std (GRPO / DAPO eq. 4), rows whose rewards are all equal dropped (DAPO's dynamic sampling)."""
-    std = rewards.std(-1, keepdim=True)
-    keep = (std > 0).squeeze(-1)
-    return keep, ((rewards - rewards.mean(-1, keepdim=True)) / (std + 1e-6))[keep]
+    return rule_targets(task.candidate_answers, own, pick, normalize)
 
 
 def sampled_accuracy(pick_probs: list, pointer_probs: list, correct: list) -> float:

@@ -76,6 +76,14 @@ def index_logps(model, rows: list, sizes: list, index_ids: list, pad: int):
     return torch.log_softmax(logits.masked_fill(~valid, float("-inf")), -1)
 
 
+def group_advantages(rewards):
+    """(P, G) rewards -> (kept row mask (P,), advantages (kept, G)): reward minus the group mean over the group's
+    std (GRPO / DAPO eq. 4), rows whose rewards are all equal dropped (DAPO's dynamic sampling)."""
+    std = rewards.std(-1, keepdim=True)
+    keep = (std > 0).squeeze(-1)
+    return keep, ((rewards - rewards.mean(-1, keepdim=True)) / (std + 1e-6))[keep]
+
+
 def states(task, own, normalize) -> bool:
     """Whether a candidate of `task` states the model's own answer `own` (normalised; None: no `Answer:` line)."""
     return own is not None and own in {normalize(a) for a in task.candidate_answers}
@@ -241,10 +249,8 @@ def main(argv=None) -> int:
             lp = index_logps(model, [train_ctx[i][0] for i in batch], sizes, index_ids, pad)
             picks = torch.multinomial(lp.exp().detach(), args.group, replacement=True)         # (P, G)
             rewards = torch.tensor([[float(train[i].correct[k]) for k in row] for i, row in zip(batch, picks.tolist())])
-            std = rewards.std(-1, keepdim=True)
-            keep_rows = (std > 0).squeeze(-1)
+            keep_rows, adv = group_advantages(rewards)
             if keep_rows.any():
-                adv = ((rewards - rewards.mean(-1, keepdim=True)) / (std + 1e-6))[keep_rows]
                 chosen = lp[keep_rows].gather(1, picks[keep_rows])
                 clipped_step(-(adv * chosen).mean(), model, opt, constant)
             current = report("rl", step) if step % args.eval_every == 0 else None

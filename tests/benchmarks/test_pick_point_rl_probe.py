@@ -31,7 +31,7 @@ def test_where_the_answer_is_stated_the_warm_pointer_is_uniform_or_follows_the_r
 def test_group_advantages_drop_uniform_groups_and_standardise_the_rest():
     torch = pytest.importorskip("torch")
     rewards = torch.tensor([[1.0, 1.0, 1.0, 1.0], [1.0, 0.0, 0.0, 0.0], [0.0, 0.0, 0.0, 0.0]])
-    keep, adv = probe.group_advantages(rewards)
+    keep, adv = probe.group_advantages(rewards)   # point_rl_probe.group_advantages, as the probe calls it
     assert keep.tolist() == [False, True, False]
     assert adv.shape == (1, 4)
     assert adv[0, 0] > 0 > adv[0, 1] and abs(float(adv.sum())) < 1e-5
