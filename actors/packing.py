@@ -100,7 +100,8 @@ class MicroBatch:
     positions each position attends to, as attention blocks; `dense_attention_mask()` is the same as a
     (rows, 1, width, width) boolean mask, True = attend).
     target_index: (N,) long, index into the flattened (rows * width) positions predicting each target.
-    target_ids: (N,) long response tokens. behaviour_logprobs, advantages, loss_weights: (N,) float32.
+    target_ids: (N,) long response tokens. behaviour_logprobs, advantages, loss_weights: (N,) float32;
+    a target's loss weight is its sequence's `loss_weight` times its `loss_mask` value (0: not trained).
     spans: per packed sequence, (index into the packed list, start, end) of its slice of the N targets.
     num_real_tokens: input tokens that are not padding.
     allowed_ids: (N, K) long, the token ids each target was sampled among, -1 padded (constrained
@@ -249,7 +250,7 @@ def _build(sequences: list, rows: list) -> MicroBatch:
                 t_ids.extend(s.response_token_ids)
                 behav.extend(s.behaviour_logprobs)
                 adv.extend([float(s.advantage)] * len(s.response_token_ids))
-                weight.extend([float(s.loss_weight)] * len(s.response_token_ids))
+                weight.extend(float(s.loss_weight) * m for m in s.token_mask)  # mask 0: read, not trained
                 allowed.extend([s.allowed_token_ids] * len(s.response_token_ids))
                 spans.append((i, start, len(t_ids)))
         real = len(acc.ids)

@@ -42,7 +42,8 @@ from typing import Optional
 
 from actors.faults import maybe_crash, maybe_stall
 from actors.vllm_plugin import OWNER_ENV
-from core.chat import answer_prefix, full_response, index_token_ids
+from actors.pick_point import pick_then_point
+from core.chat import answer_prefix, full_response, index_token_ids, is_pick_point
 from core.records import Rollout, RolloutGroup, SelectionTask, SolveTask
 
 EXTENSION = "actors.vllm_extension.WeightReceiver"
@@ -417,6 +418,8 @@ class RolloutWorker:
     async def _generate_one(self, task, prompt_ids: list, params) -> RolloutGroup:
         if self.cfg.sample_index_only and isinstance(task, SelectionTask):
             return await self._point_after_greedy_solution(task, prompt_ids, params)
+        if isinstance(task, SelectionTask) and is_pick_point(self.tokenizer):  # actors/pick_point.py
+            return await pick_then_point(self, task, prompt_ids, params)
         solving = isinstance(task, SolveTask)  # a generator writes free text: no index constraint, no prefix
         allowed = None if solving else self.allowed_token_ids(task.num_candidates)
         if allowed is not None:  # one index token: the whole response, complete by construction

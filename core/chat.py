@@ -28,6 +28,21 @@ SOLVE_POINT_TEMPLATE = (
     "{%- set text = messages[0]['content'] -%}"
     "{{- text + '\\n\\nProblem:\\n' + text.split('\\nProblem:\\n', 1)[1].split('\\n\\nSolution', 1)[0]"
     " + '\\n\\nSolution:\\n' -}}")
+# The pick-then-solve-and-point tiny model's chat template (`model.tiny.response=pick_point`): its user message, a blank
+# line and `PICK_MARK`. The model writes the pick's index; the rollout then writes the problem's head
+# (`pick_point_head`) and the model its worked solution, ending `Answer: X #k` (actors/rollout.py).
+PICK_POINT_TEMPLATE = "{%- set text = messages[0]['content'] -%}{{- text + '\\n\\n' + '" + PICK_MARK + "' -}}"
+
+
+def is_pick_point(tokenizer) -> bool:
+    """Whether the tokenizer is a pick-then-solve-and-point model's (its chat template is `PICK_POINT_TEMPLATE`)."""
+    return getattr(tokenizer, "chat_template", None) == PICK_POINT_TEMPLATE
+
+
+def pick_point_head(problem: str) -> str:
+    """What follows the pick's index in a pick-then-solve-and-point response: a blank line and the problem's worked
+    solution head, `Problem:\n{problem}\n\nSolution:\n` (as the pretraining's context rows after `Pick: #g`)."""
+    return f"\n\nProblem:\n{problem}\n\nSolution:\n"
 
 
 def has_chat_template(tokenizer) -> bool:

@@ -48,7 +48,11 @@ class TinyModelConfig:
     response: str = _f("index", "'index': the response is the index alone, after the prompt's `Judgment: ` "
                                 "(core/chat.py); 'solve_point': the problem is restated after the prompt and the "
                                 "model writes a worked solution ending in `Answer: X #k`, k a candidate stating X "
-                                "(needs data.answer_labels; core.chat.SOLVE_POINT_TEMPLATE).")
+                                "(needs data.answer_labels; core.chat.SOLVE_POINT_TEMPLATE); 'pick_point': the model "
+                                "writes `Pick: #g` after the prompt, its own worked solution with that line in its "
+                                "context, then ` #k` (core.chat.PICK_POINT_TEMPLATE); both indices are sampled, the "
+                                "solution between them written greedily (actors/rollout.py; needs data.answer_labels "
+                                "and model.warm_start.target=pick_point).")
 
 
 @dataclass
@@ -61,7 +65,10 @@ class WarmStartConfig:
     target: str = _f("format", "'format': the response names a uniformly random candidate (teaches the "
                                "format only); 'oracle': names a correct candidate (a stronger start); 'pointer' "
                                "(model.tiny.response=solve_point): after the model's own greedy solution, ` #k` with "
-                               "the index towards uniform (the format only).")
+                               "the index towards uniform (the format only); 'pick_point' "
+                               "(model.tiny.response=pick_point): the pick towards uniform and, after the model's "
+                               "own greedy solution, the pointer towards the candidates stating its answer, or the "
+                               "pick where none does (a label-free rule; driver/models/warmstart.py).")
     prompt_lm: float = _f(0.0, "Weight of next-token language modelling on the training prompts' own text "
                                "(problem and candidates; no selection labels): pretraining that builds "
                                "arithmetic and in-context copying before RL. 0 = response tokens only.")
@@ -457,6 +464,10 @@ class TrainConfig:
     serve: ServeConfig = _f(ServeConfig(), "Selection service (serve.live: beside the training run).")
 
 
+# the warm-start target each tiny response needs
+_WARM_TARGET = {"solve_point": "pointer", "pick_point": "pick_point"}
+
+
 class ConfigError(ValueError):
     """A config that cannot be used; the message names the offending key."""
 
@@ -465,8 +476,8 @@ _CHOICES = {
     "task": ("selector", "generator"),
     "model.dtype": ("float32", "bfloat16"),
     "learner.dtype": ("float32", "bfloat16"),
-    "model.warm_start.target": ("format", "oracle", "pointer"),
-    "model.tiny.response": ("index", "solve_point"),
+    "model.warm_start.target": ("format", "oracle", "pointer", "pick_point"),
+    "model.tiny.response": ("index", "solve_point", "pick_point"),
     "data.source": ("procedural_math", "reasoning_gym", "humaneval", "file", "model"),
     "data.generator_problems": ("procedural_math", "reasoning_gym", "humaneval", "file"),
     "data.bad_rows": ("skip", "error"),
@@ -599,13 +610,17 @@ def _check(cfg: TrainConfig) -> None:
          (cfg.serve.min_replicas == 0 and cfg.serve.max_replicas >= 1), "must be >= serve.min_replicas and >= 1"),
         ("prompts_per_step", cfg.prompts_per_step >= 1, "must be >= 1"),
         ("checkpoint_every", cfg.checkpoint_every >= 0, "must be >= 0 (0: only after the last step)"),
-        ("model.tiny.response", cfg.model.tiny.response != "solve_point" or cfg.data.answer_labels,
-         "'solve_point' ends a solution with `Answer: X #k`, which points only where the prompt's answer lines carry "
-         "their index: set data.answer_labels=true"),
+        ("model.tiny.response", cfg.model.tiny.response == "index" or cfg.data.answer_labels,
+         f"{cfg.model.tiny.response!r} ends a solution with `Answer: X #k`, which points only where the prompt's "
+         "answer lines carry their index: set data.answer_labels=true"),
         ("model.warm_start.target", not cfg.model.warm_start.enabled or cfg.model.name != "tiny"
-         or (cfg.model.warm_start.target == "pointer") == (cfg.model.tiny.response == "solve_point"),
-         "must be 'pointer' exactly when model.tiny.response=solve_point (that response is a worked solution and "
-         "its pointer; the other targets write `Judgment: IDX` alone)"),
+         or cfg.model.warm_start.target == _WARM_TARGET.get(cfg.model.tiny.response, cfg.model.warm_start.target)
+         and (cfg.model.tiny.response != "index" or cfg.model.warm_start.target in ("format", "oracle")),
+         "must be 'pointer' with model.tiny.response=solve_point, 'pick_point' with pick_point, and 'format' or "
+         "'oracle' with index (those write `Judgment: IDX` alone)"),
+        ("rollout.sample_index_only", not r.sample_index_only or cfg.model.tiny.response != "pick_point" or
+         cfg.model.name != "tiny", "must be false with model.tiny.response=pick_point (its rollout samples both "
+         "indices and writes the solution between them greedily)"),
         ("rollout.sample_index_only", not r.sample_index_only or (
             cfg.task == "selector" and (cfg.model.name != "tiny" or cfg.model.tiny.response == "solve_point")),
          "samples the index after a greedily written solution's `#`: it needs task=selector and, with the tiny "

@@ -108,6 +108,10 @@ class Rollout:
     Token-level fields are lists of length `len(response_token_ids)`; `prompt_token_ids` is shared by the
     G rollouts of one group: the SAME list object (the rollout worker makes one per request), so pickling a
     group, as Ray does between actors, sends the prompt once per group, not G times. Keep it shared.
+
+    `loss_mask`: per response token, 1 = sampled by the policy (trained) or 0 = written otherwise (e.g. a
+    greedily written solution between two sampled index tokens: context the learner reads but does not
+    train; its behaviour log-prob is given as 0.0). None: every token was sampled and is trained.
     """
     prompt_id: str
     prompt_token_ids: list
@@ -122,6 +126,7 @@ class Rollout:
     verifier_status: str = "unscored"  # "ok", "timeout", "error", "parse_failure"
     timings: dict = field(default_factory=dict)
     allowed_token_ids: Optional[list] = None  # constrained decoding: what every position was sampled among
+    loss_mask: Optional[list] = None  # per response token: 1 sampled (trained), 0 written otherwise; None: all 1
 
     @property
     def verifier_failed(self) -> bool:
@@ -171,7 +176,10 @@ class TrainSequence:
             its tokens then do not count in `global_num_tokens`.
         allowed_token_ids: the tokens the sampler could choose from at every response position (constrained
             decoding, `rollout.constrain_index`); the learner normalises its log-probs over the same set, so
-            they are the behaviour policy's. None: the whole vocabulary.
+            they are the behaviour policy's. None: the whole vocabulary. Checked on trained tokens only.
+        loss_mask: R values, 1 = a token the policy sampled (trained), 0 = a token written otherwise (read by
+            the learner as context, not trained: weight 0, outside `num_loss_tokens`, may lie outside
+            `allowed_token_ids`). None: every response token is trained.
     """
     prompt_token_ids: list
     response_token_ids: list
@@ -180,13 +188,20 @@ class TrainSequence:
     policy_version: int
     loss_weight: float = 1.0
     allowed_token_ids: Optional[list] = None
+    loss_mask: Optional[list] = None
 
     def __post_init__(self) -> None:
         if len(self.prompt_token_ids) < 1:
             raise ValueError("TrainSequence needs at least one prompt token")
-        if self.allowed_token_ids is not None and not set(self.response_token_ids) <= set(self.allowed_token_ids):
-            raise ValueError(f"response tokens {self.response_token_ids} outside the allowed set "
-                             f"{self.allowed_token_ids}")
+        if self.loss_mask is not None:
+            if len(self.loss_mask) != len(self.response_token_ids):
+                raise ValueError(f"loss_mask has {len(self.loss_mask)} values for {len(self.response_token_ids)} "
+                                 f"response tokens")
+            if any(m not in (0, 1) for m in self.loss_mask):
+                raise ValueError(f"loss_mask values must be 0 or 1, got {self.loss_mask}")
+        trained = [t for t, m in zip(self.response_token_ids, self.token_mask) if m]
+        if self.allowed_token_ids is not None and not set(trained) <= set(self.allowed_token_ids):
+            raise ValueError(f"trained response tokens {trained} outside the allowed set {self.allowed_token_ids}")
         if len(self.behaviour_logprobs) != len(self.response_token_ids):
             raise ValueError(f"{len(self.behaviour_logprobs)} behaviour log-probs for "
                              f"{len(self.response_token_ids)} response tokens")
@@ -197,9 +212,14 @@ class TrainSequence:
         return len(self.prompt_token_ids) + len(self.response_token_ids) - 1
 
     @property
+    def token_mask(self) -> list:
+        """R values: `loss_mask`, or all 1 when there is none."""
+        return [1] * len(self.response_token_ids) if self.loss_mask is None else list(self.loss_mask)
+
+    @property
     def num_loss_tokens(self) -> int:
-        """Response tokens that count in the token-level mean (0 when the sequence is masked)."""
-        return len(self.response_token_ids) if self.loss_weight != 0 else 0
+        """Response tokens that count in the token-level mean: the mask-1 ones (0 when the sequence is masked)."""
+        return int(sum(self.token_mask)) if self.loss_weight != 0 else 0
 
 
 def asdict_shallow(obj: Any) -> dict:

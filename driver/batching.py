@@ -90,13 +90,19 @@ class Batch:
     stats: dict = field(default_factory=dict)
 
 
+def _sampled_sum(values: list, sequence: TrainSequence) -> float:
+    """Sum of per-token `values` (R,) over the tokens `sequence` trains (mask 1); written tokens are skipped."""
+    return sum(v for v, m in zip(values, sequence.token_mask) if m)
+
+
 def shape_and_advantage(groups: list, algo, max_response_tokens: int, policy_logprobs=None) -> Sequences:
     """Stage 3: overlong shaping, advantages and one TrainSequence per response of `groups` (each with G
     scored rollouts).
 
     `policy_logprobs(sequences) -> per-token log-probs` under the policy being trained (the learner's current
     weights; `Run.policy_logprobs`) is needed only by an off-policy estimator (`algorithm.maxk_off_policy`):
-    its sequence log-ratio is `sum(policy log-probs) - sum(behaviour log-probs)` per response."""
+    its sequence log-ratio is `sum(policy log-probs) - sum(behaviour log-probs)` per response, over the tokens
+    the policy sampled (`loss_mask` 1)."""
     if not groups:
         raise ValueError("shape_and_advantage needs at least one group")
     rollouts = [r for g in groups for r in g.rollouts]
@@ -129,7 +135,7 @@ def shape_and_advantage(groups: list, algo, max_response_tokens: int, policy_log
     sequences = [
         TrainSequence(prompt_token_ids=p, response_token_ids=list(r.response_token_ids),
                      behaviour_logprobs=list(r.behaviour_logprobs), advantage=0.0, loss_weight=float(w),
-                     policy_version=r.policy_version, allowed_token_ids=r.allowed_token_ids)
+                     policy_version=r.policy_version, allowed_token_ids=r.allowed_token_ids, loss_mask=r.loss_mask)
         for r, p, w in zip(rollouts, prompts, weights.tolist())
     ]
     log_ratio = None
@@ -138,8 +144,8 @@ def shape_and_advantage(groups: list, algo, max_response_tokens: int, policy_log
             raise ValueError(f"estimator {algo.advantage_estimator!r} is off-policy: shape_and_advantage needs "
                              f"policy_logprobs")
         current = policy_logprobs(sequences)
-        log_ratio = torch.tensor([sum(lp) - sum(s.behaviour_logprobs) for lp, s in zip(current, sequences)],
-                                 dtype=torch.float64).view(len(groups), G)
+        log_ratio = torch.tensor([_sampled_sum(lp, s) - _sampled_sum(s.behaviour_logprobs, s)
+                                  for lp, s in zip(current, sequences)], dtype=torch.float64).view(len(groups), G)
     advantages = estimator.advantages(shaped, seq_log_ratio=log_ratio)                 # (num_groups, G)
     for s, a in zip(sequences, advantages.reshape(-1).tolist()):
         s.advantage = float(a)

@@ -72,7 +72,8 @@ def tokenizer_key(model_cfg) -> str:
     """A string identifying the tokenizer `resolve_model` will give (for the dataset hash)."""
     if model_cfg.name == "tiny":
         digits = "" if model_cfg.tiny.split_digits else ":whole-numbers"
-        template = ":solve-point" if model_cfg.tiny.response == "solve_point" else ""  # another prompt budget
+        response = model_cfg.tiny.response
+        template = "" if response == "index" else ":" + response.replace("_", "-")  # another prompt budget
         return f"tiny-bpe:vocab={model_cfg.tiny.vocab_size}{digits}{template}"  # trained on the dataset's own text
     if model_cfg.name == "smollm2-135m":
         return f"smollm2-135m:{smollm2.package_version()}"

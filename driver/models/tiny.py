@@ -6,7 +6,9 @@ stays legible to a small model), initialises a `Qwen3ForCausalLM` from a seed, a
 Hugging Face folder that transformers and vLLM load.
 
 With `response="solve_point"` the tokenizer carries `core.chat.SOLVE_POINT_TEMPLATE` as its chat template (the
-problem restated after the prompt; the model writes a worked solution and points). With `induction_circuit`, an
+problem restated after the prompt; the model writes a worked solution and points), with `response="pick_point"`
+`core.chat.PICK_POINT_TEMPLATE` (the prompt, then `Pick: #`: the model picks, then solves and points). With
+`induction_circuit`, an
 induction circuit is written into the initial weights (`core.induction`).
 Embeddings are tied (as in small Qwen3 models); the saved checkpoint therefore has no `lm_head.weight`,
 which both transformers and vLLM re-tie on load. Weight sync sends `lm_head.weight` explicitly (STACK.md).
@@ -86,10 +88,11 @@ def build_tiny_model(shape, texts: Iterable[str], out_dir: str | Path, seed: int
     tmp = out_dir.with_name(out_dir.name + ".tmp")
     _remove(tmp)
     tokenizer = train_tokenizer(texts, shape.vocab_size, getattr(shape, "split_digits", True))
-    if getattr(shape, "response", "index") == "solve_point":
-        from core.chat import SOLVE_POINT_TEMPLATE
+    response = getattr(shape, "response", "index")
+    if response != "index":
+        from core.chat import PICK_POINT_TEMPLATE, SOLVE_POINT_TEMPLATE
 
-        tokenizer.chat_template = SOLVE_POINT_TEMPLATE
+        tokenizer.chat_template = {"solve_point": SOLVE_POINT_TEMPLATE, "pick_point": PICK_POINT_TEMPLATE}[response]
     torch.manual_seed(seed)
     model = Qwen3ForCausalLM(qwen3_config(shape, tokenizer))
     circuit = bool(getattr(shape, "induction_circuit", False))

@@ -14,6 +14,9 @@ Targets (`WarmStartConfig.target`):
   greedy solution of each prompt, cut after its first `Answer: X` line, then ` #k`, a newline and EOS, the index
   token trained towards uniform: the format only (write the pointer, then stop), not which candidate to name, so
   RL starts near random@N (`pointer_pairs`).
+* `pick_point` (`model.tiny.response=pick_point`): the pick towards uniform, then the problem's head and the model's
+  own greedy solution after it, and the pointer towards a label-free rule (a candidate stating the model's answer,
+  else the pick): driver/models/pick_point_start.py.
 
 Loss: next-token cross-entropy on the response tokens (`Judgment: IDX` + EOS), plus `prompt_lm` x the mean
 next-token loss over the prompt's own tokens (`prompt_lm_loss`; 0 = response only), the prompt formatted
@@ -90,6 +93,9 @@ def collate(pairs: list, pad_id: int):
 
 ANSWER_LINE = re.compile(r"Answer: ?[^\n#]*")
 POINTER_TOKENS = 96  # new tokens a solve-then-point response may take (a worked solution and its pointer)
+# new tokens the held-out evaluation of a warm-started model may generate: a pick-then-point response also writes its
+# pick and restates the problem before the solution
+EVAL_TOKENS = {"pointer": POINTER_TOKENS, "pick_point": POINTER_TOKENS + 64}
 
 
 def greedy_continuations(model, tokenizer, prompts: list, max_new_tokens: int, batch_size: int = 16,
@@ -150,6 +156,8 @@ def train_steps(model, tokenizer, tasks: list, ws_cfg, dtype: str, seed: int, pr
     from tqdm import tqdm
 
     rng = random.Random(f"warm-start-{seed}")
+    if ws_cfg.target == "pick_point":
+        return pick_point_steps(model, tokenizer, tasks, ws_cfg, dtype, rng, progress)
     fixed = None
     if ws_cfg.target == "pointer":  # fixed pairs: the prompt, then the model's own solution and its pointer
         pool = rng.sample(tasks, min(len(tasks), ws_cfg.steps * ws_cfg.batch_size))
@@ -190,6 +198,40 @@ def train_steps(model, tokenizer, tasks: list, ws_cfg, dtype: str, seed: int, pr
                 loss = loss + ws_cfg.prompt_lm * prompt_lm_loss(logits.float(), ids, [len(p) for p, _ in pairs])
         losses.append(clipped_step(loss, model, opt, sched))
         bar.set_postfix(loss=f"{losses[-1]:.3f}")
+    return losses
+
+
+def pick_point_steps(model, tokenizer, tasks: list, ws_cfg, dtype: str, rng: random.Random,
+                     progress: bool = True) -> list:
+    """`train_steps` of the `pick_point` target (driver/models/pick_point_start.py): fixed rows of the prompt, a
+    random pick, the model's own solution after it and the pointer, with the pick and the pointer trained towards
+    their label-free soft targets. Returns the per-step losses."""
+    import torch
+    from tqdm import tqdm
+
+    from driver.models.pick_point_start import pick_point_rows, soft_target_loss
+
+    pool = rng.sample(tasks, min(len(tasks), ws_cfg.steps * ws_cfg.batch_size))
+    rows = pick_point_rows(model, tokenizer, pool, rng, dtype)
+    if len(rows) < ws_cfg.batch_size:
+        raise ValueError(f"model.warm_start.target=pick_point: only {len(rows)} of {len(pool)} greedy solutions wrote "
+                         "an `Answer:` line; pretrain the model on worked solutions first (model.pretrain)")
+    pad = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else tokenizer.eos_token_id
+    opt = torch.optim.AdamW(model.parameters(), lr=ws_cfg.lr, weight_decay=0.0)
+    warmup = max(1, ws_cfg.steps // 20)
+    sched = torch.optim.lr_scheduler.LambdaLR(opt, lambda s: min(1.0, (s + 1) / warmup))
+    autocast = (torch.autocast("cpu", dtype=torch.bfloat16) if dtype == "bfloat16" else contextlib.nullcontext())
+    batches = length_batches([len(p) + len(r) for _, p, r, _ in rows], ws_cfg.batch_size, rng)
+    losses = []
+    model.train()
+    for _ in tqdm(range(ws_cfg.steps), desc="warm-start (pick_point)", disable=not progress, leave=False):
+        chosen = [rows[i] for i in next(batches)]
+        ids, mask, labels = collate([(p, r) for _, p, r, _ in chosen], pad)
+        with autocast:
+            logits = model(input_ids=ids, attention_mask=mask).logits
+            loss = soft_target_loss(logits.float(), labels, [len(p) for _, p, _, _ in chosen],
+                                    [soft for *_, soft in chosen])
+        losses.append(clipped_step(loss, model, opt, sched))
     return losses
 
 
@@ -305,7 +347,7 @@ def warm_start(base_dir, train_tasks: list, heldout_tasks: list, ws_cfg, out_dir
         train_seconds = time.time() - t0
         held = random.Random(f"ws-eval-{seed}").sample(heldout_tasks, min(eval_prompts, len(heldout_tasks)))
         heldout = evaluate_selector(model, tokenizer, held, dtype=dtype,
-                                    max_new_tokens=POINTER_TOKENS if ws_cfg.target == "pointer" else 8)
+                                    max_new_tokens=EVAL_TOKENS.get(ws_cfg.target, 8))
     stats = {"target": ws_cfg.target, "steps": ws_cfg.steps, "batch_size": ws_cfg.batch_size, "lr": ws_cfg.lr,
              "dtype": dtype, "seed": seed, "threads": threads, "train_seconds": round(train_seconds, 1),
              "seconds": round(time.time() - t0, 1), "loss_first": losses[0] if losses else None,

@@ -291,6 +291,43 @@ def test_proximal_ratio_reuses_the_first_forward_and_keeps_the_step_start_for_la
 
 
 @pytest.mark.slow
+def test_written_tokens_are_read_not_trained(tiny_model_path, vocab):
+    """Responses [pick] + written solution + [point] (loss mask [1, 0, ..., 0, 1], the solution outside the
+    allowed set, its behaviour log-probs 0.0 as the rollout gives them): a decoupled-ratio step counts the two
+    index tokens only and stays finite, and the update does not depend on the written tokens' behaviour
+    log-probs."""
+    rng = random.Random(6)
+    allowed = rng.sample(range(2, vocab), 4)
+    others = [t for t in range(2, vocab) if t not in allowed]
+    seqs = []
+    for i in range(6):
+        if i % 2 == 0:
+            prompt = [rng.randrange(2, vocab) for _ in range(rng.randrange(20, 40))]
+        n = rng.randrange(3, 9)
+        seqs.append(TrainSequence(prompt, [rng.choice(allowed)] + rng.sample(others, n) + [rng.choice(allowed)],
+                                  [0.0] * (n + 2), advantage=1.0 if i % 2 == 0 else -1.0, policy_version=0,
+                                  allowed_token_ids=allowed, loss_mask=[1] + [0] * n + [1]))
+    algo = dataclasses.replace(ON_POLICY, ratio_reference="proximal")
+    results = []
+    for written in (0.0, -30.0):
+        learner = new_learner(tiny_model_path, algo=algo)
+        try:
+            before = learner.export_weights()
+            data = [dataclasses.replace(s, behaviour_logprobs=[lp if m else written for lp, m in zip(lps, s.loss_mask)])
+                    for s, lps in zip(seqs, learner.compute_logprobs(seqs))]
+            metrics = learner.train_step(data, count_loss_tokens(data), step=0)
+            results.append((metrics, learner.export_weights()))
+        finally:
+            learner.shutdown()
+    (m, after), (m_other, after_other) = results
+    assert m["loss_tokens"] == 2 * len(seqs)
+    assert all(math.isfinite(m[k]) for k in ("loss", "entropy", "approx_kl", "ratio_mean", "tis_mean", "grad_norm"))
+    assert m["tis_mean"] == pytest.approx(1.0, abs=1e-5) and m["tis_capped_frac"] == 0.0  # index tokens on-policy
+    assert max_diff(after, before) > 1e-4
+    assert max_diff(after_other, after) == 0.0 and m_other["loss"] == m["loss"]
+
+
+@pytest.mark.slow
 def test_checkpoint_round_trip_gives_identical_next_step(tiny_model_path, vocab, tmp_path):
     cfg = learner_cfg(lr_schedule="cosine", warmup_steps=2, mini_batches_per_step=2)
     ckpt = tmp_path / "ckpt"

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import dataclasses
+import math
 import random
 
 import pytest
@@ -167,6 +168,68 @@ def test_allowed_ids_travel_per_target_and_a_mix_is_refused():
         TrainSequence([5], [8], [-0.1], 1.0, 0, allowed_token_ids=[3, 4])
     with pytest.raises(ValueError, match="mixes constrained"):
         pack_sequences([a, dataclasses.replace(b, allowed_token_ids=None)], 64)
+
+
+def pick_point(prompt: list, pick: int, solution: list, point: int, advantage: float, **kw) -> TrainSequence:
+    """A response of two sampled index tokens around a written solution: loss mask [1, 0, ..., 0, 1], the
+    written tokens outside the allowed set, their behaviour log-probs 0.0 (as the rollout gives them)."""
+    n = len(solution)
+    return TrainSequence(prompt, [pick] + solution + [point], [-1.2] + [0.0] * n + [-0.7], advantage, 0,
+                         allowed_token_ids=[3, 4, 9, 11], loss_mask=[1] + [0] * n + [1], **kw)
+
+
+def test_masked_tokens_get_weight_zero_and_leave_the_token_count():
+    """A loss-mask-0 token is a target (the learner reads it) with weight 0; it counts nowhere."""
+    a = pick_point([5, 6, 7], 3, [20, 21, 22], 9, 1.0)
+    b = pick_point([5, 6, 7], 4, [30], 11, -1.0, loss_weight=0.5)
+    c = TrainSequence([5, 6, 8], [3, 4], [-0.5, -0.1], 1.0, 0, allowed_token_ids=[3, 4, 9, 11])
+    mbs = pack_sequences([a, b, c], 64)
+    assert len(mbs) == 1
+    (mb,) = mbs
+    weights = {i: mb.loss_weights[start:end].tolist() for i, start, end in mb.spans}
+    assert weights == {0: [1.0, 0.0, 0.0, 0.0, 1.0], 1: [0.5, 0.0, 0.5], 2: [1.0, 1.0]}
+    assert mb.target_ids.tolist() == [3, 20, 21, 22, 9, 4, 30, 11, 3, 4]  # written tokens are still targets
+    assert mb.num_loss_tokens == count_loss_tokens([a, b, c]) == TrainBatch([a, b, c]).global_num_tokens == 6
+
+
+@pytest.mark.slow
+def test_masked_tokens_outside_the_allowed_set_do_not_touch_the_loss(hf_model):
+    """The learner's forward on a written (mask 0) token outside the allowed set gives a finite but meaningless
+    log-prob; `micro_batch_loss` ignores it whatever its behaviour log-prob, advantage or proximal log-prob (behaviour
+    and decoupled ratio), and nothing non-finite reaches the loss, its statistics or the gradients."""
+    from actors.learner import _PolicyLogprobs, micro_batch_loss
+    from core.config import AlgorithmConfig
+
+    algo = AlgorithmConfig(ratio_reference="behaviour")
+    seqs = [pick_point([5, 6, 7, 8], 3, [20, 21, 22], 9, 1.0), pick_point([5, 6, 7, 8], 4, [30], 11, -1.0)]
+    (mb,) = pack_sequences(seqs, 64)
+    written = mb.loss_weights == 0
+    assert int(written.sum()) == 4 and count_loss_tokens(seqs) == 4
+    assert not any(int(t) in (3, 4, 9, 11) for t in mb.target_ids[written])
+    logprobs, entropy = _PolicyLogprobs(hf_model)(mb.input_ids, mb.position_ids, mb.attention_mask, mb.target_index,
+                                                  mb.target_ids, mb.allowed_ids)
+    assert torch.isfinite(logprobs).all() and torch.isfinite(entropy).all()
+
+    def scramble(t: torch.Tensor, value: float) -> torch.Tensor:
+        return t.masked_fill(written, value)
+
+    other = dataclasses.replace(mb, behaviour_logprobs=scramble(mb.behaviour_logprobs, -40.0),
+                                advantages=scramble(mb.advantages, 100.0))
+    prox_given = logprobs.detach() - 0.3
+    for prox, prox_other in ((False, False), (None, None), (prox_given, scramble(prox_given, 5.0))):
+        loss, loss_sum, stats, is_w = micro_batch_loss(logprobs, mb, algo, 4, 1, prox)
+        loss2, loss_sum2, stats2, is_w2 = micro_batch_loss(logprobs, other, algo, 4, 1, prox_other)
+        assert torch.isfinite(loss) and loss.item() != 0.0
+        assert loss.item() == loss2.item() and loss_sum.item() == loss_sum2.item() and stats == stats2
+        assert all(math.isfinite(v) for v in stats.values()) and stats["num_tokens"] == 4
+        if is_w is not None:
+            assert torch.isfinite(is_w).all() and torch.equal(is_w[~written], is_w2[~written])
+        (grad,) = torch.autograd.grad(loss, logprobs, retain_graph=True)
+        assert torch.isfinite(grad).all() and (grad[written] == 0).all() and grad[~written].abs().sum() > 0
+    hf_model.zero_grad()
+    micro_batch_loss(logprobs, mb, algo, 4, 1)[0].backward()
+    assert all(torch.isfinite(p.grad).all() for p in hf_model.parameters() if p.grad is not None)
+    hf_model.zero_grad()
 
 
 @pytest.mark.slow

@@ -294,6 +294,62 @@ def test_sample_index_only_points_after_a_greedy_solution(engine, reference, rh,
 
 
 @pytest.mark.slow
+def test_pick_then_point_samples_a_pick_and_a_pointer_around_a_greedy_solution(engine, reference, rh, monkeypatch):
+    """A pick-then-point model (actors/pick_point.py): G picks sampled among 0..N-1 after the prompt, then per distinct
+    pick the problem's head and a greedy solution up to the pointer mark, then one index after it per rollout. The
+    response is [g] + head + solution + [k] with a loss mask on g and k only; the behaviour log-probs there are the
+    learner's constrained ones, 0 elsewhere. A solution that never writes the mark ends its rollouts without a pointer.
+    (The untrained model never writes `#`: the mark is set to a token one of its greedy solutions does write.)"""
+    import torch
+
+    import actors.pick_point as pick_point_module
+    import actors.rollout as rollout_module
+    from actors.learner import _PolicyLogprobs
+    from actors.packing import pack_sequences, unpack_per_sequence
+    from core.chat import PICK_MARK, pick_point_head
+    from core.records import TrainSequence
+
+    worker, loop, _ = engine
+    tok = worker.tokenizer
+    task = rh.make_task(7)
+    prompt = worker.encode_prompt(task.prompt)
+    head = tok(pick_point_head(task.problem), add_special_tokens=False)["input_ids"]
+    allowed = [tok(str(i), add_special_tokens=False)["input_ids"][0] for i in range(2)]
+    monkeypatch.setattr(rollout_module, "is_pick_point", lambda tokenizer: True)
+    monkeypatch.setattr(pick_point_module, "POINTER_MARK", "\u00a7never")
+    unpointed = loop.run(worker.generate([task], temperature=1.0, max_tokens=64))[0]
+    solutions = {}
+    for r in unpointed.rollouts:
+        g, body = r.response_token_ids[0], r.response_token_ids[1 + len(head):]
+        assert g in allowed and r.response_token_ids[1:1 + len(head)] == head and r.prompt_token_ids == prompt
+        assert r.loss_mask == [1] + [0] * (len(head) + len(body)) and r.behaviour_logprobs[1:] == [0.0] * len(head + body)
+        assert solutions.setdefault(g, body) == body and 0 < len(body) <= 64 - 2 - len(head)  # greedy: one per pick
+        assert r.response_text == PICK_MARK + tok.decode(r.response_token_ids)
+    g0, body = next(iter(solutions.items()))
+    cut = next(i for i in range(len(body)) if tok.decode(body[i:i + 1]).strip().isascii()
+               and tok.decode(body[i:i + 1]).strip() and tok.decode(body[i:i + 1]) not in tok.decode(body[:i]))
+    monkeypatch.setattr(pick_point_module, "POINTER_MARK", tok.decode(body[cut:cut + 1]))
+    group = loop.run(worker.generate([task], n=16, temperature=1.0, max_tokens=64))[0]  # g0 among 16 picks
+    pointed = [r for r in group.rollouts if len(r.loss_mask) > 1 and r.loss_mask[-1] == 1]
+    assert len(group.rollouts) == 16 and all(r.prompt_token_ids is group.rollouts[0].prompt_token_ids
+                                             for r in group.rollouts)
+    assert {r.response_token_ids[0] for r in group.rollouts} == set(allowed)
+    assert all(r in pointed and r.response_token_ids[1 + len(head):-1] == body[:cut + 1]
+               for r in group.rollouts if r.response_token_ids[0] == g0)
+    assert all(r.response_token_ids[-1] in allowed and sum(r.loss_mask) == 2 and not r.truncated for r in pointed)
+    seqs = [TrainSequence(r.prompt_token_ids, r.response_token_ids, r.behaviour_logprobs, 0.0, r.policy_version,
+                          allowed_token_ids=r.allowed_token_ids, loss_mask=r.loss_mask) for r in group.rollouts]
+    module, out = _PolicyLogprobs(reference).eval(), [[] for _ in seqs]
+    with torch.no_grad():
+        for mb in pack_sequences(seqs, 4096):
+            unpack_per_sequence(module(mb.input_ids, mb.position_ids, mb.attention_mask, mb.target_index,
+                                       mb.target_ids, mb.allowed_ids)[0], mb, out)
+    for r, learner in zip(group.rollouts, out):
+        trained = [i for i, m in enumerate(r.loss_mask) if m]
+        assert np.max(np.abs(np.asarray(learner)[trained] - np.asarray(r.behaviour_logprobs)[trained])) < 1e-4
+
+
+@pytest.mark.slow
 def test_index_logprobs_are_the_constrained_distribution(engine, reference, rh):
     """`index_logprobs`: per task, the log-prob of every index 0..N-1 under the constrained one-token
     distribution at temperature 1, equal to transformers' log-softmax over the index tokens at the prompt's

@@ -152,3 +152,38 @@ def test_off_policy_maxk_gets_the_sequence_log_ratio_from_the_policy():
     assert out.stats["offpolicy/seq_log_ratio_abs_mean"] == pytest.approx(sum(map(abs, shifts)) / 4)
     with pytest.raises(ValueError, match="policy_logprobs"):
         shape_and_advantage(groups, algo, 32)
+
+
+def _pick_point_group(rewards):
+    """Responses [pick] + written solution + [point]: the two index tokens sampled (mask 1), the solution not
+    (mask 0, behaviour log-probs 0.0)."""
+    group = _group(rewards, lengths=[5] * len(rewards))
+    for r in group.rollouts:
+        r.behaviour_logprobs = [-0.5, 0.0, 0.0, 0.0, -0.25]
+        r.loss_mask = [1, 0, 0, 0, 1]
+    return group
+
+
+def test_the_loss_mask_travels_to_the_sequences_and_the_token_count():
+    group = _pick_point_group([1, 0, 1, 0])
+    group.rollouts[3].loss_mask = None  # a response with no written tokens, in the same group
+    batch = build_batch([group], AlgorithmConfig(overlong_buffer_len=2), 32, num_ranks=1)
+    seqs = batch.shards[0]
+    assert [s.loss_mask for s in seqs] == [[1, 0, 0, 0, 1]] * 3 + [None]
+    assert batch.global_num_tokens == 3 * 2 + 5 == batch.stats["batch/response_tokens"]
+
+
+def test_off_policy_log_ratio_sums_the_sampled_tokens_only():
+    """The sequence log-ratio of an off-policy estimator leaves the written (mask 0) tokens out of both sums:
+    their policy log-probs (the learner's reading of tokens nobody sampled) do not move the advantages."""
+    algo = AlgorithmConfig(advantage_estimator="maxk", maxk_k=2, maxk_off_policy=True, maxk_log_ratio_clip=1.0,
+                           overlong_penalty_factor=0.0)
+    group = _pick_point_group([1.0, 0.0, 0.5, 0.0])
+    shifts = [0.1, -0.2, 0.05, 0.0]
+
+    def policy_logprobs(sequences):  # each sampled token moves by shift / 2; the written ones by a lot
+        return [[b + (shift / 2 if m else -7.0) for b, m in zip(s.behaviour_logprobs, s.loss_mask)]
+                for s, shift in zip(sequences, shifts)]
+
+    out = shape_and_advantage([group], algo, 32, policy_logprobs)
+    assert out.stats["offpolicy/seq_log_ratio_abs_mean"] == pytest.approx(sum(map(abs, shifts)) / 4)

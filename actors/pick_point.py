@@ -1,0 +1,104 @@
+"""The rollout of a selector that picks, then solves and points (`model.tiny.response=pick_point`; issue 7, sessions
+28-30; docs/models.md).
+
+The prompt ends in `Pick: #` (core.chat.PICK_POINT_TEMPLATE). One group of G rollouts of a task takes three rounds of
+engine requests:
+
+1. the pick: G index tokens g sampled among 0..N-1 after the prompt (one request, the call's n and temperature);
+2. per distinct pick g (requests at once): the problem's head (`core.chat.pick_point_head`, written by the rollout,
+   as the pretraining's rows write it after `Pick: #g`) and the model's greedy worked solution up to the `#` of its
+   `Answer: X #` line;
+3. per distinct pick g: the pointer, one index token k sampled after that solution for each rollout that picked g
+   (one request with n = their number).
+
+A rollout's response is `[g] + head + solution + [k]`; its loss mask is 1 at g and k only: the two sampled decisions
+train, the head and the greedy solution are context the learner reads (their behaviour log-probs are 0, unused). The
+text the verifier reads is `Pick: #g`, the head, the solution and ` #k`, whose `Answer: X #k` line names the choice
+(`core.algo.genselect.parse_judgment`). A solution that never reaches `#` ends its rollouts without a pointer: a parse
+failure, reward 0, which trains the pick away from picks the model cannot solve after.
+"""
+from __future__ import annotations
+
+import asyncio
+from collections import Counter
+
+from core.chat import PICK_MARK, index_token_ids, pick_point_head
+from core.records import Rollout, RolloutGroup
+
+POINTER_MARK = "#"  # the stop string of a solution: its answer line's `#` (`Answer: 24 #`)
+
+
+def index_ids(tokenizer, n: int) -> list:
+    """The token ids of the indices 0..n-1; a clear error when the tokenizer splits one of them."""
+    ids = index_token_ids(tokenizer, n)
+    if ids is None:
+        raise ValueError(f"a pick-then-point response needs one token per index, but this tokenizer splits some of "
+                         f"0..{n - 1}")
+    return ids
+
+
+def index_params(params, n: int, allowed: list):
+    """SamplingParams of `n` index tokens among `allowed`, at `params`' temperature and top_p."""
+    from vllm import SamplingParams
+
+    return SamplingParams(n=n, temperature=params.temperature, top_p=params.top_p, max_tokens=1, logprobs=0,
+                          allowed_token_ids=allowed, output_kind=params.output_kind)
+
+
+def solve_params(params, head_tokens: int):
+    """SamplingParams of the greedy solution: up to its `#` (kept in the text), within the response budget less the
+    two indices and the head."""
+    from vllm import SamplingParams
+
+    return SamplingParams(n=1, temperature=0.0, max_tokens=max(1, params.max_tokens - 2 - head_tokens),
+                          stop=[POINTER_MARK], include_stop_str_in_output=True, output_kind=params.output_kind)
+
+
+async def pick_then_point(worker, task, prompt_ids: list, params) -> RolloutGroup:
+    """One group of `params.n` pick-then-point rollouts of `task` (see the module docstring) through `worker`'s
+    engine (`RolloutWorker.run_request`). The group's policy version is the oldest its requests ran under."""
+    tokenizer = worker.tokenizer
+    allowed = index_ids(tokenizer, task.num_candidates)
+    final, v_pick, queue_s, seconds = await worker.run_request(prompt_ids, index_params(params, params.n, allowed),
+                                                               tag="pick")
+    picks = [(c.token_ids[0], c.logprobs[0][c.token_ids[0]].logprob)
+             for c in sorted(final.outputs, key=lambda c: c.index)]
+    head = tokenizer(pick_point_head(task.problem), add_special_tokens=False)["input_ids"]
+    counts = Counter(g for g, _ in picks)
+
+    async def solve_and_point(g: int) -> tuple:
+        context = list(prompt_ids) + [g] + head
+        done, v_solve, q1, s1 = await worker.run_request(context, solve_params(params, len(head)), tag="s")
+        solution = list(done.outputs[0].token_ids)
+        if not tokenizer.decode(solution).endswith(POINTER_MARK):  # no `#`: no pointer (a parse failure each)
+            return solution, str(done.outputs[0].finish_reason), [], v_solve, q1, s1
+        out, v_point, q2, s2 = await worker.run_request(context + solution, index_params(params, counts[g], allowed),
+                                                        tag="p")
+        pointers = [(c.token_ids[0], c.logprobs[0][c.token_ids[0]].logprob)
+                    for c in sorted(out.outputs, key=lambda c: c.index)]
+        return solution, "stop", pointers, min(v_solve, v_point), q1 + q2, s1 + s2
+
+    results = dict(zip(counts, await asyncio.gather(*(solve_and_point(g) for g in counts))))
+    worker._counters["requests"] += 1 + sum(1 + bool(r[2]) for r in results.values())
+    version = min([v_pick] + [r[3] for r in results.values()])
+    timings = {"queue_s": queue_s + sum(r[4] for r in results.values()),
+               "generate_s": seconds + sum(r[5] for r in results.values())}
+    used = Counter()
+    rollouts = []
+    for g, pick_logprob in picks:
+        solution, finish, pointers, _, _, _ = results[g]
+        tail, tail_logprobs = ([pointers[used[g]][0]], [pointers[used[g]][1]]) if pointers else ([], [])
+        used[g] += 1
+        response = [g] + head + solution + tail
+        rollouts.append(Rollout(
+            prompt_id=task.prompt_id, prompt_token_ids=prompt_ids, response_token_ids=response,
+            behaviour_logprobs=[pick_logprob] + [0.0] * (len(head) + len(solution)) + tail_logprobs,
+            response_text=PICK_MARK + tokenizer.decode(response), policy_version=version, finish_reason=finish,
+            timings=dict(timings), allowed_token_ids=allowed,
+            loss_mask=[1] + [0] * (len(head) + len(solution)) + [1] * len(tail)))
+    solution_tokens = [len(results[g][0]) for g, _ in picks]
+    return RolloutGroup(task=task, rollouts=rollouts, policy_version=version, generate_seconds=timings["generate_s"],
+                        extras={"worker_index": worker.worker_index, "prompt_tokens": len(prompt_ids),
+                                "distinct_picks": len(counts),
+                                "solution_tokens": sum(solution_tokens) / len(solution_tokens),
+                                "cached_prompt_tokens": final.num_cached_tokens or 0})

@@ -1,0 +1,91 @@
+"""The format-only warm-start of a selector that picks, then solves and points (`model.warm_start.target=pick_point`,
+`model.tiny.response=pick_point`; issue 7, sessions 28-30).
+
+A row is the prompt (ending `Pick: #`), then the response `g` + the problem's head (`core.chat.pick_point_head`) + the
+model's own greedy solution written after that pick, cut after its first `Answer: X` line + ` #k`, a newline and EOS.
+Two of its tokens are trained towards soft targets, neither read from a label:
+
+* the pick g: uniform over the indices 0..N-1 (the pick knows nothing yet; RL teaches it);
+* the pointer k: uniform over the candidates whose final answer is the model's own X where any is (naming a candidate
+  that states your answer), else the pick g itself (`rule_targets`; benchmarks/combine_rule_probe.py).
+
+Every other response token is trained as written (the head, the model's own solution: an anchor whose loss starts
+near 0, as the `pointer` target's; BENCHMARKS.md, issue 7 session 23). The pick g of each row is drawn uniformly, so
+the pointer is trained after every pick, not after the model's likeliest one.
+"""
+from __future__ import annotations
+
+import random
+
+from core.chat import index_token_ids, pick_point_head, prompt_token_ids
+
+SOLUTION_TOKENS = 96  # new tokens the greedy solution may take (as the `pointer` target's POINTER_TOKENS)
+
+
+def normalize_answer(answer) -> str | None:
+    """A final answer as the rule compares it: stripped, a trailing period dropped; None when empty."""
+    text = "" if answer is None else str(answer).strip().rstrip(".").strip()
+    return text or None
+
+
+def rule_targets(candidate_answers, own, pick: int) -> list:
+    """The indices the pointer rule allows: the candidates stating `own` (normalised) where any does, else [pick]."""
+    stated = [i for i, a in enumerate(candidate_answers) if own is not None and normalize_answer(a) == own]
+    return stated or [pick]
+
+
+def pick_point_rows(model, tokenizer, tasks: list, rng: random.Random, dtype: str = "float32") -> list:
+    """[(task index, prompt ids, response ids, soft targets)] for `tasks`, soft targets [(response position, token ids
+    the target spreads over)] for the pick and the pointer (module docstring). Tasks whose greedy solution writes no
+    `Answer:` line, or whose pointer would merge into the answer's last token, are left out."""
+    from driver.models.warmstart import ANSWER_LINE, greedy_continuations
+
+    ids = index_token_ids(tokenizer, max(t.num_candidates for t in tasks))
+    if ids is None:
+        raise ValueError("model.warm_start.target=pick_point needs one token per index")
+    picks = [rng.randrange(t.num_candidates) for t in tasks]
+    prompts = [prompt_token_ids(tokenizer, t.prompt) for t in tasks]
+    heads = [tokenizer(pick_point_head(t.problem), add_special_tokens=False)["input_ids"] for t in tasks]
+    contexts = [p + [ids[g]] + h for p, g, h in zip(prompts, picks, heads)]
+    rows = []
+    for i, text in enumerate(greedy_continuations(model, tokenizer, contexts, SOLUTION_TOKENS, dtype=dtype)):
+        line = ANSWER_LINE.search(text)
+        if not line:
+            continue
+        cut = text[:line.end()].rstrip()
+        targets = rule_targets(tasks[i].candidate_answers, normalize_answer(line.group()[len("Answer:"):]), picks[i])
+        k = rng.choice(targets)  # the token written; its loss is the soft target's
+        cut_ids = tokenizer(cut, add_special_tokens=False)["input_ids"]
+        full = tokenizer(f"{cut} #{k}\n", add_special_tokens=False)["input_ids"]
+        tail = full[len(cut_ids):]
+        if full[:len(cut_ids)] != cut_ids or ids[k] not in tail:  # the pointer merged into the answer's last token
+            continue
+        response = [ids[picks[i]]] + heads[i] + full + [tokenizer.eos_token_id]
+        pointer = 1 + len(heads[i]) + len(cut_ids) + tail.index(ids[k])
+        soft = [(0, ids[:tasks[i].num_candidates]), (pointer, [ids[j] for j in targets])]
+        rows.append((i, prompts[i], response, soft))
+    return rows
+
+
+def soft_target_loss(logits, labels, prompt_lengths: list, soft: list):
+    """Mean next-token cross-entropy over the response tokens, where each (response position, token ids) of
+    `soft[j]` trains row j's token there towards uniform over those ids instead of the token written.
+
+    Shapes: logits (B, T, V), labels (B, T) with -100 outside the response; prompt_lengths[j]: row j's prompt tokens.
+    """
+    import torch
+
+    logp = torch.log_softmax(logits[:, :-1], -1)
+    target = labels[:, 1:]
+    mask = target != -100
+    token_nll = -logp.gather(-1, target.clamp(min=0).unsqueeze(-1)).squeeze(-1)
+    total, count = logp.new_zeros(()), 0
+    for j, row_soft in enumerate(soft):
+        positions = mask[j].nonzero().flatten()
+        for offset, spread in row_soft:
+            at = prompt_lengths[j] + offset - 1  # the position whose next token is response token `offset`
+            total = total - logp[j, at, spread].mean()
+            positions = positions[positions != at]
+        total = total + token_nll[j, positions].sum()
+        count += len(positions) + len(row_soft)
+    return total / max(count, 1)
