@@ -146,7 +146,8 @@ def summarize(log: MetricsLog, wall_seconds: float, steps: int) -> dict:
     train = log.records("train")
     first, last = (evals[0], evals[-1]) if evals else ({}, {})
     nocue = {f"{k.replace('/', '_')}_{when}": rec.get(f"nocue/{k}") for when, rec in (("start", first), ("final", last))
-             for k in ("genselect", "majority", "random", "knockout/genselect", "round_robin/genselect",
+             for k in ("genselect", "majority", "random", "knockout/genselect", "knockout/over_majority",
+                       "knockout/over_majority_lo", "knockout/over_majority_hi", "round_robin/genselect",
                        "round_robin/over_majority", "round_robin/over_majority_lo", "round_robin/over_majority_hi")}
     split = {key: _mean([r.get(f"time/{key}", math.nan) for r in train]) for key in TIME_KEYS}
     return {

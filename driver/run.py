@@ -443,7 +443,9 @@ class Run:
                                     f"{result['nocue/genselect']:.3f} [{result['nocue/genselect_lo']:.3f}, "
                                     f"{result['nocue/genselect_hi']:.3f}]  majority@N {result['nocue/majority']:.3f}"
                                     f"  random@N {result['nocue/random']:.3f}"
-                                    + (f"  knockout {result['nocue/knockout/genselect']:.3f}"
+                                    + (f"  knockout {result['nocue/knockout/genselect']:.3f} "
+                                       f"({result['nocue/knockout/over_majority']:+.3f} [{result['nocue/knockout/over_majority_lo']:+.3f}, "
+                                       f"{result['nocue/knockout/over_majority_hi']:+.3f}] over majority@N)"
                                        if "nocue/knockout/genselect" in result else "")
                                     + (f"  round robin {result['nocue/round_robin/genselect']:.3f} "
                                        f"({result['nocue/round_robin/over_majority']:+.3f} [{result['nocue/round_robin/over_majority_lo']:+.3f}, "
@@ -508,7 +510,8 @@ class Run:
                 f"knockout evaluation at step {step}", self._warn)
         except Exception as err:
             raise RunFailed(f"knockout evaluation at step {step} failed ({type(err).__name__}: {err})") from err
-        return self._procedure_metrics("knockout", tasks, choices, ("parse_failure_rate",))
+        return self._procedure_metrics("knockout", tasks, choices, ("parse_failure_rate", "over_majority",
+                                                                   "over_majority_lo", "over_majority_hi"))
 
     def _round_robin_metrics(self, tasks: list, step: int) -> dict:
         """`round_robin/*`: the same tasks selected by a round robin of pairs read in both orders
