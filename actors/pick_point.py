@@ -54,9 +54,10 @@ def solve_params(params, head_tokens: int):
                           stop=[POINTER_MARK], include_stop_str_in_output=True, output_kind=params.output_kind)
 
 
-async def pick_then_point(worker, task, prompt_ids: list, params) -> RolloutGroup:
-    """One group of `params.n` pick-then-point rollouts of `task` (see the module docstring) through `worker`'s
-    engine (`RolloutWorker.run_request`). The group's policy version is the oldest its requests ran under."""
+async def pick_then_point(worker, task, prompt_ids: list, params) -> tuple:
+    """(one group of `params.n` pick-then-point rollouts of `task`, the number of engine requests it took), through
+    `worker`'s engine (`RolloutWorker.run_request`; see the module docstring). The group's policy version is the
+    oldest its requests ran under."""
     tokenizer = worker.tokenizer
     allowed = index_ids(tokenizer, task.num_candidates)
     final, v_pick, queue_s, seconds = await worker.run_request(prompt_ids, index_params(params, params.n, allowed),
@@ -79,7 +80,6 @@ async def pick_then_point(worker, task, prompt_ids: list, params) -> RolloutGrou
         return solution, "stop", pointers, min(v_solve, v_point), q1 + q2, s1 + s2
 
     results = dict(zip(counts, await asyncio.gather(*(solve_and_point(g) for g in counts))))
-    worker._counters["requests"] += 1 + sum(1 + bool(r[2]) for r in results.values())
     version = min([v_pick] + [r[3] for r in results.values()])
     timings = {"queue_s": queue_s + sum(r[4] for r in results.values()),
                "generate_s": seconds + sum(r[5] for r in results.values())}
@@ -97,8 +97,9 @@ async def pick_then_point(worker, task, prompt_ids: list, params) -> RolloutGrou
             timings=dict(timings), allowed_token_ids=allowed,
             loss_mask=[1] + [0] * (len(head) + len(solution)) + [1] * len(tail)))
     solution_tokens = [len(results[g][0]) for g, _ in picks]
-    return RolloutGroup(task=task, rollouts=rollouts, policy_version=version, generate_seconds=timings["generate_s"],
-                        extras={"worker_index": worker.worker_index, "prompt_tokens": len(prompt_ids),
-                                "distinct_picks": len(counts),
-                                "solution_tokens": sum(solution_tokens) / len(solution_tokens),
-                                "cached_prompt_tokens": final.num_cached_tokens or 0})
+    group = RolloutGroup(task=task, rollouts=rollouts, policy_version=version, generate_seconds=timings["generate_s"],
+                         extras={"worker_index": worker.worker_index, "prompt_tokens": len(prompt_ids),
+                                 "distinct_picks": len(counts),
+                                 "solution_tokens": sum(solution_tokens) / len(solution_tokens),
+                                 "cached_prompt_tokens": final.num_cached_tokens or 0})
+    return group, 1 + sum(1 + bool(r[2]) for r in results.values())

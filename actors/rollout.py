@@ -419,7 +419,9 @@ class RolloutWorker:
         if self.cfg.sample_index_only and isinstance(task, SelectionTask):
             return await self._point_after_greedy_solution(task, prompt_ids, params)
         if isinstance(task, SelectionTask) and is_pick_point(self.tokenizer):  # actors/pick_point.py
-            return await pick_then_point(self, task, prompt_ids, params)
+            group, requests = await pick_then_point(self, task, prompt_ids, params)
+            self._counters["requests"] += requests
+            return group
         solving = isinstance(task, SolveTask)  # a generator writes free text: no index constraint, no prefix
         allowed = None if solving else self.allowed_token_ids(task.num_candidates)
         if allowed is not None:  # one index token: the whole response, complete by construction
