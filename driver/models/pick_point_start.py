@@ -65,27 +65,3 @@ def pick_point_rows(model, tokenizer, tasks: list, rng: random.Random, dtype: st
         soft = [(0, ids[:tasks[i].num_candidates]), (pointer, [ids[j] for j in targets])]
         rows.append((i, prompts[i], response, soft))
     return rows
-
-
-def soft_target_loss(logits, labels, prompt_lengths: list, soft: list):
-    """Mean next-token cross-entropy over the response tokens, where each (response position, token ids) of
-    `soft[j]` trains row j's token there towards uniform over those ids instead of the token written.
-
-    Shapes: logits (B, T, V), labels (B, T) with -100 outside the response; prompt_lengths[j]: row j's prompt tokens.
-    """
-    import torch
-
-    logp = torch.log_softmax(logits[:, :-1], -1)
-    target = labels[:, 1:]
-    mask = target != -100
-    token_nll = -logp.gather(-1, target.clamp(min=0).unsqueeze(-1)).squeeze(-1)
-    total, count = logp.new_zeros(()), 0
-    for j, row_soft in enumerate(soft):
-        positions = mask[j].nonzero().flatten()
-        for offset, spread in row_soft:
-            at = prompt_lengths[j] + offset - 1  # the position whose next token is response token `offset`
-            total = total - logp[j, at, spread].mean()
-            positions = positions[positions != at]
-        total = total + token_nll[j, positions].sum()
-        count += len(positions) + len(row_soft)
-    return total / max(count, 1)

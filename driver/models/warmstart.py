@@ -209,7 +209,7 @@ def pick_point_steps(model, tokenizer, tasks: list, ws_cfg, dtype: str, rng: ran
     import torch
     from tqdm import tqdm
 
-    from driver.models.pick_point_start import pick_point_rows, soft_target_loss
+    from driver.models.pick_point_start import pick_point_rows
 
     pool = rng.sample(tasks, min(len(tasks), ws_cfg.steps * ws_cfg.batch_size))
     rows = pick_point_rows(model, tokenizer, pool, rng, dtype)
@@ -229,8 +229,9 @@ def pick_point_steps(model, tokenizer, tasks: list, ws_cfg, dtype: str, rng: ran
         ids, mask, labels = collate([(p, r) for _, p, r, _ in chosen], pad)
         with autocast:
             logits = model(input_ids=ids, attention_mask=mask).logits
-            loss = soft_target_loss(logits.float(), labels, [len(p) for _, p, _, _ in chosen],
-                                    [soft for *_, soft in chosen])
+            # a row's soft targets name response offsets; the position predicting offset o is len(prompt) + o - 1
+            loss = soft_target_loss(logits.float(), labels, [[(len(p) + o - 1, spread) for o, spread in soft]
+                                                             for _, p, _, soft in chosen])
         losses.append(clipped_step(loss, model, opt, sched))
     return losses
 
@@ -267,20 +268,34 @@ def response_loss(logits, labels, uniform_over: list, index_ids):
     """
     import torch
 
-    logp = torch.log_softmax(logits[:, :-1], -1)
+    target = labels[:, 1:]
+    soft = [[] for _ in uniform_over]
+    for j, n in enumerate(uniform_over):
+        if n > 0:
+            positions = (target[j] != -100).nonzero().flatten()
+            is_index = torch.isin(target[j, positions], torch.tensor(index_ids))
+            soft[j] = [(int(positions[is_index.nonzero().flatten()[-1]]), index_ids[:n])]  # the last index written
+    return soft_target_loss(logits, labels, soft)
+
+
+def soft_target_loss(logits, labels, soft: list):
+    """Mean next-token cross-entropy over the response tokens, where each (position t, token ids) of `soft[j]`
+    trains row j's next token at t (the token at t + 1) towards uniform over those ids instead of the token written.
+
+    Shapes: logits (B, T, V), labels (B, T) with -100 outside the response; t indexes positions 0..T-2.
+    """
+    logp = logits[:, :-1].log_softmax(-1)
     target = labels[:, 1:]
     mask = target != -100
     token_nll = -logp.gather(-1, target.clamp(min=0).unsqueeze(-1)).squeeze(-1)
     total, count = logp.new_zeros(()), 0
-    for j, n in enumerate(uniform_over):
+    for j, row_soft in enumerate(soft):
         positions = mask[j].nonzero().flatten()
-        if n > 0:
-            is_index = torch.isin(target[j, positions], torch.tensor(index_ids))
-            index_pos = int(positions[is_index.nonzero().flatten()[-1]])  # the last index token written
-            total = total - logp[j, index_pos, index_ids[:n]].mean()
-            positions = positions[positions != index_pos]
+        for at, spread in row_soft:
+            total = total - logp[j, at, spread].mean()
+            positions = positions[positions != at]
         total = total + token_nll[j, positions].sum()
-        count += len(positions) + (n > 0)
+        count += len(positions) + len(row_soft)
     return total / max(count, 1)
 
 

@@ -75,7 +75,7 @@ def test_soft_target_loss_spreads_over_the_given_ids_and_reads_every_other_respo
     torch.manual_seed(0)
     logits = torch.randn(2, 6, 11, requires_grad=True)
     _, _, labels = warmstart.collate([([1, 2], [3, 4, 5, 6]), ([1, 2], [7, 8])], pad_id=0)
-    loss = pick_point_start.soft_target_loss(logits, labels, [2, 2], [[(0, [3, 9]), (2, [5])], []])
+    loss = warmstart.soft_target_loss(logits, labels, [[(1, [3, 9]), (3, [5])], []])
     logp = torch.log_softmax(logits[:, :-1], -1)
     expected = -(logp[0, 1, [3, 9]].mean() + logp[0, 3, 5] + logp[0, 2, 4] + logp[0, 4, 6]
                  + logp[1, 1, 7] + logp[1, 2, 8]) / 6
