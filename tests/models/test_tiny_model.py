@@ -136,3 +136,24 @@ def test_a_solve_then_point_model_restates_the_problem_after_the_prompt(tmp_path
     assert parse_judgment("3 + 4 = 7\nAnswer: 7 #0", 2).index == 0  # what the model writes after it
     side = build_prompt("Compute 3 + 4.", ["Answer: 7", "Answer: 8"], style=PromptStyle(side_by_side=True))
     assert format_prompt(tokenizer, side).endswith("\n\nProblem:\nCompute 3 + 4.\n\nSolution:\n")
+
+
+def test_a_pick_then_point_model_ends_the_prompt_in_the_pick_mark(tmp_path, corpus):
+    """model.tiny.response=pick_point: the built tokenizer's template ends the prompt in `Pick: #` (the rollout then
+    writes the pick, the head, the solution and the pointer; actors/pick_point.py), its tokenizer key differs from the
+    other responses' (another prompt budget), and the response text the verifier reads names the pointer."""
+    from transformers import AutoTokenizer
+
+    from core.algo.genselect import PromptStyle, build_prompt, parse_judgment
+    from core.chat import PICK_MARK, format_prompt, is_pick_point, pick_point_head
+
+    cfg = ModelConfig(cache_dir=str(tmp_path), tiny=TinyModelConfig(response="pick_point", split_digits=False))
+    solve = ModelConfig(tiny=TinyModelConfig(response="solve_point", split_digits=False))
+    assert len({registry.tokenizer_key(c) for c in (cfg, solve, ModelConfig())}) == 3
+    tokenizer = AutoTokenizer.from_pretrained(registry.resolve_model(cfg, corpus))
+    assert is_pick_point(tokenizer)
+    prompt = build_prompt("Compute 3 + 4.", ["3 + 4 = 7\nAnswer: 7", "3 + 4 = 8\nAnswer: 8"],
+                          style=PromptStyle(end_lines=True, answer_labels=True))
+    assert format_prompt(tokenizer, prompt) == prompt + "\n\n" + PICK_MARK
+    response = PICK_MARK + "1" + pick_point_head("Compute 3 + 4.") + "3 + 4 = 7\nAnswer: 7 #0"
+    assert parse_judgment(response, 2).index == 0
