@@ -51,7 +51,7 @@ class TinyModelConfig:
                                 "(needs data.answer_labels; core.chat.SOLVE_POINT_TEMPLATE); 'pick_point': the model "
                                 "writes `Pick: #g` after the prompt, its own worked solution with that line in its "
                                 "context, then ` #k` (core.chat.PICK_POINT_TEMPLATE); both indices are sampled, the "
-                                "solution between them written greedily (actors/rollout.py; needs data.answer_labels "
+                                "solution between them written greedily (actors/pick_point.py; needs data.answer_labels "
                                 "and model.warm_start.target=pick_point).")
 
 
@@ -68,7 +68,7 @@ class WarmStartConfig:
                                "the index towards uniform (the format only); 'pick_point' "
                                "(model.tiny.response=pick_point): the pick towards uniform and, after the model's "
                                "own greedy solution, the pointer towards the candidates stating its answer, or the "
-                               "pick where none does (a label-free rule; driver/models/warmstart.py).")
+                               "pick where none does (a label-free rule; driver/models/pick_point_start.py).")
     prompt_lm: float = _f(0.0, "Weight of next-token language modelling on the training prompts' own text "
                                "(problem and candidates; no selection labels): pretraining that builds "
                                "arithmetic and in-context copying before RL. 0 = response tokens only.")

@@ -8,8 +8,7 @@ Hugging Face folder that transformers and vLLM load.
 With `response="solve_point"` the tokenizer carries `core.chat.SOLVE_POINT_TEMPLATE` as its chat template (the
 problem restated after the prompt; the model writes a worked solution and points), with `response="pick_point"`
 `core.chat.PICK_POINT_TEMPLATE` (the prompt, then `Pick: #`: the model picks, then solves and points). With
-`induction_circuit`, an
-induction circuit is written into the initial weights (`core.induction`).
+`induction_circuit`, an induction circuit is written into the initial weights (`core.induction`).
 Embeddings are tied (as in small Qwen3 models); the saved checkpoint therefore has no `lm_head.weight`,
 which both transformers and vLLM re-tie on load. Weight sync sends `lm_head.weight` explicitly (STACK.md).
 """
