@@ -75,6 +75,7 @@ def fake_worker(engine: FakeEngine, timeout_s: float = 0.0, sync_mode: str = "dr
     worker.sync_cfg, worker.worker_index, worker.version, worker.tied_embeddings = WeightSyncConfig(), 0, 0, False
     worker.engine, worker.start_seconds = engine, 0.0
     worker.encode_prompt = lambda prompt: [1, 2, 3]
+    worker.tokenizer = None  # no chat template: the one-request path (not a pick-then-point model's)
     worker._init_state()
     return worker
 
