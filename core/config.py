@@ -72,6 +72,10 @@ class WarmStartConfig:
     prompt_lm: float = _f(0.0, "Weight of next-token language modelling on the training prompts' own text "
                                "(problem and candidates; no selection labels): pretraining that builds "
                                "arithmetic and in-context copying before RL. 0 = response tokens only.")
+    pointer: str = _f("own_answer", "target=pick_point only: where the pointer after the model's own solution is "
+                                    "trained. 'own_answer': towards the candidates stating the model's answer, else "
+                                    "the pick (a label-free rule that already checks); 'uniform': towards every "
+                                    "index alike (the format only: RL must find any check).")
     max_candidates: int = _f(0, "Warm-start only on training prompts with at most this many candidates (0: all); "
                                 "2 builds the start from which RL learns a check of pairs (BENCHMARKS.md, issue 7 "
                                 "session 13).")
@@ -478,6 +482,7 @@ _CHOICES = {
     "learner.dtype": ("float32", "bfloat16"),
     "model.warm_start.target": ("format", "oracle", "pointer", "pick_point"),
     "model.tiny.response": ("index", "solve_point", "pick_point"),
+    "model.warm_start.pointer": ("own_answer", "uniform"),
     "data.source": ("procedural_math", "reasoning_gym", "humaneval", "file", "model"),
     "data.generator_problems": ("procedural_math", "reasoning_gym", "humaneval", "file"),
     "data.bad_rows": ("skip", "error"),

@@ -6,8 +6,10 @@ model's own greedy solution written after that pick, cut after its first `Answer
 Two of its tokens are trained towards soft targets, neither read from a label:
 
 * the pick g: uniform over the indices 0..N-1 (the pick knows nothing yet; RL teaches it);
-* the pointer k: uniform over the candidates whose final answer is the model's own X where any is (naming a candidate
-  that states your answer), else the pick g itself (`rule_targets`; benchmarks/combine_rule_probe.py).
+* the pointer k, by `model.warm_start.pointer`: `own_answer` (the default), uniform over the candidates whose final
+  answer is the model's own X where any is (naming a candidate that states your answer), else the pick g itself
+  (`rule_targets`; benchmarks/combine_rule_probe.py); `uniform`, uniform over 0..N-1 (the format only: the start
+  knows no check, and any check RL's; issue 7 session 31).
 
 Every other response token is trained as written (the head, the model's own solution: an anchor whose loss starts
 near 0, as the `pointer` target's; BENCHMARKS.md, issue 7 session 23). The pick g of each row is drawn uniformly, so
@@ -34,11 +36,22 @@ def rule_targets(candidate_answers, own, pick: int) -> list:
     return stated or [pick]
 
 
-def pick_point_rows(model, tokenizer, tasks: list, rng: random.Random, dtype: str = "float32") -> list:
+def pointer_targets(task, own, pick: int, pointer: str = "own_answer") -> list:
+    """The indices the pointer is trained towards: `rule_targets` for 'own_answer', every index for 'uniform'."""
+    if pointer == "uniform":
+        return list(range(task.num_candidates))
+    if pointer != "own_answer":
+        raise ValueError(f"model.warm_start.pointer must be 'own_answer' or 'uniform', not {pointer!r}")
+    return rule_targets(task.candidate_answers, own, pick)
+
+
+def pick_point_rows(model, tokenizer, tasks: list, rng: random.Random, dtype: str = "float32",
+                    pointer: str = "own_answer") -> list:
     """[(task index, prompt ids, response ids, soft targets)] for `tasks`, soft targets [(response position, token ids
-    the target spreads over)] for the pick and the pointer (module docstring). Tasks whose greedy solution writes no
-    `Answer:` line, or whose pointer would merge into the answer's last token, are left out."""
-    from driver.models.warmstart import ANSWER_LINE, greedy_continuations
+    the target spreads over)] for the pick and the pointer (module docstring; `pointer` chooses the pointer's target).
+    Tasks whose greedy solution writes no `Answer:` line, or whose pointer would merge into the answer's last token,
+    are left out."""
+    from driver.models.warmstart import first_answer, greedy_continuations, with_pointer
 
     ids = index_token_ids(tokenizer, max(t.num_candidates for t in tasks))
     if ids is None:
@@ -49,19 +62,18 @@ def pick_point_rows(model, tokenizer, tasks: list, rng: random.Random, dtype: st
     contexts = [p + [ids[g]] + h for p, g, h in zip(prompts, picks, heads)]
     rows = []
     for i, text in enumerate(greedy_continuations(model, tokenizer, contexts, SOLUTION_TOKENS, dtype=dtype)):
-        line = ANSWER_LINE.search(text)
-        if not line:
+        answered = first_answer(text)
+        if not answered:
             continue
-        cut = text[:line.end()].rstrip()
-        targets = rule_targets(tasks[i].candidate_answers, normalize_answer(line.group()[len("Answer:"):]), picks[i])
+        targets = pointer_targets(tasks[i], normalize_answer(answered[1]), picks[i], pointer)
         k = rng.choice(targets)  # the token written; its loss is the soft target's
-        cut_ids = tokenizer(cut, add_special_tokens=False)["input_ids"]
-        full = tokenizer(f"{cut} #{k}\n", add_special_tokens=False)["input_ids"]
-        tail = full[len(cut_ids):]
-        if full[:len(cut_ids)] != cut_ids or ids[k] not in tail:  # the pointer merged into the answer's last token
+        pointed = with_pointer(tokenizer, answered[0], k)
+        if not pointed or ids[k] not in pointed[1][len(pointed[0]):]:  # the pointer merged into the answer's token
             continue
+        cut_ids, full = pointed
+        tail = full[len(cut_ids):]
         response = [ids[picks[i]]] + heads[i] + full + [tokenizer.eos_token_id]
-        pointer = 1 + len(heads[i]) + len(cut_ids) + tail.index(ids[k])
-        soft = [(0, ids[:tasks[i].num_candidates]), (pointer, [ids[j] for j in targets])]
+        pointer_at = 1 + len(heads[i]) + len(cut_ids) + tail.index(ids[k])
+        soft = [(0, ids[:tasks[i].num_candidates]), (pointer_at, [ids[j] for j in targets])]
         rows.append((i, prompts[i], response, soft))
     return rows

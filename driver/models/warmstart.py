@@ -125,6 +125,20 @@ def greedy_continuations(model, tokenizer, prompts: list, max_new_tokens: int, b
     return texts
 
 
+def first_answer(text: str):
+    """(the text cut after its first `Answer: X` line, X) of a greedy solution; None when it writes no such line."""
+    line = ANSWER_LINE.search(text)
+    return (text[:line.end()].rstrip(), line.group()[len("Answer:"):]) if line else None
+
+
+def with_pointer(tokenizer, cut: str, k: int):
+    """(ids of `cut`, ids of `cut` + ` #k` + a newline, as the pretraining's answer lines end); None when the
+    pointer merges into the answer's last token (not a clean target)."""
+    cut_ids = tokenizer(cut, add_special_tokens=False)["input_ids"]
+    full = tokenizer(f"{cut} #{k}\n", add_special_tokens=False)["input_ids"]
+    return (cut_ids, full) if full[:len(cut_ids)] == cut_ids else None
+
+
 def pointer_pairs(model, tokenizer, tasks: list, rng: random.Random, dtype: str = "float32") -> list:
     """[(task index, prompt ids, target ids)] of the `pointer` warm-start. Target: the model's own greedy solution of
     the task's prompt, cut after its first `Answer: X` line, then ` #k`, a newline and EOS, k drawn uniformly (the loss
@@ -137,16 +151,10 @@ def pointer_pairs(model, tokenizer, tasks: list, rng: random.Random, dtype: str 
     prompts = [prompt_token_ids(tokenizer, t.prompt) for t in tasks]
     pairs = []
     for i, text in enumerate(greedy_continuations(model, tokenizer, prompts, POINTER_TOKENS, dtype=dtype)):
-        line = ANSWER_LINE.search(text)
-        if not line:
-            continue
-        head_text = text[:line.end()].rstrip()
-        head = tokenizer(head_text, add_special_tokens=False)["input_ids"]
-        pointer = f" #{rng.randrange(tasks[i].num_candidates)}\n"  # the line ends as the pretraining's answer lines do
-        full = tokenizer(head_text + pointer, add_special_tokens=False)["input_ids"]
-        if full[:len(head)] != head:  # the pointer merged into the answer's last token: not a clean target
-            continue
-        pairs.append((i, prompts[i], full + [tokenizer.eos_token_id]))
+        answered = first_answer(text)
+        pointed = answered and with_pointer(tokenizer, answered[0], rng.randrange(tasks[i].num_candidates))
+        if pointed:
+            pairs.append((i, prompts[i], pointed[1] + [tokenizer.eos_token_id]))
     return pairs
 
 
@@ -212,7 +220,7 @@ def pick_point_steps(model, tokenizer, tasks: list, ws_cfg, dtype: str, rng: ran
     from driver.models.pick_point_start import pick_point_rows
 
     pool = rng.sample(tasks, min(len(tasks), ws_cfg.steps * ws_cfg.batch_size))
-    rows = pick_point_rows(model, tokenizer, pool, rng, dtype)
+    rows = pick_point_rows(model, tokenizer, pool, rng, dtype, pointer=ws_cfg.pointer)
     if len(rows) < ws_cfg.batch_size:
         raise ValueError(f"model.warm_start.target=pick_point: only {len(rows)} of {len(pool)} greedy solutions wrote "
                          "an `Answer:` line; pretrain the model on worked solutions first (model.pretrain)")

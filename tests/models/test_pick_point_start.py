@@ -22,6 +22,15 @@ def test_the_rule_names_the_candidates_stating_the_own_answer_else_the_pick():
     assert pick_point_start.normalize_answer(" 12. ") == "12" and pick_point_start.normalize_answer(" ") is None
 
 
+def test_the_uniform_pointer_spreads_over_every_index_whatever_the_model_answered():
+    t = task(["7", "9", "7"], [1.0, 0.0, 1.0])
+    assert pick_point_start.pointer_targets(t, "7", pick=1, pointer="uniform") == [0, 1, 2]
+    assert pick_point_start.pointer_targets(t, None, pick=1, pointer="uniform") == [0, 1, 2]
+    assert pick_point_start.pointer_targets(t, "7", pick=1) == [0, 2]
+    with pytest.raises(ValueError, match="own_answer.*uniform"):
+        pick_point_start.pointer_targets(t, "7", pick=1, pointer="oracle")
+
+
 def test_the_template_ends_in_the_pick_mark_and_the_head_restates_the_problem(tiny_dir):
     from transformers import AutoTokenizer
 
@@ -96,3 +105,6 @@ def test_the_pick_point_config_loads_and_refuses_what_does_not_go_with_it():
         load_config("pick_point", ["data.answer_labels=false", "model.pretrain.pointer_share=0"])
     with pytest.raises(ConfigError, match="rollout.sample_index_only"):
         load_config("pick_point", ["rollout.sample_index_only=true"])
+    assert load_config("pick_point", ["model.warm_start.pointer=uniform"]).model.warm_start.pointer == "uniform"
+    with pytest.raises(ConfigError, match="model.warm_start.pointer"):
+        load_config("pick_point", ["model.warm_start.pointer=pick"])
