@@ -22,14 +22,9 @@ REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 sys.path.insert(0, str(REPO / "benchmarks"))
 
+from driver.models.pick_point_start import rule_targets  # noqa: E402  (the library's format rule)
 from point_rl_probe import (decision_contexts, index_logps, probe_arguments, probe_prompts,  # noqa: E402
                             probe_tokenizer, states)
-
-
-def rule_targets(candidate_answers, own, pick: int, normalize) -> list:
-    """The indices the format rule allows: those stating `own` (normalised) where any does, else [pick]."""
-    stated = [i for i, a in enumerate(candidate_answers) if own is not None and normalize(a) == own]
-    return stated or [pick]
 
 
 def contexts(model, tokenizer, tasks: list, rng: random.Random) -> list:
@@ -48,8 +43,8 @@ def follows(model, ctx, tasks, index_ids, pad, normalize) -> dict:
             lp = index_logps(model, [c[0] for c in ctx[s:s + 32]], [t.num_candidates for t in tasks[s:s + 32]],
                              index_ids, pad)
             for t, (_, own, g), k in zip(tasks[s:s + 32], ctx[s:s + 32], lp.argmax(-1).tolist()):
-                rows["stated" if states(t, own, normalize) else "unstated"].append(k in rule_targets(t.candidate_answers, own, g,
-                                                                                   normalize))
+                stated = states(t, own, normalize)
+                rows["stated" if stated else "unstated"].append(k in rule_targets(t.candidate_answers, own, g))
     return {f"{k}_follows": sum(v) / max(1, len(v)) for k, v in rows.items()} | \
         {f"{k}_n": len(v) for k, v in rows.items()}
 
@@ -92,8 +87,8 @@ def main(argv=None) -> int:
             batch = rng.sample(range(len(train)), args.prompts)
             lp = index_logps(model, [train_ctx[i][0] for i in batch], [train[i].num_candidates for i in batch],
                              index_ids, pad)
-            loss = torch.stack([-lp[j, rule_targets(train[i].candidate_answers, train_ctx[i][1], train_ctx[i][2],
-                                                    normalize)].mean() for j, i in enumerate(batch)]).mean()
+            loss = torch.stack([-lp[j, rule_targets(train[i].candidate_answers, train_ctx[i][1], train_ctx[i][2])].mean()
+                                for j, i in enumerate(batch)]).mean()
             clipped_step(loss, model, opt, constant)
     Path(args.out).parent.mkdir(parents=True, exist_ok=True)
     Path(args.out).write_text(json.dumps({"args": vars(args), "log": log}, indent=1))

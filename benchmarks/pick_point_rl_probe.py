@@ -39,7 +39,7 @@ REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 sys.path.insert(0, str(REPO / "benchmarks"))
 
-from combine_rule_probe import rule_targets  # noqa: E402
+from driver.models.pick_point_start import rule_targets  # noqa: E402  (the library's format rule)
 from point_rl_probe import (decision_contexts, group_advantages, index_logps, probe_arguments,  # noqa: E402
                             probe_prompts, probe_tokenizer, states)
 
@@ -60,7 +60,7 @@ def warm_pointer_target(task, own, pick: int, mode: str, normalize) -> list:
     states `own`; else every index (mode "uniform") or those stating it (mode "rule": `rule_targets`)."""
     if mode == "uniform" and states(task, own, normalize):
         return list(range(task.num_candidates))
-    return rule_targets(task.candidate_answers, own, pick, normalize)
+    return rule_targets(task.candidate_answers, own, pick)
 
 
 def sampled_accuracy(pick_probs: list, pointer_probs: list, correct: list) -> float:

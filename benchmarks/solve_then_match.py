@@ -37,16 +37,10 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
+from driver.models.pick_point_start import normalize_answer as normalize  # noqa: E402  (the library's rule)
+
 FALLBACKS = ("majority", "random", "none")
 ANSWER_LINE = re.compile(r"^\s*Answer:\s*(.+?)\s*$", re.MULTILINE)
-
-
-def normalize(answer) -> str | None:
-    """A final answer as compared here: stripped, a trailing period dropped; None stays None."""
-    if answer is None:
-        return None
-    text = str(answer).strip().rstrip(".").strip()
-    return text or None
 
 
 def own_answer(solution_text: str) -> str | None:
