@@ -22,19 +22,22 @@ from __future__ import annotations
 import asyncio
 from collections import Counter
 
-from core.chat import PICK_MARK, index_token_ids, pick_point_head
+from core.chat import PICK_MARK, POINTER_MARK, index_token_ids, pick_point_head
 from core.records import Rollout, RolloutGroup
 
-POINTER_MARK = "#"  # the stop string of a solution: its answer line's `#` (`Answer: 24 #`)
 
-
-def index_ids(tokenizer, n: int) -> list:
-    """The token ids of the indices 0..n-1; a clear error when the tokenizer splits one of them."""
+def index_ids(tokenizer, n: int, needed_by: str = "a pick-then-point response") -> list:
+    """The token ids of the indices 0..n-1; a clear error naming `needed_by` when the tokenizer splits one of them."""
     ids = index_token_ids(tokenizer, n)
     if ids is None:
-        raise ValueError(f"a pick-then-point response needs one token per index, but this tokenizer splits some of "
-                         f"0..{n - 1}")
+        raise ValueError(f"{needed_by} needs one token per index, but this tokenizer splits some of 0..{n - 1}")
     return ids
+
+
+def ends_at_pointer_mark(tokenizer, solution_ids: list) -> bool:
+    """True when a greedy solution stopped at its answer line's `#` (the stop string ends the text; the tokens must
+    end there too: no token that holds `#` and more)."""
+    return tokenizer.decode(solution_ids).endswith(POINTER_MARK)
 
 
 def index_params(params, n: int, allowed: list):
@@ -45,12 +48,13 @@ def index_params(params, n: int, allowed: list):
                           allowed_token_ids=allowed, output_kind=params.output_kind)
 
 
-def solve_params(params, head_tokens: int):
+def solve_params(params, reserved_tokens: int):
     """SamplingParams of the greedy solution: up to its `#` (kept in the text), within the response budget less the
-    two indices and the head."""
+    `reserved_tokens` the rest of the response takes (pick-then-point: the two indices and the head; solve-then-point:
+    the index)."""
     from vllm import SamplingParams
 
-    return SamplingParams(n=1, temperature=0.0, max_tokens=max(1, params.max_tokens - 2 - head_tokens),
+    return SamplingParams(n=1, temperature=0.0, max_tokens=max(1, params.max_tokens - reserved_tokens),
                           stop=[POINTER_MARK], include_stop_str_in_output=True, output_kind=params.output_kind)
 
 
@@ -69,9 +73,9 @@ async def pick_then_point(worker, task, prompt_ids: list, params) -> tuple:
 
     async def solve_and_point(g: int) -> tuple:
         context = list(prompt_ids) + [g] + head
-        done, v_solve, q1, s1 = await worker.run_request(context, solve_params(params, len(head)), tag="s")
+        done, v_solve, q1, s1 = await worker.run_request(context, solve_params(params, 2 + len(head)), tag="s")
         solution = list(done.outputs[0].token_ids)
-        if not tokenizer.decode(solution).endswith(POINTER_MARK):  # no `#`: no pointer (a parse failure each)
+        if not ends_at_pointer_mark(tokenizer, solution):  # no `#`: no pointer (a parse failure each)
             return solution, str(done.outputs[0].finish_reason), [], v_solve, q1, s1
         out, v_point, q2, s2 = await worker.run_request(context + solution, index_params(params, counts[g], allowed),
                                                         tag="p")

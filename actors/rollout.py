@@ -41,8 +41,8 @@ from pathlib import Path
 from typing import Optional
 
 from actors.faults import maybe_crash, maybe_stall
+from actors.pick_point import ends_at_pointer_mark, index_ids, index_params, pick_then_point, solve_params
 from actors.vllm_plugin import OWNER_ENV
-from actors.pick_point import pick_then_point
 from core.chat import answer_prefix, full_response, index_token_ids, is_pick_point
 from core.records import Rollout, RolloutGroup, SelectionTask, SolveTask
 
@@ -64,7 +64,6 @@ SHUTDOWN_TIMEOUT_S = 30.0
 CPU_EXECUTOR = "uni"
 
 
-POINTER_MARK = "#"  # what precedes the index in a solve-then-point answer line (`Answer: 24 #3`, core.algo.genselect)
 
 
 class RolloutTimeout(TimeoutError):
@@ -447,27 +446,18 @@ class RolloutWorker:
         temperature). Each rollout's prompt is the prompt plus the solution (one shared list), its response the
         one index token, its text the solution and the index, so the verifier reads `Answer: X #k`. A solution
         that never reaches a `#` gives G empty responses (a parse failure each, nothing to train on)."""
-        from vllm import SamplingParams
-
-        solve = SamplingParams(n=1, temperature=0.0, max_tokens=max(1, params.max_tokens - 1), stop=[POINTER_MARK],
-                               include_stop_str_in_output=True, output_kind=params.output_kind)
-        final, version, queue_s, seconds = await self.run_request(prompt_ids, solve, tag="s")
+        final, version, queue_s, seconds = await self.run_request(prompt_ids, solve_params(params, 1), tag="s")
         self._counters["requests"] += 1
         solution_ids = list(final.outputs[0].token_ids)
         finish_reason = str(final.outputs[0].finish_reason)
-        # the stop string ends the text; the tokens must end there too (no token that holds `#` and more)
-        pointed = self.tokenizer.decode(solution_ids).endswith(POINTER_MARK)
-        allowed = index_token_ids(self.tokenizer, task.num_candidates) if pointed else None
-        if pointed and allowed is None:
-            raise ValueError(f"rollout.sample_index_only needs one token per index, but this tokenizer splits "
-                             f"some of 0..{task.num_candidates - 1}")
+        pointed = ends_at_pointer_mark(self.tokenizer, solution_ids)
+        allowed = index_ids(self.tokenizer, task.num_candidates, "rollout.sample_index_only") if pointed else None
         shared = list(prompt_ids) + solution_ids
         # unpointed: G empty responses, each the solution's text and finish reason
         indices, logprobs, finish = [[] for _ in range(params.n)], [[] for _ in range(params.n)], finish_reason
         if pointed:
-            point = SamplingParams(n=params.n, temperature=params.temperature, top_p=params.top_p, max_tokens=1,
-                                   logprobs=0, allowed_token_ids=allowed, output_kind=params.output_kind)
-            final, version, queue_2, seconds_2 = await self.run_request(shared, point, tag="p")
+            final, version, queue_2, seconds_2 = await self.run_request(shared, index_params(params, params.n, allowed),
+                                                                        tag="p")
             self._counters["requests"] += 1
             queue_s, seconds = queue_s + queue_2, seconds + seconds_2
             outputs = sorted(final.outputs, key=lambda c: c.index)

@@ -21,6 +21,9 @@ ANSWER_PREFIX = "Judgment: "
 # What a response that picks first writes right after the prompt, before the pick's index and its worked solution
 # (`Pick: #3`; model.pretrain.pick_line, benchmarks/pick_point_rl_probe.py; issue 7, sessions 28-29).
 PICK_MARK = "Pick: #"
+# What precedes the index in a solve-then-point or pick-then-point answer line (`Answer: 24 #3`,
+# core.algo.genselect): the rollout's greedy solution stops at it (actors/pick_point.py).
+POINTER_MARK = "#"
 # The solve-then-point tiny model's chat template: its user message (a selection prompt: `Problem:\n{problem}`, then
 # `Solution 0:`... or `Solutions 0 to`...), a blank line, the problem again and `Solution:` (a worked solution's head,
 # as `driver.models.pretrain` writes its texts).

@@ -236,7 +236,7 @@ def test_sample_index_only_points_after_a_greedy_solution(engine, reference, rh,
 
     import torch
 
-    import actors.rollout as rollout_module
+    import actors.pick_point as pick_point_module
     from actors.learner import _PolicyLogprobs
     from actors.packing import pack_sequences, unpack_per_sequence
     from core.chat import full_response
@@ -258,11 +258,11 @@ def test_sample_index_only_points_after_a_greedy_solution(engine, reference, rh,
     ids = greedy.response_token_ids
     cut = first_printable(ids)
     mark = tok.decode(ids[cut:cut + 1])
-    monkeypatch.setattr(rollout_module, "POINTER_MARK", mark)
+    monkeypatch.setattr(pick_point_module, "POINTER_MARK", mark)
     worker.cfg = dataclasses.replace(worker.cfg, sample_index_only=True)
     try:
         group = loop.run(worker.generate([task], temperature=1.0))[0]
-        monkeypatch.setattr(rollout_module, "POINTER_MARK", "\u00a7never")
+        monkeypatch.setattr(pick_point_module, "POINTER_MARK", "\u00a7never")
         unpointed = loop.run(worker.generate([task], temperature=1.0))[0]
     finally:
         worker.cfg = dataclasses.replace(worker.cfg, sample_index_only=False)
@@ -347,6 +347,32 @@ def test_pick_then_point_samples_a_pick_and_a_pointer_around_a_greedy_solution(e
     for r, learner in zip(group.rollouts, out):
         trained = [i for i, m in enumerate(r.loss_mask) if m]
         assert np.max(np.abs(np.asarray(learner)[trained] - np.asarray(r.behaviour_logprobs)[trained])) < 1e-4
+
+
+@pytest.mark.slow
+def test_serving_a_pick_then_point_model_answers_through_the_same_rollout(engine, rh, monkeypatch):
+    """The selector server reads a pick-then-point model's groups through `pick_then_point` (chosen by the tokenizer's
+    template, as in training): each judgment is `Pick: #g`, the problem's head and the greedy solution; one that never
+    reaches the pointer mark is counted unparsed (no index), not guessed."""
+    import json
+
+    import actors.pick_point as pick_point_module
+    import actors.rollout as rollout_module
+    from actors.select_request import SelectorSettings
+    from actors.serving import SelectorServer
+    from core.chat import PICK_MARK, pick_point_head
+
+    worker, loop, _ = engine
+    task = rh.make_task(9)
+    monkeypatch.setattr(rollout_module, "is_pick_point", lambda tokenizer: True)
+    monkeypatch.setattr(pick_point_module, "POINTER_MARK", "\u00a7never")
+    server = SelectorServer(SelectorSettings(model="m", rollout=None, window=2, max_response_tokens=48,
+                                             policy_version=worker.version), worker=worker)
+    body = {"problem": task.problem, "candidates": list(task.candidates), "samples": 3}
+    out = loop.run(server._select(json.dumps(body).encode()))
+    assert len(out["judgments"]) == 3 and out["unparsed"] == 3 and out["parsed"] == [None] * 3
+    assert all(j.startswith(PICK_MARK) and pick_point_head(task.problem) in j for j in out["judgments"])
+    assert out["policy_version"] == worker.version
 
 
 @pytest.mark.slow
