@@ -369,7 +369,10 @@ def test_serving_a_pick_then_point_model_answers_through_the_same_rollout(engine
     server = SelectorServer(SelectorSettings(model="m", rollout=None, window=2, max_response_tokens=48,
                                              policy_version=worker.version), worker=worker)
     body = {"problem": task.problem, "candidates": list(task.candidates), "samples": 3}
-    out = loop.run(server._select(json.dumps(body).encode()))
+    try:
+        out = loop.run(server._select(json.dumps(body).encode()))
+    finally:
+        server.worker = None  # the module's shared engine: a collected server shuts its worker down
     assert len(out["judgments"]) == 3 and out["unparsed"] == 3 and out["parsed"] == [None] * 3
     assert all(j.startswith(PICK_MARK) and pick_point_head(task.problem) in j for j in out["judgments"])
     assert out["policy_version"] == worker.version
