@@ -64,8 +64,6 @@ SHUTDOWN_TIMEOUT_S = 30.0
 CPU_EXECUTOR = "uni"
 
 
-
-
 class RolloutTimeout(TimeoutError):
     """A generate call ran past RolloutConfig.request_timeout_s (its requests were aborted)."""
 

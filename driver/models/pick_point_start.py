@@ -67,11 +67,10 @@ def pick_point_rows(model, tokenizer, tasks: list, rng: random.Random, dtype: st
             continue
         targets = pointer_targets(tasks[i], normalize_answer(answered[1]), picks[i], pointer)
         k = rng.choice(targets)  # the token written; its loss is the soft target's
-        pointed = with_pointer(tokenizer, answered[0], k)
-        if not pointed or ids[k] not in pointed[1][len(pointed[0]):]:  # the pointer merged into the answer's token
-            continue
-        cut_ids, full = pointed
+        cut_ids, full = with_pointer(tokenizer, answered[0], k) or ([], [])
         tail = full[len(cut_ids):]
+        if ids[k] not in tail:  # no clean pointer: it merged into the answer's last token
+            continue
         response = [ids[picks[i]]] + heads[i] + full + [tokenizer.eos_token_id]
         pointer_at = 1 + len(heads[i]) + len(cut_ids) + tail.index(ids[k])
         soft = [(0, ids[:tasks[i].num_candidates]), (pointer_at, [ids[j] for j in targets])]
