@@ -32,6 +32,9 @@ def default_env(cache: Path = CACHE) -> dict:
         # 30 s is for an external one pointing at replica ports; HAProxy hears of it from the controller at once):
         # deleting the app took 35 s, now 6-9 (docs/serving.md, "Stopping replicas")
         "RAY_SERVE_DIRECT_INGRESS_MIN_DRAINING_PERIOD_S": "2",
+        # Serve gives its proxy actor 5 s from creation to ready, then kills it: on 2 busy cores the actor's
+        # process alone took ~53 s to start (CI failed so; docs/serving.md, "Starting the proxy on a busy machine")
+        "RAY_SERVE_PROXY_READY_CHECK_TIMEOUT_S": "60",
     }
     if not _has_cuda():
         env["DS_ACCELERATOR"] = "cpu"

@@ -24,6 +24,7 @@ from core.env import ROOT, apply_defaults
 
 log = logging.getLogger("genselect.serve")
 DEPLOYMENT = "SelectorServer"
+PROXY_PATIENCE_S = 300.0  # how long start() waits for Serve's restarted HTTP proxy (start_serve_instance)
 
 
 def run_config_of(model: str):
@@ -205,10 +206,44 @@ def start(model: str, serve_cfg, train_cfg=None, policy_version: Optional[int] =
     from ray import serve
 
     settings = resolve_settings(model, serve_cfg, train_cfg, policy_version)
-    serve.start(http_options={"host": serve_cfg.host, "port": serve_cfg.port})
+    start_serve_instance(serve_cfg)
     reset_board(settings.board)
     handle = serve.run(build_app(settings, serve_cfg), name=serve_cfg.app_name, route_prefix="/")
     return handle, settings
+
+
+def start_serve_instance(serve_cfg, patience_s: float = PROXY_PATIENCE_S) -> None:
+    """`serve.start` on the connected Ray instance, patient with a slow proxy: Serve kills a proxy actor that
+    is not ready in time and gives up after 60 s, while its controller goes on restarting the proxy. On a busy
+    2-core machine the proxy's process can take about a minute to start (docs/serving.md), so on that failure
+    this reconnects to the running controller and waits up to `patience_s` for every proxy to be healthy."""
+    import ray
+    from ray import serve
+
+    http_options = {"host": serve_cfg.host, "port": serve_cfg.port}
+    try:
+        serve.start(http_options=http_options)
+        return
+    except (TimeoutError, ray.exceptions.ActorDiedError) as e:
+        log.warning("Serve's HTTP proxy was not ready in time (%s); waiting up to %.0f s for the controller's "
+                    "restart of it", type(e).__name__, patience_s)
+    serve.start(http_options=http_options)  # the controller is up: this connects to it
+    wait_for_healthy_proxies(patience_s)
+
+
+def wait_for_healthy_proxies(patience_s: float, poll_s: float = 1.0) -> None:
+    """Block until every proxy Serve reports is HEALTHY; RuntimeError naming their states after `patience_s`."""
+    from ray import serve
+    from ray.serve.schema import ProxyStatus
+
+    deadline, states = time.monotonic() + patience_s, {}
+    while time.monotonic() < deadline:
+        states = serve.status().proxies
+        if states and all(state == ProxyStatus.HEALTHY for state in states.values()):
+            return
+        time.sleep(poll_s)
+    raise RuntimeError(f"Serve's HTTP proxies were not healthy after {patience_s:.0f} s: {states or 'none'}; "
+                       f"see the Ray session's logs/serve/proxy_*.log")
 
 
 def stop(serve_cfg) -> None:

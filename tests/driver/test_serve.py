@@ -128,3 +128,51 @@ def test_serve_live_needs_the_object_store_sync():
                               "rollout.num_gpus=1"])
     with pytest.raises(ConfigError, match="serve.max_replicas"):
         load_config("smoke", ["serve.min_replicas=3", "serve.max_replicas=2"])
+
+
+class _FakeServe:
+    """ray.serve's start/status as the controller answers them: the first start fails like a proxy killed
+    before it was ready (CI, 2026-11-28), then the restarted proxy turns HEALTHY after `starting_polls`."""
+
+    def __init__(self, first_error: Exception, starting_polls: int):
+        self.first_error, self.starting_polls, self.starts, self.polls = first_error, starting_polls, [], 0
+
+    def start(self, http_options):
+        self.starts.append(http_options)
+        if len(self.starts) == 1 and self.first_error:
+            raise self.first_error
+
+    def status(self):
+        from ray.serve.schema import ProxyStatus
+
+        self.polls += 1
+        state = ProxyStatus.HEALTHY if self.polls > self.starting_polls else ProxyStatus.STARTING
+        return type("Status", (), {"proxies": {"node-1": state}})()
+
+
+@pytest.mark.parametrize("first_error", [TimeoutError("HTTP proxies not available after 60s."), None])
+def test_start_waits_for_the_restarted_proxy_after_serve_gave_up_on_it(monkeypatch, first_error):
+    """A proxy that is slow to start makes serve.start fail while the controller restarts it: start reconnects
+    and returns once the proxy is HEALTHY (and a start that succeeds at once polls nothing)."""
+    from ray import serve
+
+    from driver import serve as driver_serve
+
+    fake = _FakeServe(first_error, starting_polls=3)
+    monkeypatch.setattr(serve, "start", fake.start)
+    monkeypatch.setattr(serve, "status", fake.status)
+    driver_serve.start_serve_instance(ServeConfig(port=8123), patience_s=30)
+    assert fake.starts[0] == {"host": ServeConfig().host, "port": 8123}
+    assert (len(fake.starts), fake.polls) == ((2, 4) if first_error else (1, 0))
+
+
+def test_start_names_the_proxy_states_when_the_proxy_never_becomes_healthy(monkeypatch):
+    from ray import serve
+
+    from driver import serve as driver_serve
+
+    fake = _FakeServe(TimeoutError("not available"), starting_polls=10 ** 6)
+    monkeypatch.setattr(serve, "start", fake.start)
+    monkeypatch.setattr(serve, "status", fake.status)
+    with pytest.raises(RuntimeError, match="not healthy after 0 s.*STARTING"):
+        driver_serve.start_serve_instance(ServeConfig(), patience_s=0.2)
