@@ -36,7 +36,7 @@ from actors import checkpoint_io as cio
 from actors import packed_attention
 from actors.faults import maybe_crash
 from actors.learner_nccl import NcclWeightSender
-from actors.packing import (count_loss_tokens, dummy_micro_batch, pack_sequences,
+from actors.packing import (count_anchor_tokens, count_loss_tokens, dummy_micro_batch, pack_sequences,
                             split_mini_batches, unpack_per_sequence)
 from core.algo.dapo import clipped_policy_loss, token_level_mean, truncated_is_weights
 from core.records import TrainSequence
@@ -181,16 +181,22 @@ class _PolicyLogprobs(torch.nn.Module):
         out = packed_attention.query_attention(q, k, v, layout, positions, attn.scaling)
         return attn.o_proj(out.reshape(len(positions), -1))
 
-    def forward(self, input_ids, position_ids, attention_mask, target_index, target_ids, allowed_ids=None):
+    def forward(self, input_ids, position_ids, attention_mask, target_index, target_ids, allowed_ids=None,
+                free_targets=None):
+        """(log-probs (N,), entropies (N,)) of the targets; with `allowed_ids` over those ids only, except the
+        targets `free_targets` (N,) bool marks (the anchor's), which are scored over the whole vocabulary."""
         h = self._hidden_at_targets(input_ids, position_ids, attention_mask, target_index)
         logits = self.model.get_output_embeddings()(h).float()
         if self.temperature != 1.0:
             logits = logits / self.temperature
         target_logits = logits.gather(1, target_ids.unsqueeze(1)).squeeze(1)
+        free_log_z = torch.logsumexp(logits, dim=-1) if allowed_ids is not None and free_targets is not None else None
         if allowed_ids is not None:  # constrained decoding: the distribution over the allowed ids only
             logits = logits.gather(1, allowed_ids.clamp(min=0)).masked_fill(allowed_ids < 0, float("-inf"))
         log_z = torch.logsumexp(logits, dim=-1)
         logprobs = target_logits - log_z
+        if free_log_z is not None:
+            logprobs = torch.where(free_targets, target_logits - free_log_z, logprobs)
         with torch.no_grad():
             probs = torch.softmax(logits, dim=-1)
             entropy = log_z - (probs * logits.masked_fill(probs == 0, 0.0)).sum(-1)
@@ -217,6 +223,16 @@ def micro_batch_loss(logprobs, mb, algo, num_tokens: int, world_size: int, prox=
         logprobs[None], old[None], mb.advantages.to(d)[None], weights[None], eps_low=algo.eps_low,
         eps_high=algo.eps_high, dual_clip_c=algo.dual_clip_c, is_weights=None if is_w is None else is_w[None])
     return token_level_mean(loss_sum, num_tokens, grad_divisor=world_size), loss_sum, stats, is_w
+
+
+def anchor_loss(logprobs, mb, coef: float, num_anchor_tokens: int, world_size: int) -> tuple:
+    """The label-free solution anchor of one packed micro-batch (pure): `coef` times the mean negative log-likelihood
+    of the anchor targets (`mb.anchor_weights`, the model's own greedy text), averaged over the `num_anchor_tokens`
+    of the whole mini-batch on all ranks exactly as the DAPO token mean is (`token_level_mean`). A supervised term
+    beside the policy gradient, as InstructGPT's pretraining mix (arXiv 2203.02155 eq. 2), on text the model wrote.
+    logprobs: (N,) with grad. Returns (loss to backpropagate, the micro-batch's NLL sum, detached)."""
+    nll_sum = -(logprobs * mb.anchor_weights.to(logprobs.device)).sum()
+    return coef * token_level_mean(nll_sum, num_anchor_tokens, grad_divisor=world_size), nll_sum.detach()
 
 
 class Learner(NcclWeightSender):
@@ -308,7 +324,8 @@ class Learner(NcclWeightSender):
         return {"input_ids": mb.input_ids.to(d), "position_ids": mb.position_ids.to(d),
                 "attention_mask": mb.attention_mask.to(d), "target_index": mb.target_index.to(d),
                 "target_ids": mb.target_ids.to(d),
-                "allowed_ids": None if mb.allowed_ids is None else mb.allowed_ids.to(d)}
+                "allowed_ids": None if mb.allowed_ids is None else mb.allowed_ids.to(d),
+                "free_targets": None if mb.free_targets is None else mb.free_targets.to(d)}
 
     # ----------------------------------------------------------------- training
     def train_step(self, shard: list[TrainSequence], global_num_tokens: int, step: int) -> dict:
@@ -326,6 +343,8 @@ class Learner(NcclWeightSender):
         real_packed = [mb for p in packed for mb in p]
         staleness = sum(self._version - s.policy_version for s in shard)
         tokens = [int(n) for n in self._all_reduce([count_loss_tokens(m) for m in minis])]
+        anchors = [int(n) for n in self._all_reduce([count_anchor_tokens(m) for m in minis])] \
+            if self.algo.solution_anchor else [0] * len(minis)
         if sum(tokens) != int(global_num_tokens):
             raise ValueError(f"global_num_tokens={global_num_tokens} but the ranks hold {sum(tokens)} loss tokens")
         packed = self._pad_counts(packed)
@@ -337,7 +356,8 @@ class Learner(NcclWeightSender):
             t0 = time.perf_counter()
             proximal = [[None] * len(packed[0])] + [[self._logprobs_no_grad(mb)[0] for mb in p] for p in packed[1:]]
             timing["proximal_s"] = time.perf_counter() - t0
-        acc = dict.fromkeys(("loss", "tokens", "entropy", "tis_mean", "tis_capped") + _STAT_KEYS, 0.0)
+        acc = dict.fromkeys(("loss", "tokens", "entropy", "tis_mean", "tis_capped", "anchor_nll", "anchor_tokens")
+                            + _STAT_KEYS, 0.0)
         grad_norms, lrs, skipped = [], [], 0
         for k, micro_batches in enumerate(packed):
             if tokens[k] == 0:  # same decision on every rank: the counts are global
@@ -345,7 +365,8 @@ class Learner(NcclWeightSender):
                 continue
             for i, mb in enumerate(micro_batches):
                 prox = proximal[k][i] if proximal is not None else False
-                self._micro_step(mb, prox, tokens[k], last=i == len(micro_batches) - 1, acc=acc, timing=timing)
+                self._micro_step(mb, prox, tokens[k], last=i == len(micro_batches) - 1, acc=acc, timing=timing,
+                                 num_anchor_tokens=anchors[k])
             lrs.append(self.engine.get_lr()[0])
             t0 = time.perf_counter()
             self.engine.step()
@@ -357,15 +378,23 @@ class Learner(NcclWeightSender):
         return self._metrics(acc, timing, real_packed, grad_norms, lrs, skipped, step, len(shard),
                              time.perf_counter() - t_start, sum(tokens))
 
-    def _micro_step(self, mb, prox, num_tokens: int, last: bool, acc: dict, timing: dict) -> None:
+    def _micro_step(self, mb, prox, num_tokens: int, last: bool, acc: dict, timing: dict,
+                    num_anchor_tokens: int = 0) -> None:
         """Forward and backward of one packed micro-batch. `prox`: False for the behaviour ratio, the proximal
         log-probs (tokens,) for the decoupled ratio, or None for "the proximal policy is the current weights"
-        (first mini-batch of a step), in which case they are this forward pass's own values, detached."""
+        (first mini-batch of a step), in which case they are this forward pass's own values, detached.
+        `num_anchor_tokens`: the mini-batch's anchor tokens on all ranks (0: no anchor term)."""
         self.engine.set_gradient_accumulation_boundary(last)
         t0 = time.perf_counter()
         logprobs, entropy = self.engine(**self._inputs(mb))
         weights = mb.loss_weights.to(self.device)
         loss, loss_sum, stats, is_w = micro_batch_loss(logprobs, mb, self.algo, num_tokens, self.world_size, prox)
+        if num_anchor_tokens and mb.anchor_weights is not None:
+            anchor, nll_sum = anchor_loss(logprobs, mb, self.algo.solution_anchor, num_anchor_tokens,
+                                          self.world_size)
+            loss = loss + anchor
+            acc["anchor_nll"] += float(nll_sum)
+            acc["anchor_tokens"] += float(mb.anchor_weights.sum())
         t1 = time.perf_counter()
         self.engine.backward(loss)
         timing["forward_s"] += t1 - t0
@@ -399,6 +428,8 @@ class Learner(NcclWeightSender):
                "staleness_mean": g["staleness"] / max(1, g["sequences"]),
                "padding_fraction": 1.0 - g["input_tokens"] / g["padded_tokens"] if g["padded_tokens"] else 0.0}
         out.update({k: g[k] / n for k in _STAT_KEYS})
+        if g["anchor_tokens"]:  # the label-free solution anchor: mean NLL of the model's own greedy text
+            out["anchor_nll"] = g["anchor_nll"] / g["anchor_tokens"]
         out.update({k: g[k] / self.world_size for k in timing})  # mean over ranks
         out["seconds"] = g["seconds"] / self.world_size
         seconds = max(out["seconds"], 1e-9)

@@ -44,6 +44,11 @@ def count_loss_tokens(sequences: list) -> int:
     return sum(s.num_loss_tokens for s in sequences)
 
 
+def count_anchor_tokens(sequences: list) -> int:
+    """Sum of `num_anchor_tokens`: a rank's share of the tokens the label-free anchor averages over."""
+    return sum(s.num_anchor_tokens for s in sequences)
+
+
 def group_by_prompt(sequences: list) -> list:
     """Indices of sequences grouped by identical prompt, in order of first appearance."""
     groups: dict = {}
@@ -106,6 +111,8 @@ class MicroBatch:
     num_real_tokens: input tokens that are not padding.
     allowed_ids: (N, K) long, the token ids each target was sampled among, -1 padded (constrained
         decoding); None when every target was sampled from the whole vocabulary.
+    anchor_weights: (N,) float32, 1 at the targets of the label-free anchor (`TrainSequence.anchor_mask`: the
+        model's own greedy text, scored over the whole vocabulary even where `allowed_ids` constrains), else 0.
     """
     input_ids: torch.Tensor
     position_ids: torch.Tensor
@@ -118,6 +125,15 @@ class MicroBatch:
     spans: list = field(default_factory=list)
     num_real_tokens: int = 0
     allowed_ids: Optional[torch.Tensor] = None
+    anchor_weights: Optional[torch.Tensor] = None
+
+    @property
+    def free_targets(self) -> Optional[torch.Tensor]:
+        """(N,) bool: the constrained micro-batch's targets to score over the whole vocabulary (the anchor's);
+        None when nothing is constrained or nothing is anchored."""
+        if self.allowed_ids is None or self.anchor_weights is None or not bool((self.anchor_weights > 0).any()):
+            return None
+        return self.anchor_weights > 0
 
     @property
     def padded_tokens(self) -> int:
@@ -233,7 +249,7 @@ def _stack(built: list, key: str) -> torch.Tensor:
 def _build(sequences: list, rows: list) -> MicroBatch:
     """rows: list of rows, each a list of units (lists of sequence indices)."""
     width = max(sum(_unit_length(sequences, u) for u in row) for row in rows)
-    t_index, t_ids, behav, adv, weight, spans, allowed = [], [], [], [], [], [], []
+    t_index, t_ids, behav, adv, weight, spans, allowed, anchor = [], [], [], [], [], [], [], []
     built = []
     for r, row in enumerate(rows):
         acc = _Row()
@@ -252,6 +268,7 @@ def _build(sequences: list, rows: list) -> MicroBatch:
                 adv.extend([float(s.advantage)] * len(s.response_token_ids))
                 weight.extend(float(s.loss_weight) * m for m in s.token_mask)  # mask 0: read, not trained
                 allowed.extend([s.allowed_token_ids] * len(s.response_token_ids))
+                anchor.extend(s.anchor_mask or [0] * len(s.response_token_ids))
                 spans.append((i, start, len(t_ids)))
         real = len(acc.ids)
         acc.add([PAD_ID] * (width - real), 0, "pad")  # padding tail: seen by nothing
@@ -261,7 +278,8 @@ def _build(sequences: list, rows: list) -> MicroBatch:
     return MicroBatch(_stack(built, "ids"), _stack(built, "pos"), layout,
                       torch.tensor(t_index, dtype=torch.long), torch.tensor(t_ids, dtype=torch.long),
                       torch.tensor(behav, dtype=f32), torch.tensor(adv, dtype=f32), torch.tensor(weight, dtype=f32),
-                      spans, sum(real for _, real in built), _allowed_tensor(allowed))
+                      spans, sum(real for _, real in built), _allowed_tensor(allowed),
+                      torch.tensor(anchor, dtype=f32))
 
 
 def _allowed_tensor(allowed: list) -> Optional[torch.Tensor]:

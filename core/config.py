@@ -295,6 +295,11 @@ class AlgorithmConfig:
                                       "model.dtype != learner.dtype, else 'behaviour'. 'behaviour' with differing "
                                       "dtypes is refused.")
     tis_cap: float = _f(2.0, "Truncated importance-sampling cap (ratio_reference='proximal').")
+    solution_anchor: float = _f(0.0, "Weight of a label-free anchor on the tokens a response's model wrote "
+                                     "greedily and RL does not train (the pick-then-point response's own worked "
+                                     "solution, `anchor_mask`): their mean negative log-likelihood under the "
+                                     "policy, added to the loss, so the shared weights keep the solver the "
+                                     "decisions read. 0 = off.")
     grpo_eps: float = _f(1e-6, "Estimator 'grpo': eps in (r - mean) / (std + eps).")
     grpo_scale_by_std: bool = _f(True, "Estimator 'grpo': divide by the group's std (false: centring only, "
                                        "as in Dr. GRPO).")
@@ -585,6 +590,7 @@ def _check(cfg: TrainConfig) -> None:
          "nccl needs learner.num_gpus >= 1 and rollout.num_gpus >= 1 (use object_store on CPU)"),
         ("algorithm.eps_low", 0 < a.eps_low < 1, "must be in (0, 1)"),
         ("algorithm.eps_high", a.eps_high > 0, "must be > 0"),
+        ("algorithm.solution_anchor", a.solution_anchor >= 0, "must be >= 0 (0 = off)"),
         ("algorithm.dual_clip_c", a.dual_clip_c > 1, "must be > 1"),
         *_estimator_rules(cfg),
         *_generator_rules(cfg),

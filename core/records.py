@@ -112,6 +112,8 @@ class Rollout:
     `loss_mask`: per response token, 1 = sampled by the policy (trained) or 0 = written otherwise (e.g. a
     greedily written solution between two sampled index tokens: context the learner reads but does not
     train; its behaviour log-prob is given as 0.0). None: every token was sampled and is trained.
+    `anchor_mask`: per response token, 1 = written greedily by the model itself (mask 0), which
+    `algorithm.solution_anchor` trains towards itself by likelihood (no label read). None: no such token.
     """
     prompt_id: str
     prompt_token_ids: list
@@ -127,6 +129,7 @@ class Rollout:
     timings: dict = field(default_factory=dict)
     allowed_token_ids: Optional[list] = None  # constrained decoding: what every position was sampled among
     loss_mask: Optional[list] = None  # per response token: 1 sampled (trained), 0 written otherwise; None: all 1
+    anchor_mask: Optional[list] = None  # per response token: 1 = the model's own greedy text (see above)
 
     @property
     def verifier_failed(self) -> bool:
@@ -180,6 +183,9 @@ class TrainSequence:
         loss_mask: R values, 1 = a token the policy sampled (trained), 0 = a token written otherwise (read by
             the learner as context, not trained: weight 0, outside `num_loss_tokens`, may lie outside
             `allowed_token_ids`). None: every response token is trained.
+        anchor_mask: R values, 1 = a mask-0 token the model wrote itself (greedily), which the learner's
+            label-free anchor (`algorithm.solution_anchor`) trains towards itself by likelihood over the whole
+            vocabulary; `num_anchor_tokens` counts them. None: no anchor token.
     """
     prompt_token_ids: list
     response_token_ids: list
@@ -189,6 +195,7 @@ class TrainSequence:
     loss_weight: float = 1.0
     allowed_token_ids: Optional[list] = None
     loss_mask: Optional[list] = None
+    anchor_mask: Optional[list] = None
 
     def __post_init__(self) -> None:
         if len(self.prompt_token_ids) < 1:
@@ -199,6 +206,13 @@ class TrainSequence:
                                  f"response tokens")
             if any(m not in (0, 1) for m in self.loss_mask):
                 raise ValueError(f"loss_mask values must be 0 or 1, got {self.loss_mask}")
+        if self.anchor_mask is not None:
+            if len(self.anchor_mask) != len(self.response_token_ids) or any(a not in (0, 1) for a in self.anchor_mask):
+                raise ValueError(f"anchor_mask needs one 0 or 1 per response token ({len(self.response_token_ids)}), "
+                                 f"got {self.anchor_mask}")
+            if any(a and m for a, m in zip(self.anchor_mask, self.token_mask)):
+                raise ValueError("anchor_mask marks a token the policy sampled (loss_mask 1): an anchor token is "
+                                 "context the RL loss does not train")
         trained = [t for t, m in zip(self.response_token_ids, self.token_mask) if m]
         if self.allowed_token_ids is not None and not set(trained) <= set(self.allowed_token_ids):
             raise ValueError(f"trained response tokens {trained} outside the allowed set {self.allowed_token_ids}")
@@ -215,6 +229,11 @@ class TrainSequence:
     def token_mask(self) -> list:
         """R values: `loss_mask`, or all 1 when there is none."""
         return [1] * len(self.response_token_ids) if self.loss_mask is None else list(self.loss_mask)
+
+    @property
+    def num_anchor_tokens(self) -> int:
+        """Response tokens the label-free anchor trains (`anchor_mask` 1)."""
+        return 0 if self.anchor_mask is None else int(sum(self.anchor_mask))
 
     @property
     def num_loss_tokens(self) -> int:

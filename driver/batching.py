@@ -135,7 +135,8 @@ def shape_and_advantage(groups: list, algo, max_response_tokens: int, policy_log
     sequences = [
         TrainSequence(prompt_token_ids=p, response_token_ids=list(r.response_token_ids),
                      behaviour_logprobs=list(r.behaviour_logprobs), advantage=0.0, loss_weight=float(w),
-                     policy_version=r.policy_version, allowed_token_ids=r.allowed_token_ids, loss_mask=r.loss_mask)
+                     policy_version=r.policy_version, allowed_token_ids=r.allowed_token_ids, loss_mask=r.loss_mask,
+                     anchor_mask=r.anchor_mask)
         for r, p, w in zip(rollouts, prompts, weights.tolist())
     ]
     log_ratio = None

@@ -10,7 +10,7 @@ import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from actors.packing import (TrainBatch, count_loss_tokens, dummy_micro_batch, pack_sequences,
+from actors.packing import (TrainBatch, count_anchor_tokens, count_loss_tokens, dummy_micro_batch, pack_sequences,
                             padding_fraction, shard_sequences, split_mini_batches, unpack_per_sequence)
 from core.records import TrainSequence
 
@@ -245,6 +245,60 @@ def test_constrained_logprobs_are_the_softmax_over_the_allowed_ids(hf_model):
     want = torch.log_softmax(logits, -1)
     assert torch.allclose(got, want[torch.arange(3), torch.tensor([0, 2, 1])], atol=1e-5)
     assert torch.allclose(entropy, -(want.exp() * want).sum(-1), atol=1e-5)
+
+
+def test_anchor_mask_is_checked_and_travels_per_target():
+    """`anchor_mask` marks written tokens only (a sampled one is refused), gives the micro-batch its (N,) anchor
+    weights, and makes those targets the free (whole-vocabulary) ones of a constrained micro-batch."""
+    a = pick_point([5, 6, 7], 3, [20, 21, 22], 9, 1.0, anchor_mask=[0, 1, 1, 1, 0])
+    b = pick_point([5, 6, 7], 4, [30], 11, -1.0)
+    (mb,) = pack_sequences([a, b], 64)
+    assert mb.anchor_weights.tolist() == [0, 1, 1, 1, 0, 0, 0, 0]
+    assert mb.free_targets.tolist() == [False, True, True, True, False, False, False, False]
+    assert (a.num_anchor_tokens, b.num_anchor_tokens, count_anchor_tokens([a, b])) == (3, 0, 3)
+    assert pack_sequences([b], 64)[0].free_targets is None
+    with pytest.raises(ValueError, match="policy sampled"):
+        pick_point([5], 3, [20], 9, 1.0, anchor_mask=[1, 1, 0])
+    with pytest.raises(ValueError, match="one 0 or 1 per response token"):
+        pick_point([5], 3, [20], 9, 1.0, anchor_mask=[0, 1])
+
+
+def test_anchor_loss_is_the_mean_nll_of_the_anchor_tokens_under_any_split():
+    """anchor_loss: coef x the mean NLL over the mini-batch's anchor tokens; summed over micro-batches (and ranks,
+    with grad_divisor) it is the same whatever the split, and only the anchor targets get a gradient."""
+    from actors.learner import anchor_loss
+
+    a = pick_point([5, 6, 7], 3, [20, 21, 22], 9, 1.0, anchor_mask=[0, 1, 1, 1, 0])
+    b = pick_point([5, 6, 8], 4, [30, 31], 11, -1.0, anchor_mask=[0, 1, 1, 0])
+    (whole,) = pack_sequences([a, b], 64)
+    logprobs = torch.linspace(-3.0, -0.1, whole.target_ids.numel(), requires_grad=True)
+    loss, nll_sum = anchor_loss(logprobs, whole, 0.5, 5, 1)
+    anchored = whole.anchor_weights > 0
+    assert loss.item() == pytest.approx(0.5 * -logprobs[anchored].mean().item())
+    assert nll_sum.item() == pytest.approx(-logprobs[anchored].sum().item()) and not nll_sum.requires_grad
+    (grad,) = torch.autograd.grad(loss, logprobs)
+    assert (grad[~anchored] == 0).all() and torch.allclose(grad[anchored], torch.full((5,), -0.1))
+    parts = [pack_sequences([s], 64)[0] for s in (a, b)]
+    split = sum(anchor_loss(logprobs[:5] if i == 0 else logprobs[5:], mb, 0.5, 5, 2)[0] for i, mb in enumerate(parts))
+    assert split.item() == pytest.approx(2 * loss.item())  # two "ranks": the engine averages, grad_divisor undoes it
+
+
+@pytest.mark.slow
+def test_free_targets_are_scored_over_the_whole_vocabulary(hf_model):
+    """In a constrained micro-batch the anchor's targets get the log-softmax over the whole vocabulary, the sampled
+    ones over the allowed ids, from one forward pass."""
+    from actors.learner import _PolicyLogprobs
+
+    seq = pick_point([5, 6, 7, 8], 3, [20, 21], 9, 1.0, anchor_mask=[0, 1, 1, 0])
+    (mb,) = pack_sequences([seq], 64)
+    with torch.no_grad():
+        got, _ = _PolicyLogprobs(hf_model)(mb.input_ids, mb.position_ids, mb.attention_mask, mb.target_index,
+                                           mb.target_ids, mb.allowed_ids, mb.free_targets)
+        logits = hf_model(input_ids=torch.tensor([[5, 6, 7, 8, 3, 20, 21]])).logits[0, 3:]
+    full = torch.log_softmax(logits, -1)
+    allowed = torch.log_softmax(logits[:, [3, 4, 9, 11]], -1)
+    want = [allowed[0, 0], full[1, 20], full[2, 21], allowed[3, 2]]
+    assert torch.allclose(got, torch.stack(want), atol=1e-5)
 
 
 @pytest.fixture(scope="module")

@@ -323,6 +323,7 @@ def test_pick_then_point_samples_a_pick_and_a_pointer_around_a_greedy_solution(e
         g, body = r.response_token_ids[0], r.response_token_ids[1 + len(head):]
         assert g in allowed and r.response_token_ids[1:1 + len(head)] == head and r.prompt_token_ids == prompt
         assert r.loss_mask == [1] + [0] * (len(head) + len(body)) and r.behaviour_logprobs[1:] == [0.0] * len(head + body)
+        assert r.anchor_mask == [0] * (1 + len(head)) + [1] * len(body)  # the model's own solution, not the head
         assert solutions.setdefault(g, body) == body and 0 < len(body) <= 64 - 2 - len(head)  # greedy: one per pick
         assert r.response_text == PICK_MARK + tok.decode(r.response_token_ids)
     g0, body = next(iter(solutions.items()))
