@@ -300,6 +300,11 @@ class AlgorithmConfig:
                                      "solution, `anchor_mask`): their mean negative log-likelihood under the "
                                      "policy, added to the loss, so the shared weights keep the solver the "
                                      "decisions read. 0 = off.")
+    anchor_corpus_rows: int = _f(0, "Per step, that many worked solutions of fresh procedural problems (correct: "
+                                    "the pretraining's text, never a held-out problem) added after the step's "
+                                    "prompts as anchor-only sequences, which `solution_anchor` trains by "
+                                    "likelihood: the solver taught on during RL, as PPO-ptx mixes pretraining "
+                                    "data (driver/anchor_rows.py). Needs model.tiny.response=pick_point. 0 = off.")
     grpo_eps: float = _f(1e-6, "Estimator 'grpo': eps in (r - mean) / (std + eps).")
     grpo_scale_by_std: bool = _f(True, "Estimator 'grpo': divide by the group's std (false: centring only, "
                                        "as in Dr. GRPO).")
@@ -591,6 +596,11 @@ def _check(cfg: TrainConfig) -> None:
         ("algorithm.eps_low", 0 < a.eps_low < 1, "must be in (0, 1)"),
         ("algorithm.eps_high", a.eps_high > 0, "must be > 0"),
         ("algorithm.solution_anchor", a.solution_anchor >= 0, "must be >= 0 (0 = off)"),
+        ("algorithm.anchor_corpus_rows", a.anchor_corpus_rows == 0 or (
+            a.anchor_corpus_rows > 0 and a.solution_anchor > 0 and cfg.model.name == "tiny"
+            and cfg.model.tiny.response == "pick_point" and d.source == "procedural_math"),
+         "needs algorithm.solution_anchor > 0, model.tiny.response=pick_point and data.source=procedural_math "
+         "(0 = off)"),
         ("algorithm.dual_clip_c", a.dual_clip_c > 1, "must be > 1"),
         *_estimator_rules(cfg),
         *_generator_rules(cfg),

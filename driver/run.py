@@ -65,6 +65,7 @@ class Run:
         self.version = 0
         self.handles = None
         self.started_at = time.time()
+        self._anchor_context = None  # (tokenizer, held-out problem keys): stage 3b's, built at its first step
 
     # -- lifecycle ------------------------------------------------------------------------------------
     def __enter__(self) -> "Run":
@@ -307,6 +308,29 @@ class Run:
         metrics = {**batch.stats, **{f"learner/{k}": v for k, v in results[0].items()
                                      if isinstance(v, (int, float))}}
         return metrics, time.time() - started
+
+    def with_anchor_rows(self, sequences, groups: list, step: int):
+        """Stage 3b (`algorithm.anchor_corpus_rows` > 0): `sequences` (batching.Sequences) with that many
+        anchor-only worked solutions of fresh problems added after the step's prompts (driver/anchor_rows.py);
+        unchanged when off."""
+        count = self.cfg.algorithm.anchor_corpus_rows
+        if count <= 0:
+            return sequences
+        import dataclasses
+
+        from driver.anchor_rows import corpus_anchor_sequences
+        from driver.data.procedural import problem_key
+
+        if self._anchor_context is None:  # the model's tokenizer and the held-out problems, once per run
+            from transformers import AutoTokenizer
+
+            heldout = {problem_key(t.problem) for t in list(self.heldout) + list(self.nocue_tasks)}
+            self._anchor_context = (AutoTokenizer.from_pretrained(str(self.prepared.model_dir)), frozenset(heldout))
+        tokenizer, heldout = self._anchor_context
+        rows = corpus_anchor_sequences(groups, tokenizer, count, self.cfg.seed, step, heldout)
+        stats = {**sequences.stats, "batch/anchor_rows": len(rows),
+                 "batch/anchor_tokens": sum(s.num_anchor_tokens for s in sequences.sequences + rows)}
+        return dataclasses.replace(sequences, sequences=sequences.sequences + rows, stats=stats)
 
     def policy_logprobs(self, sequences: list) -> list:
         """Stage 3, off-policy estimators only (`algorithm.maxk_off_policy`): per-token log-probs of each

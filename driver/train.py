@@ -13,6 +13,7 @@ in this order (this file is the only place that knows the order):
     2. filter: drop samples older than the staleness bound, then dynamic sampling  batching.filter_groups
     (with `max_staleness >= 1`, issue the next batch now, so it generates while this one trains)
     3. overlong shaping and advantages -> one TrainSequence per response          batching.shape_and_advantage
+       (3b. with algorithm.anchor_corpus_rows: worked solutions to anchor the solver  Run.with_anchor_rows)
     4. shard the sequences over the learner ranks                                 batching.shard
     5. learner DAPO step (all ranks)                                              Run.learner_step
     6. weight sync: push the new weights into every rollout engine (in-flight
@@ -57,6 +58,7 @@ def train_loop(run, start_step: int, steps: int) -> None:
         if collected.groups:
             sequences = shape_and_advantage(collected.groups, algo, cfg.rollout.max_response_tokens,  # 3.
                                             run.policy_logprobs)
+            sequences = run.with_anchor_rows(sequences, collected.groups, step)                        # 3b.
             batch = shard(sequences, len(run.handles.learners))                                       # 4.
             train_metrics, train_s = run.learner_step(batch, step)                                    # 5.
             sync_stats = run.sync_weights(run.version + 1)                                            # 6.
