@@ -61,7 +61,7 @@ def test_rows_need_pick_then_point_rollouts():
         corpus_anchor_sequences([_group([5], [], 0)], CharTokenizer(), 1, 0, 0, frozenset())
 
 
-@pytest.mark.parametrize("override", [["algorithm.anchor_corpus_rows=4"],
+@pytest.mark.parametrize("override", [["algorithm.anchor_corpus_rows=4", "algorithm.solution_anchor=0.0"],
                                       ["algorithm.anchor_corpus_rows=-1", "algorithm.solution_anchor=1.0"]])
 def test_the_config_refuses_rows_without_their_anchor_or_response(override):
     with pytest.raises(ConfigError, match=r"algorithm\.anchor_corpus_rows"):
