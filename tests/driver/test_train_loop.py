@@ -40,6 +40,10 @@ class FakeRun:
     def policy_logprobs(self, sequences):  # only an off-policy estimator calls it (not this test's grpo)
         raise AssertionError("policy_logprobs called by an on-policy estimator")
 
+    def with_anchor_rows(self, sequences, groups, step):  # stage 3b: adds nothing unless configured (Run's)
+        self.calls.append(("with_anchor_rows", step, len(sequences.sequences), len(groups)))
+        return sequences
+
     def learner_step(self, batch, step):
         self.calls.append(("learner_step", step, [len(s) for s in batch.shards], batch.global_num_tokens))
         return {"learner/loss": 0.0, **batch.stats}, 0.1
@@ -64,7 +68,9 @@ def test_one_step_runs_the_stages_in_order():
     run = FakeRun(max_staleness=1, flat={"q0/p0"})
     train_loop(run, 0, 2)
     order = [c[0] for c in run.calls]
-    assert order == ["learner_step", "sync_weights", "record_step"] * 2 + ["checkpoint"]
+    assert order == ["with_anchor_rows", "learner_step", "sync_weights", "record_step"] * 2 + ["checkpoint"]
+    assert [c[1:] for c in run.calls if c[0] == "with_anchor_rows"] == [(0, 4, 2), (1, 4, 2)]  # 2 groups of G=2
+    run.calls = [c for c in run.calls if c[0] != "with_anchor_rows"]
     first_trained = run.calls[2][2]
     assert len(first_trained) == 2 and "q0/p0" not in first_trained  # the filter dropped it; a refill replaced it
     assert run.calls[2][3] == ["q0/p0"]
