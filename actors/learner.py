@@ -227,9 +227,10 @@ def micro_batch_loss(logprobs, mb, algo, num_tokens: int, world_size: int, prox=
 
 def anchor_loss(logprobs, mb, coef: float, num_anchor_tokens: int, world_size: int) -> tuple:
     """The label-free solution anchor of one packed micro-batch (pure): `coef` times the mean negative log-likelihood
-    of the anchor targets (`mb.anchor_weights`, the model's own greedy text), averaged over the `num_anchor_tokens`
-    of the whole mini-batch on all ranks exactly as the DAPO token mean is (`token_level_mean`). A supervised term
-    beside the policy gradient, as InstructGPT's pretraining mix (arXiv 2203.02155 eq. 2), on text the model wrote.
+    of the anchor targets (`mb.anchor_weights`: the model's own greedy solutions, and the worked solutions of
+    `algorithm.anchor_corpus_rows`), averaged over the `num_anchor_tokens` of the whole mini-batch on all ranks
+    exactly as the DAPO token mean is (`token_level_mean`). A supervised term beside the policy gradient, as
+    InstructGPT's pretraining mix (arXiv 2203.02155 eq. 2).
     logprobs: (N,) with grad. Returns (loss to backpropagate, the micro-batch's NLL sum, detached)."""
     nll_sum = -(logprobs * mb.anchor_weights.to(logprobs.device)).sum()
     return coef * token_level_mean(nll_sum, num_anchor_tokens, grad_divisor=world_size), nll_sum.detach()
@@ -428,7 +429,7 @@ class Learner(NcclWeightSender):
                "staleness_mean": g["staleness"] / max(1, g["sequences"]),
                "padding_fraction": 1.0 - g["input_tokens"] / g["padded_tokens"] if g["padded_tokens"] else 0.0}
         out.update({k: g[k] / n for k in _STAT_KEYS})
-        if g["anchor_tokens"]:  # the label-free solution anchor: mean NLL of the model's own greedy text
+        if g["anchor_tokens"]:  # the label-free solution anchor: mean NLL of its tokens
             out["anchor_nll"] = g["anchor_nll"] / g["anchor_tokens"]
         out.update({k: g[k] / self.world_size for k in timing})  # mean over ranks
         out["seconds"] = g["seconds"] / self.world_size

@@ -111,8 +111,8 @@ class MicroBatch:
     num_real_tokens: input tokens that are not padding.
     allowed_ids: (N, K) long, the token ids each target was sampled among, -1 padded (constrained
         decoding); None when every target was sampled from the whole vocabulary.
-    anchor_weights: (N,) float32, 1 at the targets of the label-free anchor (`TrainSequence.anchor_mask`: the
-        model's own greedy text, scored over the whole vocabulary even where `allowed_ids` constrains), else 0.
+    anchor_weights: (N,) float32, 1 at the targets of the label-free anchor (`TrainSequence.anchor_mask`: text RL
+        does not train, scored over the whole vocabulary even where `allowed_ids` constrains), else 0.
     """
     input_ids: torch.Tensor
     position_ids: torch.Tensor

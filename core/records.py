@@ -183,9 +183,9 @@ class TrainSequence:
         loss_mask: R values, 1 = a token the policy sampled (trained), 0 = a token written otherwise (read by
             the learner as context, not trained: weight 0, outside `num_loss_tokens`, may lie outside
             `allowed_token_ids`). None: every response token is trained.
-        anchor_mask: R values, 1 = a mask-0 token the model wrote itself (greedily), which the learner's
-            label-free anchor (`algorithm.solution_anchor`) trains towards itself by likelihood over the whole
-            vocabulary; `num_anchor_tokens` counts them. None: no anchor token.
+        anchor_mask: R values, 1 = a mask-0 token that the learner's label-free anchor (`algorithm.solution_anchor`)
+            trains by likelihood over the whole vocabulary: the model's own greedy solution, or a worked solution of
+            `algorithm.anchor_corpus_rows` (driver/anchor_rows.py); `num_anchor_tokens` counts them. None: none.
     """
     prompt_token_ids: list
     response_token_ids: list
