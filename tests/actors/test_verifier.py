@@ -140,7 +140,9 @@ def test_hanging_verification_times_out_and_the_pool_recovers(scripted_pool):
     task = make_task(("HANG", "7"), "7")
     start = time.monotonic()
     [r] = scripted_pool.score(task, [rollout("Judgment: 0")])
-    assert time.monotonic() - start < scripted_pool.cfg.timeout_s + 2.0
+    # cut by the timeout, long before the 600 s hang ends (on a busy 2-core CI machine the call took 13 s: the
+    # replacement worker's start; a speed bound belongs in a benchmark, not here)
+    assert time.monotonic() - start < scripted_pool.cfg.timeout_s + 60.0
     assert (r.reward, r.verifier_status, r.judgment) == (0.0, "timeout", 0)
     m = scripted_pool.metrics()
     assert (m["timeouts"], m["workers_replaced"], m["rollout_status/timeout"]) == (1, 1, 1)
