@@ -321,12 +321,12 @@ class Learner(NcclWeightSender):
         return [p + [dummy_micro_batch() for _ in range(c - len(p))] for p, c in zip(packed, counts)]
 
     def _inputs(self, mb) -> dict:
-        d = self.device
+        d, free = self.device, mb.free_targets
         return {"input_ids": mb.input_ids.to(d), "position_ids": mb.position_ids.to(d),
                 "attention_mask": mb.attention_mask.to(d), "target_index": mb.target_index.to(d),
                 "target_ids": mb.target_ids.to(d),
                 "allowed_ids": None if mb.allowed_ids is None else mb.allowed_ids.to(d),
-                "free_targets": None if mb.free_targets is None else mb.free_targets.to(d)}
+                "free_targets": None if free is None else free.to(d)}
 
     # ----------------------------------------------------------------- training
     def train_step(self, shard: list[TrainSequence], global_num_tokens: int, step: int) -> dict:
