@@ -75,7 +75,9 @@ class WarmStartConfig:
     pointer: str = _f("own_answer", "target=pick_point only: where the pointer after the model's own solution is "
                                     "trained. 'own_answer': towards the candidates stating the model's answer, else "
                                     "the pick (a label-free rule that already checks); 'uniform': towards every "
-                                    "index alike (the format only: RL must find any check).")
+                                    "index alike (the format only: RL must find any check); 'pick': half towards "
+                                    "the pick, half uniform (the format only; the pointer mostly repeats the pick, "
+                                    "so RL's reward reaches the pick from the first step).")
     max_candidates: int = _f(0, "Warm-start only on training prompts with at most this many candidates (0: all); "
                                 "2 builds the start from which RL learns a check of pairs (BENCHMARKS.md, issue 7 "
                                 "session 13).")
@@ -492,7 +494,7 @@ _CHOICES = {
     "learner.dtype": ("float32", "bfloat16"),
     "model.warm_start.target": ("format", "oracle", "pointer", "pick_point"),
     "model.tiny.response": ("index", "solve_point", "pick_point"),
-    "model.warm_start.pointer": ("own_answer", "uniform"),
+    "model.warm_start.pointer": ("own_answer", "uniform", "pick"),
     "data.source": ("procedural_math", "reasoning_gym", "humaneval", "file", "model"),
     "data.generator_problems": ("procedural_math", "reasoning_gym", "humaneval", "file"),
     "data.bad_rows": ("skip", "error"),

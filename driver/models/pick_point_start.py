@@ -9,7 +9,9 @@ Two of its tokens are trained towards soft targets, neither read from a label:
 * the pointer k, by `model.warm_start.pointer`: `own_answer` (the default), uniform over the candidates whose final
   answer is the model's own X where any is (naming a candidate that states your answer), else the pick g itself
   (`rule_targets`; benchmarks/combine_rule_probe.py); `uniform`, uniform over 0..N-1 (the format only: the start
-  knows no check, and any check RL's; issue 7 session 31).
+  knows no check, and any check RL's; issue 7 session 31); `pick`, half towards the pick g and half uniform over
+  0..N-1 (the format only, and the pointer repeats the pick more often than not, so the pick's choice reaches the
+  reward from the first RL step; issue 7 session 33).
 
 Every other response token is trained as written (the head, the model's own solution: an anchor whose loss starts
 near 0, as the `pointer` target's; BENCHMARKS.md, issue 7 session 23). The pick g of each row is drawn uniformly, so
@@ -37,11 +39,16 @@ def rule_targets(candidate_answers, own, pick: int) -> list:
 
 
 def pointer_targets(task, own, pick: int, pointer: str = "own_answer") -> list:
-    """The indices the pointer is trained towards: `rule_targets` for 'own_answer', every index for 'uniform'."""
+    """The indices the pointer is trained towards, repeated by weight (the soft target is uniform over the list's
+    entries): `rule_targets` for 'own_answer'; every index for 'uniform'; for 'pick', the pick N times and every
+    index once, i.e. 1/2 * one-hot(pick) + 1/2 * uniform over the N indices (the pick gets 1/2 + 1/(2N))."""
+    everyone = list(range(task.num_candidates))
     if pointer == "uniform":
-        return list(range(task.num_candidates))
+        return everyone
+    if pointer == "pick":
+        return [pick] * task.num_candidates + everyone
     if pointer != "own_answer":
-        raise ValueError(f"model.warm_start.pointer must be 'own_answer' or 'uniform', not {pointer!r}")
+        raise ValueError(f"model.warm_start.pointer must be 'own_answer', 'uniform' or 'pick', not {pointer!r}")
     return rule_targets(task.candidate_answers, own, pick)
 
 

@@ -31,6 +31,16 @@ def test_the_uniform_pointer_spreads_over_every_index_whatever_the_model_answere
         pick_point_start.pointer_targets(t, "7", pick=1, pointer="oracle")
 
 
+def test_the_pick_pointer_is_half_the_pick_and_half_uniform_whatever_the_model_answered():
+    import torch
+
+    t = task(["7", "9", "7"], [1.0, 0.0, 1.0])
+    for own in ("7", None):
+        targets = pick_point_start.pointer_targets(t, own, pick=1, pointer="pick")
+        weights = torch.bincount(torch.tensor(targets), minlength=3).float() / len(targets)
+        assert torch.allclose(weights, torch.tensor([1 / 6, 1 / 2 + 1 / 6, 1 / 6]))
+
+
 def test_the_template_ends_in_the_pick_mark_and_the_head_restates_the_problem(tiny_dir):
     from transformers import AutoTokenizer
 
@@ -106,5 +116,6 @@ def test_the_pick_point_config_loads_and_refuses_what_does_not_go_with_it():
     with pytest.raises(ConfigError, match="rollout.sample_index_only"):
         load_config("pick_point", ["rollout.sample_index_only=true"])
     assert load_config("pick_point", ["model.warm_start.pointer=uniform"]).model.warm_start.pointer == "uniform"
+    assert load_config("pick_point", ["model.warm_start.pointer=pick"]).model.warm_start.pointer == "pick"
     with pytest.raises(ConfigError, match="model.warm_start.pointer"):
-        load_config("pick_point", ["model.warm_start.pointer=pick"])
+        load_config("pick_point", ["model.warm_start.pointer=copy"])
