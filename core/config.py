@@ -113,6 +113,9 @@ class PretrainConfig:
                                "model solves where a selector writes (BENCHMARKS.md, issue 7 sessions 21-23).")
     context_batch: int = _f(4, "Rows a step of context and pointer steps (a row is a whole selection prompt).")
     context_lr: float = _f(1e-3, "AdamW learning rate of the second stage (linear warm-up over its first 5%).")
+    lr_decay: str = _f("constant", "Learning rate after each stage's warm-up: 'constant', or 'cosine' down to 0 at "
+                                   "the stage's last step (a pretrained model that ends at a low-noise point: "
+                                   "issue 7 session 33).")
     pick_line: bool = _f(False, "Context rows put `Pick: #g` between the training prompt and the worked solution, g "
                                 "drawn uniformly from the prompt's indices (no label read): the line a response that "
                                 "picks, then solves and points writes before its solution, so the solver learns to "
@@ -495,6 +498,7 @@ _CHOICES = {
     "model.warm_start.target": ("format", "oracle", "pointer", "pick_point"),
     "model.tiny.response": ("index", "solve_point", "pick_point"),
     "model.warm_start.pointer": ("own_answer", "uniform", "pick"),
+    "model.pretrain.lr_decay": ("constant", "cosine"),
     "data.source": ("procedural_math", "reasoning_gym", "humaneval", "file", "model"),
     "data.generator_problems": ("procedural_math", "reasoning_gym", "humaneval", "file"),
     "data.bad_rows": ("skip", "error"),

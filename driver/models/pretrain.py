@@ -20,6 +20,7 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import json
+import math
 import random
 import time
 from pathlib import Path
@@ -29,7 +30,7 @@ STATS_FILE = "pretrain.json"
 PRETRAIN_VERSION = 2  # 2: held-out problems excluded by expression, not by text
 # PretrainConfig keys added after models were cached, with the default that trains what was trained before them
 KEYS_ADDED_LATER = {"pack_tokens": 0, "pointer_share": 0.0, "context_steps": 0, "context_batch": 4,
-                    "context_lr": 1e-3, "pick_line": False}
+                    "context_lr": 1e-3, "pick_line": False, "lr_decay": "constant"}
 
 
 def _corpus_rows(cfg) -> list:
@@ -218,9 +219,25 @@ def context_batches(tokenizer, texts: list, train_tasks: list, cfg, seed: int) -
     return [rows[i * k:(i + 1) * k] for i in range(min(cfg.context_steps, len(rows) // k))]
 
 
-def train_steps(model, tokenizer, steps: list, lr: float, desc: str, progress: bool = True) -> dict:
-    """AdamW (linear warm-up over the first 5%, then constant `lr`) over `steps` [(kind, rows)], the loss on each
-    row's target tokens; returns {kind: per-step losses}."""
+def lr_factor(step: int, total: int, decay: str = "constant") -> float:
+    """The multiplier of the base learning rate at optimizer step `step` (0-based) of `total`: a linear warm-up over
+    the first 5% of the steps, then 1 ('constant') or a cosine from 1 down to 0 at the last step ('cosine';
+    Loshchilov & Hutter, SGDR, arXiv 1608.03983, without restarts)."""
+    warmup = max(1, total // 20)
+    if step < warmup:
+        return (step + 1) / warmup
+    if decay == "constant":
+        return 1.0
+    if decay != "cosine":
+        raise ValueError(f"model.pretrain.lr_decay must be 'constant' or 'cosine', not {decay!r}")
+    progress = (step - warmup + 1) / max(1, total - warmup)
+    return 0.5 * (1.0 + math.cos(math.pi * min(1.0, progress)))
+
+
+def train_steps(model, tokenizer, steps: list, lr: float, desc: str, progress: bool = True,
+                decay: str = "constant") -> dict:
+    """AdamW (the schedule of `lr_factor`: warm-up, then constant or cosine-decayed `lr`) over `steps`
+    [(kind, rows)], the loss on each row's target tokens; returns {kind: per-step losses}."""
     import torch
     from tqdm import tqdm
 
@@ -228,8 +245,8 @@ def train_steps(model, tokenizer, steps: list, lr: float, desc: str, progress: b
 
     pad = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else tokenizer.eos_token_id
     opt = torch.optim.AdamW(model.parameters(), lr=lr, weight_decay=0.0)
-    warmup = max(1, len(steps) // 20)
-    sched = torch.optim.lr_scheduler.LambdaLR(opt, lambda s: min(1.0, (s + 1) / warmup))
+    total = len(steps)
+    sched = torch.optim.lr_scheduler.LambdaLR(opt, lambda s: lr_factor(s, total, decay))
     losses: dict = {}
     model.train()
     bar = tqdm(steps, desc=desc, disable=not progress, leave=False)
@@ -249,13 +266,14 @@ def train_lm(model, tokenizer, texts: list, cfg, seed: int, progress: bool = Tru
     Returns {stage: {kind: per-step losses}}."""
     first = with_pointer_steps(tokenizer, solution_batches(tokenizer, texts, cfg, seed), "solution", train_tasks,
                                cfg, seed)
-    out = {"solutions": train_steps(model, tokenizer, first, cfg.lr, "pretrain (worked solutions)", progress)}
+    out = {"solutions": train_steps(model, tokenizer, first, cfg.lr, "pretrain (worked solutions)", progress,
+                                    cfg.lr_decay)}
     if cfg.context_steps > 0:
         more = solution_texts(context_corpus_cfg(cfg), exclude)
         second = with_pointer_steps(tokenizer, context_batches(tokenizer, more, train_tasks, cfg, seed), "context",
                                     train_tasks, cfg, seed + 1)
         out["context"] = train_steps(model, tokenizer, second, cfg.context_lr,
-                                     "pretrain (solutions after prompts)", progress)
+                                     "pretrain (solutions after prompts)", progress, cfg.lr_decay)
     return out
 
 

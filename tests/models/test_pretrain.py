@@ -248,3 +248,22 @@ def test_context_rows_carry_a_random_pick_line_only_when_asked(tiny_dir):
     assert [t for b in picked for _, t in b] == [t for b in plain for _, t in b]
     assert pretrain.pretrain_dir("m/tiny-x", PretrainConfig(context_steps=10, pick_line=True), frozenset()) != \
         pretrain.pretrain_dir("m/tiny-x", PretrainConfig(context_steps=10), frozenset())
+
+
+def test_the_cosine_decay_warms_up_then_falls_to_zero_at_the_last_step_and_constant_stays():
+    total = 100  # warm-up: the first 5 steps
+    assert [pretrain.lr_factor(s, total) for s in range(5)] == [0.2, 0.4, 0.6, 0.8, 1.0]
+    assert pretrain.lr_factor(99, total) == 1.0 and pretrain.lr_factor(4, total, "cosine") == 1.0
+    cosine = [pretrain.lr_factor(s, total, "cosine") for s in range(5, total)]
+    assert all(a > b for a, b in zip(cosine, cosine[1:])) and cosine[-1] == pytest.approx(0.0, abs=1e-12)
+    assert pretrain.lr_factor(52, total, "cosine") == pytest.approx(0.5, abs=0.02)  # half-way through the decay
+    with pytest.raises(ValueError, match="lr_decay"):
+        pretrain.lr_factor(10, total, "linear")
+
+
+def test_the_decay_is_part_of_the_cache_key_and_constant_keeps_the_old_key():
+    from core.config import PretrainConfig
+
+    assert pretrain.pretrain_dir("m/tiny-x", PretrainConfig(steps=10, lr_decay="cosine"), frozenset()) != \
+        pretrain.pretrain_dir("m/tiny-x", PretrainConfig(steps=10), frozenset())
+    assert "lr_decay" in pretrain.KEYS_ADDED_LATER and PretrainConfig().lr_decay == "constant"
