@@ -35,7 +35,7 @@ from typing import Any, Callable, NamedTuple, Optional, Sequence
 
 from actors.math_check import (ERROR, OK, TIMEOUT, ProcessPool, Verdict, check_answer, math_timeout, run_check,
                                warm_up)
-from core.algo.genselect import ParseStatus, parse_judgment, selection_reward
+from core.algo.genselect import ParseStatus, blend_pick_reward, parse_judgment, parse_pick, selection_reward
 from core.config import VerifierConfig
 from core.records import Rollout, SelectionTask, SolveTask
 from actors.solutions import code_program, stated_answer
@@ -127,9 +127,12 @@ class VerifierPool:
         if isinstance(task, SolveTask):
             return self._score_solutions(task, rollouts)
         judgments = [parse_judgment(r.response_text, task.num_candidates) for r in rollouts]
-        verdicts, seconds = self._verdicts(task, sorted({j.index for j in judgments if j.ok}))
+        picks = [parse_pick(r.response_text, task.num_candidates) if self.cfg.pick_reward else None
+                 for r in rollouts]
+        verdicts, seconds = self._verdicts(task, sorted({j.index for j in judgments if j.ok}
+                                                        | {g for g in picks if g is not None}))
         counts: Counter = Counter(rollouts=len(rollouts))
-        for rollout, judgment in zip(rollouts, judgments):
+        for rollout, judgment, pick in zip(rollouts, judgments, picks):
             rollout.parse_status = judgment.status
             rollout.judgment = judgment.index
             rollout.timings["verify_s"] = 0.0
@@ -145,6 +148,13 @@ class VerifierPool:
                 counts["cache_hits"] += 1
             rollout.verifier_status = verdict.status
             rollout.reward = self._reward(task, judgment, verdict)
+            if self.cfg.pick_reward:
+                picked = verdicts.get(pick) if pick is not None else None
+                if picked is not None and picked.status != OK:  # a failed check of the pick: masked like the final's
+                    rollout.verifier_status, rollout.reward = picked.status, 0.0
+                    continue
+                rollout.reward = blend_pick_reward(rollout.reward, picked.score if picked else None,
+                                                   self.cfg.pick_reward)
             counts[f"rollout_status/{verdict.status}"] += 1
         with self._lock:
             self._counts.update(counts)

@@ -251,6 +251,9 @@ class VerifierConfig:
     sandbox_timeout_s: float = _f(5.0, "Wall deadline for one sandboxed execution.")
     sandbox_memory_mb: int = _f(512, "Memory cap for one sandboxed execution.")
     num_cpus: float = _f(0.0, "CPUs reserved per verifier actor (0: shares cores; it is mostly idle).")
+    pick_reward: float = _f(0.0, "Pick-then-point responses (model.tiny.response=pick_point): weight w of the pick's own "
+                                 "correctness in the reward, (1 - w) * [named candidate correct] + w * [picked "
+                                 "candidate correct]; parse failures still score 0. 0: the selection reward alone.")
 
 
 @dataclass
@@ -581,6 +584,7 @@ def _check(cfg: TrainConfig) -> None:
          "must be >= 0, and above 0 only after a first stage (model.pretrain.steps > 0)"),
         ("model.pretrain.context_batch", cfg.model.pretrain.context_batch >= 1, "must be >= 1"),
         ("model.pretrain.context_lr", cfg.model.pretrain.context_lr > 0, "must be > 0"),
+        ("verifier.pick_reward", 0.0 <= cfg.verifier.pick_reward <= 1.0, "must be in [0, 1]"),
         ("model.pretrain.slipped_share", 0 <= cfg.model.pretrain.slipped_share < 1, "must be in [0, 1)"),
         ("model.pretrain.pack_tokens", 0 <= cfg.model.pretrain.pack_tokens <= cfg.model.tiny.max_position_embeddings,
          f"must be 0 (one text per row) or a row length up to model.tiny.max_position_embeddings "

@@ -331,3 +331,26 @@ def test_merge_metrics_adds_counts_and_weights_the_mean_time():
     assert merged["verify_s_mean"] == pytest.approx((0.2 * 3 + 0.6) / 4)
     assert merged["verify_s_max"] == 0.6
     assert merge_metrics([{"verified": 0, "verify_s_mean": 0.0, "verify_s_max": 0.0}])["verify_s_mean"] == 0.0
+
+
+def test_the_pick_reward_credits_the_picked_candidate_by_the_same_verifier():
+    pool = VerifierPool(VerifierConfig(processes_per_worker=1, timeout_s=4.0, pick_reward=0.5),
+                        check_fn=scripted_check)
+    try:
+        task = make_task(("5", "7", "RAISE"), "7")
+        texts = ["Pick: #1\n3 + 4 = 7\nAnswer: 7 #1", "Pick: #0\n3 + 4 = 7\nAnswer: 7 #1",
+                 "Pick: #1\n3 + 2 = 5\nAnswer: 5 #0", "Pick: #0\n3 + 2 = 5\nAnswer: 5 #0",
+                 "Pick: #1\n3 + 4 = 7", "Judgment: 1"]
+        rollouts = pool.score(task, [rollout(t) for t in texts])
+        assert [r.reward for r in rollouts] == [1.0, 0.5, 0.5, 0.0, 0.0, 0.5]  # last: no pick, scored 0
+        assert [r.judgment for r in rollouts] == [1, 1, 0, 0, None, 1]
+        assert rollouts[4].verifier_status == "parse_failure"
+        [failed] = pool.score(task, [rollout("Pick: #2\n3 + 4 = 7\nAnswer: 7 #1")])  # the pick's check raises
+        assert failed.reward == 0.0 and failed.verifier_status == "error"
+        plain = VerifierPool(VerifierConfig(processes_per_worker=1, timeout_s=4.0), check_fn=scripted_check)
+        try:
+            assert [r.reward for r in plain.score(task, [rollout(t) for t in texts])] == [1.0, 1.0, 0.0, 0.0, 0.0, 1.0]
+        finally:
+            plain.close()
+    finally:
+        pool.close()

@@ -209,3 +209,11 @@ def test_more_than_ten_candidates_need_unconstrained_answers_with_the_tiny_model
 def test_sample_index_only_loads_with_the_solve_then_point_model():
     cfg = load_config("solve_point")
     assert cfg.rollout.sample_index_only and cfg.model.tiny.response == "solve_point"
+
+
+def test_the_pick_reward_weight_is_a_share():
+    from core.config import ConfigError, load_config
+
+    assert load_config("pick_point", ["verifier.pick_reward=0.5"]).verifier.pick_reward == 0.5
+    with pytest.raises(ConfigError, match="verifier.pick_reward"):
+        load_config("pick_point", ["verifier.pick_reward=1.5"])
