@@ -65,7 +65,7 @@ def plot(result: dict, path: Path) -> None:
 
 def main() -> None:
     parser = argparse.ArgumentParser()
-    parser.add_argument("config", nargs="?", default="default")
+    parser.add_argument("config", nargs="?", default="selector")
     parser.add_argument("--steps", type=int, default=12)
     parser.add_argument("--out", default=str(ROOT / "benchmarks" / "results"))
     args, extra = parser.parse_known_args()

@@ -73,7 +73,7 @@ def rl_step(model, tokenizer, batch, index_ids, group_size: int, optimizer) -> l
 
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("config", nargs="?", default="default")
+    ap.add_argument("config", nargs="?", default="selector")
     ap.add_argument("overrides", nargs="*")
     ap.add_argument("--lr", type=float, default=3e-4)
     ap.add_argument("--steps", type=int, default=250)

@@ -201,7 +201,7 @@ def save_selector(model, tokenizer, source: Path, folder: Path, style) -> None:
 
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("config", nargs="?", default="default")
+    ap.add_argument("config", nargs="?", default="selector")
     ap.add_argument("overrides", nargs="*")
     ap.add_argument("--mode", choices=("rl", "sft"), default="rl")
     ap.add_argument("--lr", type=float, default=1e-3)

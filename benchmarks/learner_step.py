@@ -1,6 +1,6 @@
-"""Learner step of the embedded default, without Ray: where the time goes, and how it scales.
+"""Learner step of the plain selector (configs/selector.yaml, the embedded default until session 34), without Ray: where the time goes, and how it scales.
 
-Builds the default's tiny Qwen3 (3.4M parameters, fp32; `driver.prepare` on configs/default.yaml, cached under
+Builds the default's tiny Qwen3 (3.4M parameters, fp32; `driver.prepare` on configs/selector.yaml, cached under
 .cache/) and a GenSelect-shaped batch from the default's dataset: `--prompts` prompts (16, the default's
 prompts_per_step) x `--samples` responses (8), each response one constrained index token, as the default's
 rollout samples them. The batch is packed by `actors.packing.pack_sequences` (the learner's
@@ -47,7 +47,7 @@ sys.path.insert(0, str(REPO))
 sys.path.insert(0, _code)
 
 
-def default_model_and_tasks(config: str = "configs/default.yaml"):
+def default_model_and_tasks(config: str = "configs/selector.yaml"):
     """(model folder, train tasks, tokenizer) of the default run, built or reused by driver.prepare."""
     from transformers import AutoTokenizer
 

@@ -199,7 +199,7 @@ def write_report(out: Path, summaries: dict, strong: str, generators: dict, data
              f"Weak generator: the base (`{generators['weak']}`); strong: the one trained with **{strong}** "
              f"(highest final pass@1). Selection data:", "",
              *[f"- {name}: {_manifest_line(d)}" for name, d in datasets.items()], "",
-             "Selectors: the default recipe (`driver.train default`) on each generator's samples; evaluation by "
+             "Selectors: the plain selector recipe (`driver.train selector`) on each generator's samples; evaluation by "
              "a knockout of pairs on the held-out problems.", "", *system_table(evals), "",
              "![system](system.png)", "", *bon_section, "## Time of each stage (s, when it ran; 0 = built by an earlier study)", "",
              "| stage | seconds |", "|---|---|", *[f"| {k} | {v:.0f} |" for k, v in times.items()], ""]

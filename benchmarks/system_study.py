@@ -17,8 +17,8 @@ output in `OUT/logs/<stage>.log`; a stage whose result file exists is skipped, s
    generator (weak) and from the trained generator with the highest final pass@1 (strong): K = 16 samples per
    problem, labelled by math-verify, filtered (at least one correct, at most half); prompts of 2..8 candidates
    to train on and of 2..16 to evaluate on (the same problems and split; sampled once per dataset).
-3. `selector-weak`, `selector-strong`: `python -m driver.train default` on each `-train` dataset (the
-   default selector recipe: tiny model, format warm-start, curriculum from 2 candidates, DAPO).
+3. `selector-weak`, `selector-strong`: `python -m driver.train selector` on each `-train` dataset (the
+   plain selector recipe: tiny model, format warm-start, curriculum from 2 candidates, DAPO).
 4. `eval-*`: `python -m driver.evaluate` (knockout of pairs, as the default selector is served) of
    weak->weak, weak->strong (the transfer claim: a selector trained on a weaker generator's samples) and
    strong->strong, on the held-out problems of the `-eval` datasets (never seen by either selector).
@@ -103,12 +103,12 @@ def synth_overrides(s: Settings, generator: str, max_candidates: int) -> list:
 
 
 def synth_command(s: Settings, generator: str, max_candidates: int) -> list:
-    return [sys.executable, "-m", "driver.synth", "default", *synth_overrides(s, generator, max_candidates)]
+    return [sys.executable, "-m", "driver.synth", "selector", *synth_overrides(s, generator, max_candidates)]
 
 
 def selector_command(s: Settings, name: str, generator: str) -> list:
-    """The default selector recipe on the generator's samples, at the default's 2-8 candidates."""
-    return [sys.executable, "-m", "driver.train", "default", f"run_dir={s.out / f'selector-{name}'}",
+    """The plain selector recipe (configs/selector.yaml) on the generator's samples, at its 2-8 candidates."""
+    return [sys.executable, "-m", "driver.train", "selector", f"run_dir={s.out / f'selector-{name}'}",
             f"steps={s.selector_steps}", f"seed={s.seed}", *synth_overrides(s, generator, TRAIN_CANDIDATES),
             *s.extra_selector]
 

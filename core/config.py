@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Optional
 
-from omegaconf import OmegaConf
+from omegaconf import DictConfig, OmegaConf
 from omegaconf.errors import OmegaConfBaseException
 
 CONFIG_DIR = Path(__file__).resolve().parent.parent / "configs"
@@ -802,10 +802,11 @@ def resolve_config_path(name_or_path: str) -> Path:
 
 
 def load_config(name_or_path: str = "default", overrides: Optional[list] = None) -> TrainConfig:
-    """Schema <- YAML file <- `key=value` overrides; validated. Returns a typed TrainConfig object."""
+    """Schema <- YAML file (after the configs it names as `base:`) <- `key=value` overrides; validated.
+    Returns a typed TrainConfig object."""
     schema = OmegaConf.structured(TrainConfig)
     try:
-        merged = OmegaConf.merge(schema, OmegaConf.load(resolve_config_path(name_or_path)))
+        merged = OmegaConf.merge(schema, *_yaml_layers(name_or_path))
         dotlist = list(overrides or [])
         for item in dotlist:
             if "=" not in item:
@@ -817,6 +818,21 @@ def load_config(name_or_path: str = "default", overrides: Optional[list] = None)
         raise ConfigError(f"invalid config key {key!r}: {_first_line(e)}") from None
     _check(cfg)
     return _resolve(cfg)
+
+
+def _yaml_layers(name_or_path: str, seen: tuple = ()) -> list:
+    """The YAML file's contents, preceded by those of its `base:` config (a config name or path, itself maybe with a
+    base): [base's layers..., this file without the `base` key]."""
+    path = resolve_config_path(name_or_path)
+    if path.resolve() in seen:
+        raise ConfigError(f"config {name_or_path!r}: `base:` loops back to itself ({' -> '.join(map(str, seen))})")
+    layer = OmegaConf.load(path)
+    base = layer.pop("base", None) if isinstance(layer, DictConfig) else None
+    if base is None:
+        return [layer]
+    if not isinstance(base, str):
+        raise ConfigError(f"config {name_or_path!r}: `base:` must name one config, got {base!r}")
+    return _yaml_layers(base, seen + (path.resolve(),)) + [layer]
 
 
 def _first_line(e: Exception) -> str:

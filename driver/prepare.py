@@ -80,7 +80,7 @@ def prepare(data_cfg, model_cfg, with_model: bool = True, sandbox_cfg=None, prog
         with_model: also run the warm-start (the base model is always resolved: its tokenizer budgets
             the prompts).
         sandbox_cfg: sandbox.config.SandboxConfig for labeling code candidates (default: its defaults).
-        eval_prompts: held-out prompts the warm-start is evaluated on.
+        eval_prompts: held-out prompts the warm-start is evaluated on (HF greedy decoding; 0: not evaluated).
         rollout_cfg: core.config.RolloutConfig of the engines that sample candidates from the generator
             (`data.source=model`; default: its defaults). The generator's engines use `model_cfg.dtype`.
     """

@@ -107,6 +107,9 @@ def format_labels(labeling: dict, examples: bool = False) -> str:
 
 def format_warm_start(stats: dict) -> str:
     h = stats["heldout"]
+    if h is None:  # warm-started by a training run, which evaluates it at step 0
+        return (f"warm-start ({stats['target']}, {stats['steps']} steps, {stats['dtype']}, {stats['train_seconds']}s "
+                "training): not evaluated here (see the training run's step-0 evaluation)")
     return (f"warm-start ({stats['target']}, {stats['steps']} steps, {stats['dtype']}, {stats['train_seconds']}s "
             f"training): held-out parse rate {_pct(h['parse_rate'])}, accuracy {_pct(h['accuracy'])} "
             f"(majority@N {_pct(h['majority_at_n'])}, random@N {_pct(h['random_at_n'])}, {h['prompts']} prompts)")

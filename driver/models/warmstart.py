@@ -24,7 +24,8 @@ by `core.chat.format_prompt` exactly as rollout and learner format it. Plain tor
 fp32 weights with bf16 autocast when `dtype == "bfloat16"`; batches are grouped by length to waste little
 compute on padding. The result is cached (folder keyed by warm-start config + dataset hash + base model)
 and `warm_start.json` beside the weights records the held-out parse rate and selection accuracy under
-greedy decoding (transformers `generate`), next to majority@N and random@N on the same prompts.
+greedy decoding (transformers `generate`), next to majority@N and random@N on the same prompts (`heldout: null` when
+a training run made it: its step-0 evaluation measures the same weights through vLLM).
 """
 from __future__ import annotations
 
@@ -368,9 +369,11 @@ def warm_start(base_dir, train_tasks: list, heldout_tasks: list, ws_cfg, out_dir
         freeze_if_wired(model, base_dir)
         losses = train_steps(model, tokenizer, warm_start_tasks(train_tasks, ws_cfg), ws_cfg, dtype, seed, progress)
         train_seconds = time.time() - t0
-        held = random.Random(f"ws-eval-{seed}").sample(heldout_tasks, min(eval_prompts, len(heldout_tasks)))
-        heldout = evaluate_selector(model, tokenizer, held, dtype=dtype,
-                                    max_new_tokens=EVAL_TOKENS.get(ws_cfg.target, 8))
+        heldout = None  # eval_prompts=0: not evaluated here (the training run's step-0 evaluation measures it)
+        if eval_prompts > 0:
+            held = random.Random(f"ws-eval-{seed}").sample(heldout_tasks, min(eval_prompts, len(heldout_tasks)))
+            heldout = evaluate_selector(model, tokenizer, held, dtype=dtype,
+                                        max_new_tokens=EVAL_TOKENS.get(ws_cfg.target, 8))
     stats = {"target": ws_cfg.target, "steps": ws_cfg.steps, "batch_size": ws_cfg.batch_size, "lr": ws_cfg.lr,
              "dtype": dtype, "seed": seed, "threads": threads, "train_seconds": round(train_seconds, 1),
              "seconds": round(time.time() - t0, 1), "loss_first": losses[0] if losses else None,

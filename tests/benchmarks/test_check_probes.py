@@ -32,11 +32,11 @@ def test_the_lines_variant_labels_the_corpus_and_asks_for_labelled_prompts(monke
     seen = []
     import learnability
     monkeypatch.setattr(learnability, "main", lambda argv: seen.append(argv) or 0)
-    assert check_probes.main(["lines", "default", "data.seed=3", "--mode", "sft"]) == 0
-    assert seen == [["default", "data.seed=3", "--mode", "sft", "--line-labels"]]  # = data.line_labels=true
+    assert check_probes.main(["lines", "selector", "data.seed=3", "--mode", "sft"]) == 0
+    assert seen == [["selector", "data.seed=3", "--mode", "sft", "--line-labels"]]  # = data.line_labels=true
     monkeypatch.setattr(worked.Plan, "possible_slips", worked.Plan.possible_slips)
-    assert check_probes.main(["miscopy", "default", "--mode", "sft"]) == 0
-    assert seen[1] == ["default", "--mode", "sft"]  # the other variants pass the arguments as they are
+    assert check_probes.main(["miscopy", "selector", "--mode", "sft"]) == 0
+    assert seen[1] == ["selector", "--mode", "sft"]  # the other variants pass the arguments as they are
     text = pretrain.corpus_text("Compute 1 + 2.", "1 + 2 = 3\nAnswer: 3")
     labels = {line.split("| ")[0] for line in text.split("Solution:\n")[1].splitlines() if line.strip()}
     assert len(labels) == 1 and labels.pop() in "01234567"

@@ -99,7 +99,7 @@ def test_the_study_runs_its_stages_in_order_hands_the_results_on_and_resumes(tmp
     assert dataset("strong-train") == "/data/gen-grpo-8" and dataset("strong-eval") == "/data/gen-grpo-16"
     evaluated = [c for c in fake.commands if c[2] == "driver.evaluate"]
     assert [c[c.index("--dataset") + 1] for c in evaluated] == ["/data/-16", "/data/gen-grpo-16", "/data/gen-grpo-16"]
-    trained = [c for c in fake.commands if c[2] == "driver.train" and c[3] == "default"]
+    trained = [c for c in fake.commands if c[2] == "driver.train" and c[3] == "selector"]
     assert all("data.max_candidates=8" in c for c in trained)
     report = (out / "report.md").read_text()
     assert "trained with **grpo**" in report and "| weak-on-strong | 4 | 4 | 0.450 | 0.300 | 0.250 | 1.000 |" in report

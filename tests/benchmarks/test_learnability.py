@@ -95,10 +95,10 @@ def test_line_labels_is_the_data_line_labels_override_after_the_given_ones(monke
         raise Loaded(name, list(overrides))
 
     monkeypatch.setattr(core.config, "load_config", loaded)
-    labelled = ("default", ["data.seed=3", "data.line_labels=true"])
-    for argv, want in ((["default", "data.seed=3", "--mode", "sft", "--line-labels"], labelled),
-                       (["default", "data.seed=3", "data.line_labels=true", "--mode", "sft"], labelled),
-                       (["--line-labels", "--steps", "5"], ("default", ["data.line_labels=true"])),
+    labelled = ("selector", ["data.seed=3", "data.line_labels=true"])
+    for argv, want in ((["selector", "data.seed=3", "--mode", "sft", "--line-labels"], labelled),
+                       (["selector", "data.seed=3", "data.line_labels=true", "--mode", "sft"], labelled),
+                       (["--line-labels", "--steps", "5"], ("selector", ["data.line_labels=true"])),
                        (["smoke", "--mode", "sft"], ("smoke", []))):
         with pytest.raises(Loaded) as got:
             learnability.main(argv)

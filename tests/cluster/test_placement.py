@@ -6,7 +6,7 @@ from core.config import load_config
 
 
 def _plan(*overrides):
-    cfg = load_config("default", list(overrides))
+    cfg = load_config("selector", list(overrides))
     return plan(cfg.learner, cfg.rollout, cfg.verifier, cfg.cluster)
 
 

@@ -11,7 +11,7 @@ def test_every_shipped_config_loads_and_round_trips(name):
 
 
 def test_override_applies_with_type():
-    cfg = load_config("default", ["rollout.temperature=1.5", "steps=3", "learner.zero_stage=3"])
+    cfg = load_config("selector", ["rollout.temperature=1.5", "steps=3", "learner.zero_stage=3"])
     assert cfg.rollout.temperature == 1.5 and cfg.steps == 3 and cfg.learner.zero_stage == 3
 
 
@@ -43,12 +43,12 @@ def test_override_applies_with_type():
 ])
 def test_bad_values_are_rejected_naming_the_key(override, key):
     with pytest.raises(ConfigError, match=key.replace(".", r"\.")):
-        load_config("default", override)
+        load_config("selector", override)
 
 
 def test_malformed_override_and_unknown_config():
     with pytest.raises(ConfigError, match="key=value"):
-        load_config("default", ["steps"])
+        load_config("selector", ["steps"])
     with pytest.raises(ConfigError, match="not found"):
         load_config("no-such-config")
 
@@ -89,7 +89,7 @@ def test_paper_scale_configs_carry_the_papers_settings(name, group_size):
     (["max_staleness=0", "algorithm.ratio_reference=proximal"], "proximal"),
 ])
 def test_ratio_reference_defaults_to_proximal_when_off_policy(overrides, expected):
-    cfg = load_config("default", overrides)
+    cfg = load_config("selector", overrides)
     assert cfg.algorithm.ratio_reference == expected
     assert from_yaml(to_yaml(cfg)) == cfg  # the run folder records the resolved objective
 
@@ -113,7 +113,7 @@ def test_paper_configs_train_with_the_decoupled_objective(name):
 ])
 def test_sampling_and_dtype_mismatches_are_refused(override, key):
     with pytest.raises(ConfigError, match=key.replace(".", r"\.")):
-        load_config("default", override)
+        load_config("selector", override)
 
 
 # ---- issue #11 item 2: every estimator parameter in the config, validated before any actor starts ----------
@@ -152,7 +152,7 @@ BON_BINARY = ["algorithm.overlong_filtering=true"]
 ])
 def test_incompatible_estimator_settings_are_refused_naming_the_keys(overrides, keys):
     with pytest.raises(ConfigError) as err:
-        load_config("default", overrides)
+        load_config("selector", overrides)
     for key in keys:
         assert key in str(err.value), (key, str(err.value))
 
@@ -176,7 +176,7 @@ def test_every_estimator_parameter_reaches_the_estimator(overrides, name, fields
     from core.algo.bon import make_estimator
     from core.config import estimator_params
 
-    algo = load_config("default", overrides).algorithm
+    algo = load_config("selector", overrides).algorithm
     est = make_estimator(algo.advantage_estimator, **estimator_params(algo))
     assert algo.advantage_estimator == name
     assert {f: getattr(est, f) for f in fields} == fields
@@ -192,18 +192,18 @@ def test_every_estimator_field_has_a_config_key():
 
     classes = {"grpo": bon.GRPOEstimator, "maxk": bon.MaxKEstimator, "bon_rlb": bon.BoNRLBEstimator}
     for name, cls in classes.items():
-        algo = load_config("default", [f"algorithm.advantage_estimator={name}", *BON_BINARY]).algorithm
+        algo = load_config("selector", [f"algorithm.advantage_estimator={name}", *BON_BINARY]).algorithm
         fields = {f.name for f in dataclasses.fields(cls)} - {"positive_only"}
         assert set(estimator_params(algo)) == fields, name
 
 
 def test_more_than_ten_candidates_need_unconstrained_answers_with_the_tiny_model():
-    cfg = load_config("default", ["data.max_candidates=16", "rollout.constrain_index=false", "eval_round_robin=none"])
+    cfg = load_config("selector", ["data.max_candidates=16", "rollout.constrain_index=false", "eval_round_robin=none"])
     assert cfg.data.max_candidates == 16
     # the default's round-robin evaluation reads index log-probs: without the constraint it is refused by name
     with pytest.raises(ConfigError, match="eval_round_robin"):
-        load_config("default", ["data.max_candidates=16", "rollout.constrain_index=false"])
-    assert load_config("default", ["data.max_candidates=10"]).data.max_candidates == 10
+        load_config("selector", ["data.max_candidates=16", "rollout.constrain_index=false"])
+    assert load_config("selector", ["data.max_candidates=10"]).data.max_candidates == 10
 
 
 def test_sample_index_only_loads_with_the_solve_then_point_model():
@@ -214,6 +214,26 @@ def test_sample_index_only_loads_with_the_solve_then_point_model():
 def test_the_pick_reward_weight_is_a_share():
     from core.config import ConfigError, load_config
 
-    assert load_config("pick_point", ["verifier.pick_reward=0.5"]).verifier.pick_reward == 0.5
+    assert load_config("default", ["verifier.pick_reward=0.5"]).verifier.pick_reward == 0.5
     with pytest.raises(ConfigError, match="verifier.pick_reward"):
-        load_config("pick_point", ["verifier.pick_reward=1.5"])
+        load_config("default", ["verifier.pick_reward=1.5"])
+
+
+def test_a_config_builds_on_its_base_and_a_loop_is_refused(tmp_path):
+    """`base: NAME` merges NAME's file first: configs/pick_point.yaml is the default with session 32's settings."""
+    point, default = load_config("pick_point", ["run_dir=x"]), load_config("default", ["run_dir=x"])
+    assert point.model.warm_start.pointer == "uniform" and point.learner.lr == 2.0e-4
+    assert point.data.train_no_cue_share == 0.5 and point.verifier.pick_reward == 0.0
+    assert point.model.pretrain == default.model.pretrain and point.algorithm == default.algorithm
+    again = ["model.warm_start.pointer=pick", "learner.lr=4e-4", "verifier.pick_reward=0.5", "data.train_no_cue_share=0"]
+    assert load_config("pick_point", ["run_dir=x", *again]) == default
+    child = tmp_path / "child.yaml"
+    child.write_text(f"base: {tmp_path / 'parent.yaml'}\nsteps: 7\n")
+    (tmp_path / "parent.yaml").write_text(f"base: {child}\nsteps: 5\n")
+    with pytest.raises(ConfigError, match="loops back"):
+        load_config(str(child))
+    (tmp_path / "parent.yaml").write_text("base: [default, smoke]\n")
+    with pytest.raises(ConfigError, match="must name one config"):
+        load_config(str(child))
+    (tmp_path / "parent.yaml").write_text("base: smoke\nsteps: 5\n")
+    assert load_config(str(child)).steps == 7 and load_config(str(child)).model == load_config("smoke").model

@@ -46,7 +46,7 @@ def test_a_sync_that_keeps_the_requests_in_flight_does_not_wait_for_them(name):
 
 
 def test_default_deadlines_stay_short():
-    cfg = load_config("default")
+    cfg = load_config("selector")
     call = generate_deadline_s(cfg.rollout, cfg.data.max_prompt_tokens, drain_sequences(cfg))
     assert SLACK_S < call < 120
     assert cfg.weight_sync.timeout_s < 300  # shorter than the old fixed sync deadline

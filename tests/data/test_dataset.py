@@ -160,7 +160,7 @@ def test_a_budget_above_the_models_context_is_refused_before_building(tmp_path):
     from core.config import ConfigError, load_config
 
     with pytest.raises(ConfigError, match=r"data\.max_prompt_tokens=16384.*4096"):
-        load_config("default", ["data.max_prompt_tokens=16384"])
+        load_config("selector", ["data.max_prompt_tokens=16384"])
     provider = ContextProvider(100)
     with pytest.raises(ValueError, match=r"data\.max_prompt_tokens=120 .*100"):
         build_dataset(cfg_for(tmp_path, max_prompt_tokens=120), provider, progress=False)

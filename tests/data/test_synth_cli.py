@@ -5,7 +5,7 @@ from driver import synth
 
 
 def test_synth_prints_the_manifest_table_and_reuses_the_dataset(tmp_path, capsys):
-    args = ["default", "data.num_problems=40", f"data.out_dir={tmp_path}/ds", f"model.cache_dir={tmp_path}/m",
+    args = ["selector", "data.num_problems=40", f"data.out_dir={tmp_path}/ds", f"model.cache_dir={tmp_path}/m",
             "--quiet"]
     assert synth.main(args) == 0
     out = capsys.readouterr().out
@@ -29,7 +29,7 @@ def test_a_bad_row_under_bad_rows_error_is_one_clean_error_line(tmp_path, capsys
     good = {"id": "m1", "problem": "1+1?", "answer": "2", "candidates": ["Answer: 2", "Answer: 3"]}
     path = tmp_path / "mine.jsonl"
     path.write_text(json.dumps(good) + "\n" + json.dumps({**good, "id": "m2"}) + "\n" + '{"id": "m3", "problem": 7}\n')
-    args = ["default", "data.source=file", f"data.path={path}", "data.bad_rows=error", f"data.out_dir={tmp_path}/ds",
+    args = ["selector", "data.source=file", f"data.path={path}", "data.bad_rows=error", f"data.out_dir={tmp_path}/ds",
             f"model.cache_dir={tmp_path}/m", "--quiet"]
     assert synth.main(args) == 2
     err = capsys.readouterr().err.strip().splitlines()

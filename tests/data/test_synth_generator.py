@@ -46,7 +46,7 @@ def no_engine(monkeypatch):
 
 
 def _synth(tmp_path, *overrides):
-    return synth.main(["default", f"data.out_dir={tmp_path}/ds", f"model.cache_dir={tmp_path}/m",
+    return synth.main(["selector", f"data.out_dir={tmp_path}/ds", f"model.cache_dir={tmp_path}/m",
                        "data.num_problems=10", *overrides, "--quiet"])
 
 
@@ -237,7 +237,7 @@ def test_synth_samples_candidates_from_the_tiny_model(tmp_path, capsys):
     # one chunk of 16 problems x K = 8, all in flight: more prompt tokens than one engine step takes, so vLLM
     # would split a seeded prefill over two steps, which kills its CPU engine (actors.rollout.TokenGate)
     k, n = 8, 16
-    args = ["default", "data.source=model", f"data.generator={folder}", f"data.num_problems={n}",
+    args = ["selector", "data.source=model", f"data.generator={folder}", f"data.num_problems={n}",
             f"data.candidates_per_problem={k}", "data.generator_max_tokens=12", f"data.out_dir={tmp_path}/ds",
             f"model.name={folder}", "rollout.kv_cache_gib=1", "rollout.max_num_seqs=128",
             "--quiet"]

@@ -65,8 +65,8 @@ def test_rows_need_pick_then_point_rollouts():
                                       ["algorithm.anchor_corpus_rows=-1", "algorithm.solution_anchor=1.0"]])
 def test_the_config_refuses_rows_without_their_anchor_or_response(override):
     with pytest.raises(ConfigError, match=r"algorithm\.anchor_corpus_rows"):
-        load_config("pick_point", override)
+        load_config("default", override)
     with pytest.raises(ConfigError, match=r"algorithm\.anchor_corpus_rows"):
-        load_config("default", ["algorithm.anchor_corpus_rows=4", "algorithm.solution_anchor=1.0"])
-    cfg = load_config("pick_point", ["algorithm.anchor_corpus_rows=4", "algorithm.solution_anchor=1.0"])
+        load_config("selector", ["algorithm.anchor_corpus_rows=4", "algorithm.solution_anchor=1.0"])
+    cfg = load_config("default", ["algorithm.anchor_corpus_rows=4", "algorithm.solution_anchor=1.0"])
     assert cfg.algorithm.anchor_corpus_rows == 4

@@ -50,7 +50,7 @@ def _checkpoint_with(tmp_path, overrides: list, reissue: list):
 
     run_dir = tmp_path / "old_run"
     run_dir.mkdir()
-    (run_dir / "config.yaml").write_text(to_yaml(load_config("default", FLAT + overrides)))
+    (run_dir / "config.yaml").write_text(to_yaml(load_config("selector", FLAT + overrides)))
     state = {"step": 3, "version": 3, "rng": ckpt.rng_state(),
              "stream": {"stage": 0, "gains": [], "streams": {"0": {"seed": 0, "position": 8, "reissue": reissue}}}}
     return ckpt.commit(run_dir, ckpt.begin(run_dir, 3), state, keep=2)
@@ -79,7 +79,7 @@ def test_resume_refuses_another_dataset_naming_it(tmp_path):
     from core.config import load_config
 
     folder = _checkpoint_with(tmp_path, [], reissue=["q1/p0", "q7/p2"])
-    run = _stub_run(load_config("default", FLAT), ["q1/p0", "q2/p0"], tmp_path)  # q7/p2: not a prompt of this dataset
+    run = _stub_run(load_config("selector", FLAT), ["q1/p0", "q2/p0"], tmp_path)  # q7/p2: not a prompt of this dataset
     with pytest.raises(ckpt.IncompatibleCheckpoint, match=r"another dataset.*'q7/p2'"):
         run._resume(folder)  # used to go on and fail later with KeyError: 'q7/p2'
 
@@ -88,7 +88,7 @@ def test_compatible_resume_restores_the_stream(tmp_path):
     from core.config import load_config
 
     folder = _checkpoint_with(tmp_path, [], reissue=["q2/p0"])
-    run = _stub_run(load_config("default", FLAT), ["q1/p0", "q2/p0", "q3/p0"], tmp_path)
+    run = _stub_run(load_config("selector", FLAT), ["q1/p0", "q2/p0", "q3/p0"], tmp_path)
     assert run._resume(folder) == 3  # used to fail with KeyError: 'reissue' (the curriculum's nested state)
     assert run.stream.take(1) == ["q2/p0"] and run.collector.stream is run.stream
 
@@ -106,14 +106,14 @@ def test_resume_refuses_an_incompatible_config_naming_the_key(tmp_path, override
 
     folder = _checkpoint_with(tmp_path, [], reissue=["q1/p0"])
     with pytest.raises(ckpt.IncompatibleCheckpoint, match=key.replace(".", r"\.")):
-        ckpt.check_compatible(folder, load_config("default", FLAT + overrides), ["q1/p0"])
+        ckpt.check_compatible(folder, load_config("selector", FLAT + overrides), ["q1/p0"])
 
 
 def test_resume_accepts_settings_that_may_change(tmp_path):
     from core.config import load_config
 
     folder = _checkpoint_with(tmp_path, [], reissue=["q1/p0"])
-    changed = load_config("default", FLAT + ["steps=500", "learner.lr=1e-5", "eval_every=3", "rollout.num_workers=2",
+    changed = load_config("selector", FLAT + ["steps=500", "learner.lr=1e-5", "eval_every=3", "rollout.num_workers=2",
                                       "data.out_dir=/elsewhere"])
     ckpt.check_compatible(folder, changed, ["q1/p0", "q2/p0"])
 
@@ -127,9 +127,9 @@ def test_a_key_added_since_the_checkpoint_compares_as_its_default(tmp_path):
     path = folder / "config.yaml"  # the copy the checkpoint carries
     path.write_text(path.read_text().replace("  mirror: false\n", ""))
     assert "mirror" not in path.read_text()
-    ckpt.check_compatible(folder, load_config("default", FLAT), ["q1/p0"])
+    ckpt.check_compatible(folder, load_config("selector", FLAT), ["q1/p0"])
     with pytest.raises(ckpt.IncompatibleCheckpoint, match=r"curriculum\.mirror=False, this run has curriculum\.mirror=True"):
-        ckpt.check_compatible(folder, load_config("default", FLAT + ["curriculum.mirror=true"]), ["q1/p0"])
+        ckpt.check_compatible(folder, load_config("selector", FLAT + ["curriculum.mirror=true"]), ["q1/p0"])
 
 
 def test_mirrored_resume_reissues_unfinished_twins(tmp_path):
@@ -137,7 +137,7 @@ def test_mirrored_resume_reissues_unfinished_twins(tmp_path):
 
     mirror = FLAT + ["curriculum.mirror=true"]
     folder = _checkpoint_with(tmp_path, ["curriculum.mirror=true"], reissue=["q2/p0/mirror", "q3/p0"])
-    run = _stub_run(load_config("default", mirror), ["q1/p0", "q2/p0", "q3/p0"], tmp_path)
+    run = _stub_run(load_config("selector", mirror), ["q1/p0", "q2/p0", "q3/p0"], tmp_path)
     assert run._resume(folder) == 3
     taken = run.stream.take(4)
     assert taken[:2] == ["q2/p0/mirror", "q3/p0"] and taken[3] == taken[2] + "/mirror", taken

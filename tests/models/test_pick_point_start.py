@@ -104,18 +104,18 @@ def test_soft_target_loss_spreads_over_the_given_ids_and_reads_every_other_respo
 def test_the_pick_point_config_loads_and_refuses_what_does_not_go_with_it():
     from core.config import ConfigError, load_config
 
-    cfg = load_config("pick_point")
+    cfg = load_config("default")
     assert cfg.model.tiny.response == "pick_point" and cfg.model.warm_start.target == "pick_point"
     assert cfg.model.pretrain.pick_line and cfg.data.answer_labels and not cfg.rollout.sample_index_only
     with pytest.raises(ConfigError, match="model.warm_start.target.*pick_point"):
-        load_config("pick_point", ["model.warm_start.target=pointer"])
+        load_config("default", ["model.warm_start.target=pointer"])
     with pytest.raises(ConfigError, match="model.warm_start.target"):
-        load_config("default", ["model.warm_start.target=pick_point"])
+        load_config("selector", ["model.warm_start.target=pick_point"])
     with pytest.raises(ConfigError, match="model.tiny.response.*answer_labels"):
-        load_config("pick_point", ["data.answer_labels=false", "model.pretrain.pointer_share=0"])
+        load_config("default", ["data.answer_labels=false", "model.pretrain.pointer_share=0"])
     with pytest.raises(ConfigError, match="rollout.sample_index_only"):
-        load_config("pick_point", ["rollout.sample_index_only=true"])
-    assert load_config("pick_point", ["model.warm_start.pointer=uniform"]).model.warm_start.pointer == "uniform"
-    assert load_config("pick_point", ["model.warm_start.pointer=pick"]).model.warm_start.pointer == "pick"
+        load_config("default", ["rollout.sample_index_only=true"])
+    assert load_config("default", ["model.warm_start.pointer=uniform"]).model.warm_start.pointer == "uniform"
+    assert load_config("default", ["model.warm_start.pointer=pick"]).model.warm_start.pointer == "pick"
     with pytest.raises(ConfigError, match="model.warm_start.pointer"):
-        load_config("pick_point", ["model.warm_start.pointer=copy"])
+        load_config("default", ["model.warm_start.pointer=copy"])

@@ -115,7 +115,7 @@ def test_a_default_model_keeps_the_cache_key_it_had_before_the_circuit_and_the_r
 def test_the_circuit_needs_the_shape_it_is_written_for():
     from core.config import ConfigError, load_config
 
-    load_config("default", ["model.tiny.induction_circuit=true"])
+    load_config("selector", ["model.tiny.induction_circuit=true"])
     with pytest.raises(ConfigError, match="model.tiny.induction_circuit.*hidden_size=256"):
         load_config("smoke", ["model.tiny.induction_circuit=true"])  # the smoke config's model is 64 wide
 

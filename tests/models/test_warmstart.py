@@ -71,6 +71,31 @@ def test_tiny_budget_teaches_the_format_and_is_cached(tmp_path):
                            AutoModelForCausalLM.from_pretrained(before.model_dir).model.embed_tokens.weight)
 
 
+def test_eval_prompts_0_skips_the_held_out_evaluation(tmp_path, monkeypatch):
+    """A training run warm-starts with eval_prompts=0 (its step-0 evaluation reads the same weights): no HF decoding,
+    `heldout: null` in warm_start.json, and `driver.synth` says so instead of failing on it."""
+    from driver.data.dataset import load_dataset
+    from driver.prepare import prepare
+    from driver.synth import format_warm_start
+
+    data = DataConfig(num_problems=30, out_dir=str(tmp_path / "ds"), max_candidates=3)
+    model = ModelConfig(cache_dir=str(tmp_path / "models"),
+                        tiny=TinyModelConfig(hidden_size=32, num_layers=1, num_heads=2, num_kv_heads=1,
+                                             intermediate_size=64),
+                        warm_start=WarmStartConfig(steps=2, batch_size=4, lr=3e-3, target="format"))
+    before = prepare(data, model, with_model=False, progress=False)
+    loaded = load_dataset(before.dataset_dir)
+
+    def no_decoding(*args, **kwargs):
+        raise AssertionError("the held-out evaluation ran with eval_prompts=0")
+
+    monkeypatch.setattr(warmstart, "evaluate_selector", no_decoding)
+    out, stats = warmstart.warm_start(before.model_dir, loaded.train, loaded.heldout, model.warm_start,
+                                      tmp_path / "ws", eval_prompts=0, progress=False)
+    assert stats["heldout"] is None and (out / "config.json").exists()
+    assert "not evaluated here" in format_warm_start(stats)
+
+
 def test_response_loss_without_soft_rows_is_the_usual_response_cross_entropy():
     torch.manual_seed(0)
     logits = torch.randn(2, 5, 11)
@@ -139,10 +164,10 @@ def test_the_pointer_target_belongs_to_the_solve_then_point_response():
     from core.config import ConfigError, load_config
 
     point = ["model.tiny.response=solve_point", "data.answer_labels=true"]
-    load_config("default", point + ["model.warm_start.target=pointer"])
+    load_config("selector", point + ["model.warm_start.target=pointer"])
     with pytest.raises(ConfigError, match="model.warm_start.target.*pointer"):
-        load_config("default", point)
+        load_config("selector", point)
     with pytest.raises(ConfigError, match="model.warm_start.target.*pointer"):
-        load_config("default", ["model.warm_start.target=pointer"])
+        load_config("selector", ["model.warm_start.target=pointer"])
     with pytest.raises(ConfigError, match="model.tiny.response.*answer_labels"):
-        load_config("default", ["model.tiny.response=solve_point", "model.warm_start.target=pointer"])
+        load_config("selector", ["model.tiny.response=solve_point", "model.warm_start.target=pointer"])
