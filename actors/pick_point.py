@@ -13,7 +13,8 @@ engine requests:
 
 A rollout's response is `[g] + head + solution + [k]`; its loss mask is 1 at g and k only: the two sampled decisions
 train, the head and the greedy solution are context the learner reads (their behaviour log-probs are 0, unused); the
-solution's tokens carry `anchor_mask` 1, which `algorithm.solution_anchor` trains by likelihood (the solver kept). The
+solution's tokens carry `anchor_mask` 1, which `algorithm.solution_anchor` trains by likelihood (the solver kept),
+when the solution reached its pointer mark (one that did not is not reinforced: session 34). The
 text the verifier reads is `Pick: #g`, the head, the solution and ` #k`, whose `Answer: X #k` line names the choice
 (`core.algo.genselect.parse_judgment`). A solution that never reaches `#` ends its rollouts without a pointer: a parse
 failure, reward 0, which trains the pick away from picks the model cannot solve after.
@@ -101,7 +102,7 @@ async def pick_then_point(worker, task, prompt_ids: list, params) -> tuple:
             response_text=PICK_MARK + tokenizer.decode(response), policy_version=version, finish_reason=finish,
             timings=dict(timings), allowed_token_ids=allowed,
             loss_mask=[1] + [0] * (len(head) + len(solution)) + [1] * len(tail),
-            anchor_mask=[0] * (1 + len(head)) + [1] * len(solution) + [0] * len(tail)))
+            anchor_mask=[0] * (1 + len(head)) + [int(bool(pointers))] * len(solution) + [0] * len(tail)))
     solution_tokens = [len(results[g][0]) for g, _ in picks]
     group = RolloutGroup(task=task, rollouts=rollouts, policy_version=version, generate_seconds=timings["generate_s"],
                          extras={"worker_index": worker.worker_index, "prompt_tokens": len(prompt_ids),

@@ -235,6 +235,7 @@ class SelectorServer:
     async def _select(self, body: bytes) -> dict:
         req = await asyncio.to_thread(parse_select, body, self.s)
         self.counters["select"] += 1
+        self._check_index_logprobs(req)
         if req["selection"] == "round_robin":
             return await self._round_robin(req)
         problem, candidates = req["problem"], req["candidates"]
@@ -289,6 +290,17 @@ class SelectorServer:
         if req["orders"] == 2:
             out["scores"] = scores
         return out
+
+    def _check_index_logprobs(self, req: dict) -> None:
+        """A round robin and a knockout read in both orders score the one-token index distribution
+        (`RolloutWorker.index_logprobs`); a model that judges in free text (a pick-then-point selector, the
+        embedded default's) has none: 422 naming the field, before any engine request."""
+        wants = ("selection", "round_robin") if req["selection"] == "round_robin" else (
+            ("orders", 2) if req["orders"] == 2 else None)
+        if wants and self.worker.allowed_token_ids(2) is None:
+            raise RequestError(422, wants[0], f"{wants[0]}={wants[1]} reads the log-probs of a one-token index, but "
+                                              "this model writes its judgment in free text (e.g. pick-then-point): "
+                                              "use a knockout read in one order")
 
     async def _round_robin(self, req: dict) -> dict:
         """A round robin of pairs (core/algo/round_robin.py): every pair read as given and reversed, in one batch;

@@ -6,7 +6,10 @@ lives in the same weights, which RL moves (session 31: the share of correct own 
 steps). This stage mixes the pretraining's language modelling into the RL loss, as InstructGPT's PPO-ptx mixes its
 pretraining data (arXiv 2203.02155 eq. 2): each step, `anchor_corpus_rows` sequences, each a training prompt of the
 step's batch, a pick index drawn uniformly, then `core.chat.pick_point_head` of a fresh problem and that problem's
-correct worked solution (the pretraining's context rows in the rollout's form). Every token after the pick carries
+correct worked solution up to its answer line's pointer mark (` #`), as the rollout's greedy solutions end: the
+pretraining's context rows in the rollout's form. Until session 34 a row ended `Answer: X`, a newline and EOS, and
+trained the model to end its solution without the mark: the share of rollouts without a pointer (reward 0) rose from
+~0.15 to ~0.75 of a step's samples within 60 steps (BENCHMARKS.md, issue 7 session 34). Every token after the pick carries
 `anchor_mask` 1 and loss mask 0: the learner's `algorithm.solution_anchor` term trains them by likelihood, the DAPO
 loss does not see them. No selection label is read (the solution is of another problem than the prompt's), and the
 problems are never held-out ones (compared by `procedural.problem_key`). Deterministic for (seed, step): a resumed
@@ -16,7 +19,7 @@ from __future__ import annotations
 
 import random
 
-from core.chat import pick_point_head
+from core.chat import POINTER_MARK, pick_point_head
 from core.records import TrainSequence
 
 
@@ -36,8 +39,8 @@ def corpus_anchor_sequences(groups: list, tokenizer, count: int, seed: int, step
                             exclude_keys: frozenset) -> list:
     """`count` anchor-only TrainSequences (see the module docstring) after the prompts of `groups` (scored
     RolloutGroups of pick-then-point rollouts, taken in turn). Each shares its group's prompt list (packed with the
-    group, computed once) and allowed ids; response `[g] + head + solution + EOS`, loss mask all 0, anchor mask 0 at
-    g and 1 after it, advantage 0, behaviour log-probs 0.0 (unused)."""
+    group, computed once) and allowed ids; response `[g] + head + solution + " #"` (no index after the mark, no EOS),
+    loss mask all 0, anchor mask 0 at g and 1 after it, advantage 0, behaviour log-probs 0.0 (unused)."""
     if count <= 0 or not groups:
         return []
     rng = random.Random(f"anchor-rows-{seed}-{step}")
@@ -47,8 +50,8 @@ def corpus_anchor_sequences(groups: list, tokenizer, count: int, seed: int, step
         allowed = first.allowed_token_ids
         if not allowed:
             raise ValueError("anchor_corpus_rows needs pick-then-point rollouts (model.tiny.response=pick_point)")
-        text = pick_point_head(problem) + solution.strip() + "\n"
-        body = tokenizer(text, add_special_tokens=False)["input_ids"] + [tokenizer.eos_token_id]
+        text = pick_point_head(problem) + solution.strip() + " " + POINTER_MARK
+        body = tokenizer(text, add_special_tokens=False)["input_ids"]
         response = [rng.choice(allowed)] + body
         out.append(TrainSequence(prompt_token_ids=first.prompt_token_ids, response_token_ids=response,
                                  behaviour_logprobs=[0.0] * len(response), advantage=0.0,

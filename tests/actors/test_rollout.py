@@ -323,7 +323,7 @@ def test_pick_then_point_samples_a_pick_and_a_pointer_around_a_greedy_solution(e
         g, body = r.response_token_ids[0], r.response_token_ids[1 + len(head):]
         assert g in allowed and r.response_token_ids[1:1 + len(head)] == head and r.prompt_token_ids == prompt
         assert r.loss_mask == [1] + [0] * (len(head) + len(body)) and r.behaviour_logprobs[1:] == [0.0] * len(head + body)
-        assert r.anchor_mask == [0] * (1 + len(head)) + [1] * len(body)  # the model's own solution, not the head
+        assert r.anchor_mask == [0] * len(r.response_token_ids)  # a solution without its pointer is not reinforced
         assert solutions.setdefault(g, body) == body and 0 < len(body) <= 64 - 2 - len(head)  # greedy: one per pick
         assert r.response_text == PICK_MARK + tok.decode(r.response_token_ids)
     g0, body = next(iter(solutions.items()))
@@ -338,6 +338,9 @@ def test_pick_then_point_samples_a_pick_and_a_pointer_around_a_greedy_solution(e
     assert all(r in pointed and r.response_token_ids[1 + len(head):-1] == body[:cut + 1]
                for r in group.rollouts if r.response_token_ids[0] == g0)
     assert all(r.response_token_ids[-1] in allowed and sum(r.loss_mask) == 2 and not r.truncated for r in pointed)
+    # the anchor reads the model's own solution up to its pointer mark, not the head, the pick or the pointer
+    assert all(r.anchor_mask == [0] * (1 + len(head)) + [1] * (len(r.response_token_ids) - 2 - len(head)) + [0]
+               for r in pointed)
     seqs = [TrainSequence(r.prompt_token_ids, r.response_token_ids, r.behaviour_logprobs, 0.0, r.policy_version,
                           allowed_token_ids=r.allowed_token_ids, loss_mask=r.loss_mask) for r in group.rollouts]
     module, out = _PolicyLogprobs(reference).eval(), [[] for _ in seqs]

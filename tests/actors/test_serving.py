@@ -104,6 +104,9 @@ class ScriptedWorker:
     def encode_prompt(self, prompt):
         return prompt.split()
 
+    def allowed_token_ids(self, num_candidates):
+        return list(range(num_candidates))  # a one-token index judgment
+
     async def generate(self, tasks, n=None, temperature=None, max_tokens=None):
         self.calls.append(len(tasks))
         groups = []
@@ -185,6 +188,23 @@ def test_round_robin_is_the_default_where_the_settings_say_so_and_refuses_a_pair
     with pytest.raises(RequestError) as err:
         _select(server, {"problem": "p", "candidates": ["a", "b", "long " * 20]})
     assert (err.value.status, err.value.field) == (413, "candidates")
+
+
+class FreeTextWorker(LogprobWorker):
+    """A model that writes its judgment in free text (a pick-then-point selector): no one-token index."""
+
+    def allowed_token_ids(self, num_candidates):
+        return None
+
+
+@pytest.mark.parametrize("extra, field", [({"selection": "round_robin"}, "selection"), ({"orders": 2}, "orders")])
+def test_a_free_text_judge_refuses_the_log_prob_procedures_by_name_and_still_runs_a_knockout(extra, field):
+    server = SelectorServer(settings(window=2, policy_version=3), worker=FreeTextWorker())
+    with pytest.raises(RequestError) as err:
+        _select(server, {"problem": "p", "candidates": ["a", "b RIGHT", "c"], **extra})
+    assert (err.value.status, err.value.field) == (422, field) and "free text" in err.value.message
+    assert server.worker.calls == []  # refused before any engine request
+    assert _select(server, {"problem": "p", "candidates": ["a", "b RIGHT", "c"]})["index"] == 1
 
 
 def test_unparsed_final_round_gives_no_index_and_counts_them():

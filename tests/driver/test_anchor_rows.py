@@ -36,8 +36,11 @@ def test_rows_are_anchor_only_worked_solutions_after_the_steps_prompts():
         group = groups[i % 2]
         assert row.prompt_token_ids is group.rollouts[0].prompt_token_ids  # packed with the group's prompt
         assert row.response_token_ids[0] in (40, 41) and row.allowed_token_ids == [40, 41]
-        assert CharTokenizer.decode(row.response_token_ids[1:]) == pick_point_head(problem) + solution.strip() + "\n"
-        assert row.response_token_ids[-1] == CharTokenizer.eos_token_id
+        # the rollout's form up to the pointer mark: no newline and EOS after the answer, which would teach the model
+        # to end its solution without a pointer
+        assert CharTokenizer.decode(row.response_token_ids[1:]) == pick_point_head(problem) + solution.strip() + " #"
+        assert solution.strip().splitlines()[-1].startswith("Answer:")
+        assert CharTokenizer.eos_token_id not in row.response_token_ids
         assert row.num_loss_tokens == 0 and row.advantage == 0.0  # the DAPO loss does not see them
         assert row.anchor_mask == [0] + [1] * (len(row.response_token_ids) - 1)
         assert row.policy_version == group.policy_version
