@@ -8,8 +8,8 @@ pretraining data (arXiv 2203.02155 eq. 2): each step, `anchor_corpus_rows` seque
 step's batch, a pick index drawn uniformly, then `core.chat.pick_point_head` of a fresh problem and that problem's
 correct worked solution up to its answer line's pointer mark (` #`), as the rollout's greedy solutions end: the
 pretraining's context rows in the rollout's form. Until session 34 a row ended `Answer: X`, a newline and EOS, and
-trained the model to end its solution without the mark: the share of rollouts without a pointer (reward 0) rose from
-~0.15 to ~0.75 of a step's samples within 60 steps (BENCHMARKS.md, issue 7 session 34). Every token after the pick carries
+trained the model to end its solution without the mark: 12-13% of the rollouts had no pointer (reward 0), up to 45% in
+one step; 0.0-0.3% after (BENCHMARKS.md, issue 7 session 34). Every token after the pick carries
 `anchor_mask` 1 and loss mask 0: the learner's `algorithm.solution_anchor` term trains them by likelihood, the DAPO
 loss does not see them. No selection label is read (the solution is of another problem than the prompt's), and the
 problems are never held-out ones (compared by `procedural.problem_key`). Deterministic for (seed, step): a resumed
