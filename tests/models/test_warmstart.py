@@ -41,15 +41,21 @@ def test_length_batches_cover_similar_lengths():
     assert sorted(seen) == list(range(64))
 
 
+def tiny_configs(tmp_path, problems: int, candidates: int, width: int, layers: int, steps: int, batch: int):
+    """(DataConfig, ModelConfig) of a small procedural dataset and a tiny model with a `format` warm-start."""
+    data = DataConfig(num_problems=problems, out_dir=str(tmp_path / "ds"), max_candidates=candidates)
+    model = ModelConfig(cache_dir=str(tmp_path / "models"),
+                        tiny=TinyModelConfig(hidden_size=width, num_layers=layers, num_heads=2, num_kv_heads=1,
+                                             intermediate_size=2 * width),
+                        warm_start=WarmStartConfig(steps=steps, batch_size=batch, lr=3e-3, target="format"))
+    return data, model
+
+
 @pytest.mark.slow
 def test_tiny_budget_teaches_the_format_and_is_cached(tmp_path):
     from driver.prepare import prepare
 
-    data = DataConfig(num_problems=60, out_dir=str(tmp_path / "ds"), max_candidates=4)
-    model = ModelConfig(cache_dir=str(tmp_path / "models"),
-                        tiny=TinyModelConfig(hidden_size=64, num_layers=2, num_heads=2, num_kv_heads=1,
-                                             intermediate_size=128),
-                        warm_start=WarmStartConfig(steps=40, batch_size=8, lr=3e-3, target="format"))
+    data, model = tiny_configs(tmp_path, problems=60, candidates=4, width=64, layers=2, steps=40, batch=8)
     before = prepare(data, model, with_model=False, progress=False)
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
@@ -78,11 +84,7 @@ def test_eval_prompts_0_skips_the_held_out_evaluation(tmp_path, monkeypatch):
     from driver.prepare import prepare
     from driver.synth import format_warm_start
 
-    data = DataConfig(num_problems=30, out_dir=str(tmp_path / "ds"), max_candidates=3)
-    model = ModelConfig(cache_dir=str(tmp_path / "models"),
-                        tiny=TinyModelConfig(hidden_size=32, num_layers=1, num_heads=2, num_kv_heads=1,
-                                             intermediate_size=64),
-                        warm_start=WarmStartConfig(steps=2, batch_size=4, lr=3e-3, target="format"))
+    data, model = tiny_configs(tmp_path, problems=30, candidates=3, width=32, layers=1, steps=2, batch=4)
     before = prepare(data, model, with_model=False, progress=False)
     loaded = load_dataset(before.dataset_dir)
 
