@@ -295,12 +295,16 @@ class SelectorServer:
         """A round robin and a knockout read in both orders score the one-token index distribution
         (`RolloutWorker.index_logprobs`); a model that judges in free text (a pick-then-point selector, the
         embedded default's) has none: 422 naming the field, before any engine request."""
-        wants = ("selection", "round_robin") if req["selection"] == "round_robin" else (
-            ("orders", 2) if req["orders"] == 2 else None)
-        if wants and self.worker.allowed_token_ids(2) is None:
-            raise RequestError(422, wants[0], f"{wants[0]}={wants[1]} reads the log-probs of a one-token index, but "
-                                              "this model writes its judgment in free text (e.g. pick-then-point): "
-                                              "use a knockout read in one order")
+        if req["selection"] == "round_robin":
+            field, value = "selection", "round_robin"
+        elif req["orders"] == 2:
+            field, value = "orders", 2
+        else:
+            return
+        if self.worker.allowed_token_ids(2) is None:
+            raise RequestError(422, field, f"{field}={value} reads the log-probs of a one-token index, but this model "
+                                           "writes its judgment in free text (e.g. pick-then-point): use a knockout "
+                                           "read in one order")
 
     async def _round_robin(self, req: dict) -> dict:
         """A round robin of pairs (core/algo/round_robin.py): every pair read as given and reversed, in one batch;
