@@ -97,6 +97,12 @@ def configure_cpu_env(cfg) -> None:
     os.environ.setdefault("VLLM_WORKER_SHUTDOWN_TIMEOUT_SECONDS", "1")
     # the engine's processes die with this one, even when it is SIGKILLed (actors/vllm_plugin.py)
     os.environ[OWNER_ENV] = str(os.getpid())
+    if _on_cpu() and cfg.enforce_eager:
+        # vLLM still torch.compiles two sampler helpers (token ranks of the returned log-probs, random sampling):
+        # on a fresh machine inductor spends ~12 s building their C++ kernels at the first request; eager, their
+        # cost at these vocabulary sizes is nothing (torch's `_optimize` reads this variable when vLLM's modules
+        # decorate them, i.e. when the engine is created below)
+        os.environ.setdefault("TORCHDYNAMO_DISABLE", "1")
 
 
 def encode_prompt(tokenizer, prompt: str) -> list:

@@ -78,6 +78,9 @@ class WarmStartConfig:
                                     "index alike (the format only: RL must find any check); 'pick': half towards "
                                     "the pick, half uniform (the format only; the pointer mostly repeats the pick, "
                                     "so RL's reward reaches the pick from the first step).")
+    pool: int = _f(0, "target=pointer/pick_point: training prompts whose rows are built (one greedy solution of the "
+                      "model each, ~20 ms on the 2-core VM), drawn once and cycled through by the steps; 0: "
+                      "steps x batch_size (each row used about once).")
     max_candidates: int = _f(0, "Warm-start only on training prompts with at most this many candidates (0: all); "
                                 "2 builds the start from which RL learns a check of pairs (BENCHMARKS.md, issue 7 "
                                 "session 13).")
@@ -469,6 +472,9 @@ class TrainConfig:
                                       "held-out prompts built without it, from unseen problems.")
     eval_without_cue_every: int = _f(0, "The no-cue evaluation also at every evaluation whose step is a multiple of "
                                         "this (0: start and end only; each costs ~20 s on the default).")
+    eval_without_cue_at_start: bool = _f(True, "Read the no-cue held-out set at step 0 too (false: from the first "
+                                               "evaluation after it; the default saves its ~25 s so, its bar being "
+                                               "the trained selector against majority@N on that set).")
     checkpoint_every: int = _f(10, "Write an atomic checkpoint every this many steps (0: only after the last "
                                    "step).")
     keep_checkpoints: int = _f(2, "Checkpoints kept on disk.")
@@ -628,6 +634,9 @@ def _check(cfg: TrainConfig) -> None:
         ("curriculum.start_candidates", d.min_candidates <= cfg.curriculum.start_candidates <= d.max_candidates,
          "must be between data.min_candidates and data.max_candidates"),
         ("curriculum.window", cfg.curriculum.window >= 1, "must be >= 1"),
+        ("model.warm_start.pool", cfg.model.warm_start.pool == 0 or
+         cfg.model.warm_start.pool >= cfg.model.warm_start.batch_size,
+         "must be 0 (steps x batch_size) or at least model.warm_start.batch_size (a step's rows)"),
         ("model.warm_start.max_candidates", cfg.model.warm_start.max_candidates == 0 or
          d.min_candidates <= cfg.model.warm_start.max_candidates, "must be 0 (every prompt) or at least "
          "data.min_candidates"),

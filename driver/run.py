@@ -38,10 +38,10 @@ def on_schedule(step: int, steps: int, every: int) -> bool:
     return step == steps or (every > 0 and step % every == 0)
 
 
-def nocue_due(step: int, steps: int, every: int) -> bool:
-    """Whether the evaluation at `step` also reads the no-cue held-out set: at the start, at the end, and at
-    multiples of `every` (0: start and end only)."""
-    return step == 0 or on_schedule(step, steps, every)
+def nocue_due(step: int, steps: int, every: int, at_start: bool = True) -> bool:
+    """Whether the evaluation at `step` also reads the no-cue held-out set: at the start (unless not `at_start`),
+    at the end, and at multiples of `every` (0: start and end only)."""
+    return at_start if step == 0 else on_schedule(step, steps, every)
 
 
 class RunFailed(RuntimeError):
@@ -428,11 +428,12 @@ class Run:
         return on_schedule(step, self.cfg.steps, self.cfg.eval_every)
 
     def evaluate(self, step: int) -> dict:
-        """Held-out accuracy (greedy and sampled, by N and by slip kind); at the start, the end and every
-        `eval_without_cue_every` steps also on the held-out set built without the hedge cue, when the training
-        data has one."""
+        """Held-out accuracy (greedy and sampled, by N and by slip kind); at the start (`eval_without_cue_at_start`),
+        the end and every `eval_without_cue_every` steps also on the held-out set built without the hedge cue, when
+        the training data has one."""
         result = self._evaluate_on(self.eval_tasks, self.cfg.eval_samples, step)
-        if self.nocue_tasks and nocue_due(step, self.cfg.steps, self.cfg.eval_without_cue_every):
+        if self.nocue_tasks and nocue_due(step, self.cfg.steps, self.cfg.eval_without_cue_every,
+                                          self.cfg.eval_without_cue_at_start):
             nocue = self._evaluate_on(self.nocue_tasks, 0, step)
             result.update({f"nocue/{k}": v for k, v in nocue.items() if isinstance(v, (int, float))})
         self.metrics.log(step, "eval", result)

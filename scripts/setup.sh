@@ -29,5 +29,10 @@ if ! .venv/bin/python -c 'import torch, sys; sys.exit(not torch.cuda.is_availabl
     .venv/bin/python -c "from deepspeed.accelerator import get_accelerator as a; a().create_op_builder('ShareMemCommBuilder').load()" \
     > .venv/deepspeed-op-build.log 2>&1 || echo "[setup] warning: prebuilding the op failed (see .venv/deepspeed-op-build.log); the learner will build it at its first start"
 fi
+# vLLM inspects a model class in a subprocess at the first engine start of a machine (~6 s) and caches what it
+# found under VLLM_CACHE_ROOT (core/env.py: .cache/vllm); inspect the embedded default's class now.
+VLLM_CACHE_ROOT="${VLLM_CACHE_ROOT:-$PWD/.cache/vllm}" .venv/bin/python -c \
+  "from vllm.model_executor.models.registry import ModelRegistry as r; assert r._try_inspect_model_cls('Qwen3ForCausalLM')" \
+  > .venv/vllm-inspect.log 2>&1 || echo "[setup] warning: inspecting vLLM's Qwen3 class failed (see .venv/vllm-inspect.log); the first engine start does it instead"
 echo "$recipe_hash" > "$stamp"
 echo "[setup] done in $(( $(date +%s) - start )) s; environment $(du -sh .venv | cut -f1)"

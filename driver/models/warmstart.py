@@ -169,7 +169,7 @@ def train_steps(model, tokenizer, tasks: list, ws_cfg, dtype: str, seed: int, pr
         return pick_point_steps(model, tokenizer, tasks, ws_cfg, dtype, rng, progress)
     fixed = None
     if ws_cfg.target == "pointer":  # fixed pairs: the prompt, then the model's own solution and its pointer
-        pool = rng.sample(tasks, min(len(tasks), ws_cfg.steps * ws_cfg.batch_size))
+        pool = rng.sample(tasks, pool_size(ws_cfg, len(tasks)))
         fixed = pointer_pairs(model, tokenizer, pool, rng, dtype)
         if len(fixed) < ws_cfg.batch_size:
             raise ValueError(f"model.warm_start.target=pointer: only {len(fixed)} of {len(pool)} greedy solutions "
@@ -220,7 +220,7 @@ def pick_point_steps(model, tokenizer, tasks: list, ws_cfg, dtype: str, rng: ran
 
     from driver.models.pick_point_start import pick_point_rows
 
-    pool = rng.sample(tasks, min(len(tasks), ws_cfg.steps * ws_cfg.batch_size))
+    pool = rng.sample(tasks, pool_size(ws_cfg, len(tasks)))
     rows = pick_point_rows(model, tokenizer, pool, rng, dtype, pointer=ws_cfg.pointer)
     if len(rows) < ws_cfg.batch_size:
         raise ValueError(f"model.warm_start.target=pick_point: only {len(rows)} of {len(pool)} greedy solutions wrote "
@@ -243,6 +243,12 @@ def pick_point_steps(model, tokenizer, tasks: list, ws_cfg, dtype: str, rng: ran
                                                              for _, p, _, soft in chosen])
         losses.append(clipped_step(loss, model, opt, sched))
     return losses
+
+
+def pool_size(ws_cfg, available: int) -> int:
+    """Training prompts whose rows the pointer and pick_point targets build: `ws_cfg.pool`, or steps x batch_size
+    when 0; at most `available`."""
+    return min(available, ws_cfg.pool or ws_cfg.steps * ws_cfg.batch_size)
 
 
 def clipped_step(loss, model, opt, sched) -> float:

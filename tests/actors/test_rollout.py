@@ -93,6 +93,30 @@ def test_encode_prompt_fails_without_the_chat_module(monkeypatch):
         encode_prompt(tokenizer, "which one?")
 
 
+def test_cpu_engines_run_vllms_sampler_helpers_eagerly():
+    """With enforce_eager on CPU, vLLM's torch.compiled sampler helpers stay plain functions: on a fresh machine
+    compiling them cost ~11 s at the first request (the default run's first evaluation). Checked in a fresh process,
+    as an engine's own is (decoration happens when vLLM's modules are imported)."""
+    import subprocess
+    import sys
+
+    script = (
+        "import dataclasses, os\n"
+        "from actors.rollout import configure_cpu_env\n"
+        "from core.config import RolloutConfig\n"
+        "configure_cpu_env(dataclasses.replace(RolloutConfig(), enforce_eager=False))\n"
+        "compiled_kept = os.environ.get('TORCHDYNAMO_DISABLE')\n"
+        "configure_cpu_env(RolloutConfig())\n"
+        "from vllm.v1.sample.ops.logprobs import batched_count_greater_than as ranks\n"
+        "print('RESULT', compiled_kept, os.environ.get('TORCHDYNAMO_DISABLE'), "
+        "hasattr(ranks, '_torchdynamo_orig_callable'))\n")
+    env = {k: v for k, v in os.environ.items() if k != "TORCHDYNAMO_DISABLE"}
+    proc = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=300, env=env,
+                          cwd=os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
+    result = [line for line in proc.stdout.splitlines() if line.startswith("RESULT")]
+    assert result == ["RESULT None 1 False"], proc.stdout[-2000:] + proc.stderr[-2000:]
+
+
 # ---- the engine ---------------------------------------------------------------------------------------
 @pytest.fixture(scope="module")
 def engine(rollout_model_path, loop_thread, rh):

@@ -20,3 +20,4 @@ def test_the_nocue_set_is_read_at_the_start_the_end_and_every_eval_without_cue_e
     assert [s for s in range(0, 101, 25) if nocue_due(s, 100, 0)] == [0, 100]
     assert [s for s in range(0, 101, 25) if nocue_due(s, 100, 50)] == [0, 50, 100]
     assert [s for s in range(0, 121, 10) if nocue_due(s, 120, 50)] == [0, 50, 100, 120]
+    assert [s for s in range(0, 101, 25) if nocue_due(s, 100, 0, at_start=False)] == [100]

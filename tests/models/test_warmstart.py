@@ -1,4 +1,5 @@
 """Warm-start: response-only loss, 'format' vs 'oracle' targets, and a tiny budget that teaches the format."""
+import dataclasses
 import random
 
 import pytest
@@ -140,6 +141,14 @@ def test_warm_start_tasks_keep_prompts_up_to_the_cap():
         warmstart.warm_start_tasks(tasks[1:], WarmStartConfig(max_candidates=2))
     a, b = (warmstart.warm_start_dir("/m/tiny", WarmStartConfig(max_candidates=k), "h", "float32", 0) for k in (0, 2))
     assert a != b  # a capped warm-start is cached apart
+
+
+def test_the_row_pool_is_steps_x_batch_unless_set_and_never_more_than_the_prompts():
+    cfg = WarmStartConfig(steps=300, batch_size=8)
+    assert warmstart.pool_size(cfg, 10_000) == 2400 and warmstart.pool_size(cfg, 1000) == 1000
+    assert warmstart.pool_size(dataclasses.replace(cfg, pool=800), 10_000) == 800
+    a, b = (warmstart.warm_start_dir("/m/tiny", WarmStartConfig(pool=k), "h", "float32", 0) for k in (0, 800))
+    assert a != b  # a smaller pool is cached apart
 
 
 def test_pointer_pairs_cut_the_models_own_solution_after_its_answer_and_target_the_pointer(tiny_dir, monkeypatch):
