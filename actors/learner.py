@@ -36,8 +36,8 @@ from actors import checkpoint_io as cio
 from actors import packed_attention
 from actors.faults import maybe_crash
 from actors.learner_nccl import NcclWeightSender
-from actors.packing import (count_anchor_tokens, count_loss_tokens, dummy_micro_batch, pack_sequences,
-                            split_mini_batches, unpack_per_sequence)
+from actors.packing import (count_anchor_tokens, count_loss_tokens, count_sequences, dummy_micro_batch,
+                            pack_sequences, split_mini_batches, unpack_per_sequence)
 from core.algo.dapo import clipped_policy_loss, token_level_mean, truncated_is_weights
 from core.records import TrainSequence
 
@@ -342,7 +342,7 @@ class Learner(NcclWeightSender):
         minis = split_mini_batches(list(shard), self.cfg.mini_batches_per_step)
         packed = [pack_sequences(m, self.cfg.micro_batch_tokens) for m in minis]
         real_packed = [mb for p in packed for mb in p]
-        staleness = sum(self._version - s.policy_version for s in shard)
+        staleness = sum((self._version - s.policy_version) * s.copies for s in shard)
         tokens = [int(n) for n in self._all_reduce([count_loss_tokens(m) for m in minis])]
         anchors = [int(n) for n in self._all_reduce([count_anchor_tokens(m) for m in minis])] \
             if self.algo.solution_anchor else [0] * len(minis)
@@ -375,8 +375,8 @@ class Learner(NcclWeightSender):
             grad_norms.append(float(self.engine.get_global_grad_norm() or 0.0))
             self._version += 1
         acc["staleness"] = staleness
-        acc["sequence_tokens"] = sum(max(0, s.input_length) for s in shard)
-        return self._metrics(acc, timing, real_packed, grad_norms, lrs, skipped, step, len(shard),
+        acc["sequence_tokens"] = sum(max(0, s.input_length) * s.copies for s in shard)
+        return self._metrics(acc, timing, real_packed, grad_norms, lrs, skipped, step, count_sequences(shard),
                              time.perf_counter() - t_start, sum(tokens))
 
     def _micro_step(self, mb, prox, num_tokens: int, last: bool, acc: dict, timing: dict,
@@ -402,14 +402,15 @@ class Learner(NcclWeightSender):
         timing["backward_s"] += time.perf_counter() - t1
         n = mb.num_loss_tokens
         counted = weights != 0
+        copies = mb.copies.to(self.device)[counted] if mb.copies is not None else 1.0  # a merged sequence's copies
         acc["loss"] += float(loss_sum.detach()) / num_tokens
         acc["tokens"] += n
-        acc["entropy"] += float(entropy[counted].sum())
+        acc["entropy"] += float((entropy[counted] * copies).sum())
         for key in _STAT_KEYS:
             acc[key] += stats[key] * n
         if is_w is not None:
-            acc["tis_mean"] += float(is_w[counted].sum())
-            acc["tis_capped"] += float((is_w[counted] >= self.algo.tis_cap * (1 - 1e-6)).sum())
+            acc["tis_mean"] += float((is_w[counted] * copies).sum())
+            acc["tis_capped"] += float(((is_w[counted] >= self.algo.tis_cap * (1 - 1e-6)) * copies).sum())
 
     def _metrics(self, acc, timing, real_packed, grad_norms, lrs, skipped, step, num_seqs, seconds, tokens):
         keys = sorted(acc) + sorted(timing)

@@ -22,6 +22,11 @@ Packing, in three ideas:
   that dense mask: rows as wide as the longest unit, padded tails (id 0, never a target), `rows * width <=
   max_tokens`, so the dense mask costs `rows * width**2` rather than `max_tokens**2`.
 
+* **Identical samples once** (`merge_identical`). Sampled responses of one prompt often coincide token for token (the
+  default's pick-then-point response: two indices sampled around a greedy solution, so a group of 8 holds at most
+  4 different sequences of a pair): such a set becomes one `TrainSequence` with `copies`, computed once and its
+  token terms weighted by `copies` in the loss, the anchor and the counts, which is exactly their sum.
+
 A unit longer than `max_tokens` is split into several units, each repeating the prompt; a single sequence
 longer than `max_tokens` gets a micro-batch of its own (over budget, never truncated).
 Targets are gathered flat: `target_index` points into the flattened `(rows * width)` hidden states at the
@@ -47,6 +52,28 @@ def count_loss_tokens(sequences: list) -> int:
 def count_anchor_tokens(sequences: list) -> int:
     """Sum of `num_anchor_tokens`: a rank's share of the tokens the label-free anchor averages over."""
     return sum(s.num_anchor_tokens for s in sequences)
+
+
+def merge_identical(sequences: list) -> list:
+    """`sequences` with every set of identical ones (same prompt, response, behaviour log-probs, advantage, version,
+    weight, allowed ids and masks) replaced by its first member with `copies` summed; order of first appearance.
+    Exact: each token term of the learner (DAPO loss, anchor, counts) is weighted by `copies` (module docstring)."""
+    import dataclasses
+
+    merged: dict = {}
+    for s in sequences:
+        key = (tuple(s.prompt_token_ids), tuple(s.response_token_ids), tuple(s.behaviour_logprobs), s.advantage,
+               s.policy_version, s.loss_weight, None if s.allowed_token_ids is None else tuple(s.allowed_token_ids),
+               None if s.loss_mask is None else tuple(s.loss_mask),
+               None if s.anchor_mask is None else tuple(s.anchor_mask))
+        first = merged.get(key)
+        merged[key] = s if first is None else dataclasses.replace(first, copies=first.copies + s.copies)
+    return list(merged.values())
+
+
+def count_sequences(sequences: list) -> int:
+    """Sampled sequences `sequences` stand for (each merged one counts its copies)."""
+    return sum(s.copies for s in sequences)
 
 
 def group_by_prompt(sequences: list) -> list:
@@ -113,6 +140,8 @@ class MicroBatch:
         decoding); None when every target was sampled from the whole vocabulary.
     anchor_weights: (N,) float32, 1 at the targets of the label-free anchor (`TrainSequence.anchor_mask`: text RL
         does not train, scored over the whole vocabulary even where `allowed_ids` constrains), else 0.
+    copies: (N,) float32, the `copies` of each target's sequence (loss_weights and anchor_weights already carry them:
+        a merged sequence's weights are `copies` times its one copy's); None: all 1.
     """
     input_ids: torch.Tensor
     position_ids: torch.Tensor
@@ -126,6 +155,7 @@ class MicroBatch:
     num_real_tokens: int = 0
     allowed_ids: Optional[torch.Tensor] = None
     anchor_weights: Optional[torch.Tensor] = None
+    copies: Optional[torch.Tensor] = None
 
     @property
     def free_targets(self) -> Optional[torch.Tensor]:
@@ -142,7 +172,9 @@ class MicroBatch:
 
     @property
     def num_loss_tokens(self) -> int:
-        return int((self.loss_weights != 0).sum())
+        """Trained targets, each copy of a merged sequence counted."""
+        counted = self.loss_weights != 0
+        return int(counted.sum()) if self.copies is None else int(round(float(self.copies[counted].sum())))
 
     def dense_attention_mask(self) -> torch.Tensor:
         """(rows, 1, width, width) bool, True = attend: the layout as one dense mask (reference; W^2 per row)."""
@@ -249,7 +281,7 @@ def _stack(built: list, key: str) -> torch.Tensor:
 def _build(sequences: list, rows: list) -> MicroBatch:
     """rows: list of rows, each a list of units (lists of sequence indices)."""
     width = max(sum(_unit_length(sequences, u) for u in row) for row in rows)
-    t_index, t_ids, behav, adv, weight, spans, allowed, anchor = [], [], [], [], [], [], [], []
+    t_index, t_ids, behav, adv, weight, spans, allowed, anchor, copies = [], [], [], [], [], [], [], [], []
     built = []
     for r, row in enumerate(rows):
         acc = _Row()
@@ -266,9 +298,10 @@ def _build(sequences: list, rows: list) -> MicroBatch:
                 t_ids.extend(s.response_token_ids)
                 behav.extend(s.behaviour_logprobs)
                 adv.extend([float(s.advantage)] * len(s.response_token_ids))
-                weight.extend(float(s.loss_weight) * m for m in s.token_mask)  # mask 0: read, not trained
+                weight.extend(float(s.loss_weight) * s.copies * m for m in s.token_mask)  # mask 0: read, not trained
                 allowed.extend([s.allowed_token_ids] * len(s.response_token_ids))
-                anchor.extend(s.anchor_mask or [0] * len(s.response_token_ids))
+                anchor.extend(s.copies * a for a in (s.anchor_mask or [0] * len(s.response_token_ids)))
+                copies.extend([s.copies] * len(s.response_token_ids))
                 spans.append((i, start, len(t_ids)))
         real = len(acc.ids)
         acc.add([PAD_ID] * (width - real), 0, "pad")  # padding tail: seen by nothing
@@ -279,7 +312,7 @@ def _build(sequences: list, rows: list) -> MicroBatch:
                       torch.tensor(t_index, dtype=torch.long), torch.tensor(t_ids, dtype=torch.long),
                       torch.tensor(behav, dtype=f32), torch.tensor(adv, dtype=f32), torch.tensor(weight, dtype=f32),
                       spans, sum(real for _, real in built), _allowed_tensor(allowed),
-                      torch.tensor(anchor, dtype=f32))
+                      torch.tensor(anchor, dtype=f32), torch.tensor(copies, dtype=f32))
 
 
 def _allowed_tensor(allowed: list) -> Optional[torch.Tensor]:
@@ -307,13 +340,18 @@ def dummy_micro_batch() -> MicroBatch:
 
 
 def split_mini_batches(sequences: list, num: int) -> list:
-    """Split a rank's shard into `num` contiguous, near-equal mini-batches (some may be empty)."""
-    size, extra = divmod(len(sequences), num)
-    out, start = [], 0
-    for k in range(num):
-        end = start + size + (1 if k < extra else 0)
-        out.append(sequences[start:end])
-        start = end
+    """Split a rank's shard into `num` contiguous mini-batches of near-equal sampled sequences (some may be empty).
+    Without merged sequences: the first `len % num` get one more. A merged sequence is not cut: its copies go where
+    its first copy would."""
+    total = count_sequences(sequences)
+    size, extra = divmod(total, num)
+    bounds = [k * size + min(k, extra) for k in range(1, num)] + [total]  # counted sequences before each cut
+    out, current, seen = [[] for _ in range(num)], 0, 0
+    for s in sequences:
+        while seen >= bounds[current]:
+            current += 1
+        out[current].append(s)
+        seen += s.copies
     return out
 
 

@@ -186,6 +186,9 @@ class TrainSequence:
         anchor_mask: R values, 1 = a mask-0 token that the learner's label-free anchor (`algorithm.solution_anchor`)
             trains by likelihood over the whole vocabulary: the model's own greedy solution, or a worked solution of
             `algorithm.anchor_corpus_rows` (driver/anchor_rows.py); `num_anchor_tokens` counts them. None: none.
+        copies: how many identical sampled sequences this one stands for (`actors.packing.merge_identical`): the
+            learner computes it once and counts each of its token terms, `num_loss_tokens` and `num_anchor_tokens`
+            `copies` times, which is exactly the sum over the copies.
     """
     prompt_token_ids: list
     response_token_ids: list
@@ -196,10 +199,13 @@ class TrainSequence:
     allowed_token_ids: Optional[list] = None
     loss_mask: Optional[list] = None
     anchor_mask: Optional[list] = None
+    copies: int = 1
 
     def __post_init__(self) -> None:
         if len(self.prompt_token_ids) < 1:
             raise ValueError("TrainSequence needs at least one prompt token")
+        if not isinstance(self.copies, int) or self.copies < 1:
+            raise ValueError(f"copies must be a whole number >= 1, got {self.copies!r}")
         if self.loss_mask is not None:
             if len(self.loss_mask) != len(self.response_token_ids):
                 raise ValueError(f"loss_mask has {len(self.loss_mask)} values for {len(self.response_token_ids)} "
@@ -232,13 +238,14 @@ class TrainSequence:
 
     @property
     def num_anchor_tokens(self) -> int:
-        """Response tokens the label-free anchor trains (`anchor_mask` 1)."""
-        return 0 if self.anchor_mask is None else int(sum(self.anchor_mask))
+        """Response tokens the label-free anchor trains (`anchor_mask` 1), each copy counted."""
+        return 0 if self.anchor_mask is None else int(sum(self.anchor_mask)) * self.copies
 
     @property
     def num_loss_tokens(self) -> int:
-        """Response tokens that count in the token-level mean: the mask-1 ones (0 when the sequence is masked)."""
-        return int(sum(self.token_mask)) if self.loss_weight != 0 else 0
+        """Response tokens that count in the token-level mean: the mask-1 ones, each copy counted (0 when the
+        sequence is masked)."""
+        return int(sum(self.token_mask)) * self.copies if self.loss_weight != 0 else 0
 
 
 def asdict_shallow(obj: Any) -> dict:

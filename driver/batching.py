@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 
 import torch
 
-from actors.packing import count_loss_tokens, shard_sequences
+from actors.packing import count_loss_tokens, merge_identical, shard_sequences
 from core.algo import dapo
 from core.algo.bon import make_estimator
 from core.config import estimator_params
@@ -168,7 +168,9 @@ def shape_and_advantage(groups: list, algo, max_response_tokens: int, policy_log
 
 
 def shard(sequences: Sequences, num_ranks: int) -> Batch:
-    """Stage 4: the sequences over `num_ranks` learner ranks, and the token count every rank divides by."""
-    return Batch(shard_sequences(sequences.sequences, num_ranks), count_loss_tokens(sequences.sequences),
-                 dict(sequences.stats))
+    """Stage 4: the sequences over `num_ranks` learner ranks, identical ones merged (computed once, counted as
+    often as they were sampled: `merge_identical`), and the token count every rank divides by."""
+    merged = merge_identical(sequences.sequences)
+    stats = {**sequences.stats, "batch/distinct_sequences": len(merged)}
+    return Batch(shard_sequences(merged, num_ranks), count_loss_tokens(merged), stats)
 

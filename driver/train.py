@@ -14,7 +14,7 @@ in this order (this file is the only place that knows the order):
     (with `max_staleness >= 1`, issue the next batch now, so it generates while this one trains)
     3. overlong shaping and advantages -> one TrainSequence per response          batching.shape_and_advantage
        (3b. with algorithm.anchor_corpus_rows: worked solutions to anchor the solver  Run.with_anchor_rows)
-    4. shard the sequences over the learner ranks                                 batching.shard
+    4. merge identical sequences, shard them over the learner ranks               batching.shard
     5. learner DAPO step (all ranks)                                              Run.learner_step
     6. weight sync: push the new weights into every rollout engine (in-flight
        requests finish on the old weights first) and bump the policy version     Run.sync_weights

@@ -50,7 +50,10 @@ WARM_START_VERSION = 3
 def warm_start_dir(base_dir, ws_cfg, dataset_hash: str, dtype: str, seed: int) -> Path:
     """Cache folder of a warm-started model: beside the base model, keyed by everything that shapes it."""
     base_dir = Path(base_dir)
-    blob = json.dumps({"ws": dataclasses.asdict(ws_cfg), "data": dataset_hash, "base": base_dir.name,
+    ws = dataclasses.asdict(ws_cfg)
+    if not ws["pool"]:  # added in session 35: the folders made before it (pool 0 then too) stay valid
+        del ws["pool"]
+    blob = json.dumps({"ws": ws, "data": dataset_hash, "base": base_dir.name,
                        "dtype": dtype, "seed": seed, "version": WARM_START_VERSION}, sort_keys=True)
     return base_dir.with_name(f"{base_dir.name}-ws-{hashlib.sha256(blob.encode()).hexdigest()[:12]}")
 

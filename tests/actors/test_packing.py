@@ -10,8 +10,9 @@ import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from actors.packing import (TrainBatch, count_anchor_tokens, count_loss_tokens, dummy_micro_batch, pack_sequences,
-                            padding_fraction, shard_sequences, split_mini_batches, unpack_per_sequence)
+from actors.packing import (TrainBatch, count_anchor_tokens, count_loss_tokens, count_sequences, dummy_micro_batch,
+                            merge_identical, pack_sequences, padding_fraction, shard_sequences, split_mini_batches,
+                            unpack_per_sequence)
 from core.records import TrainSequence
 
 
@@ -385,3 +386,70 @@ def test_shared_prefix_gradient_equals_separate_sequences(hf_model):
     scale = max(float(g.abs().max()) for g in separate)
     assert scale > 0
     assert max(float((a - b).abs().max()) for a, b in zip(shared, separate)) <= 1e-5 * scale
+
+
+def test_identical_samples_merge_into_one_sequence_with_copies():
+    """merge_identical: sequences equal in every field the learner reads become one with `copies`; any difference
+    (response, behaviour log-prob, advantage, version) keeps them apart; the counts are unchanged."""
+    a = pick_point([5, 6, 7], 3, [20, 21], 9, 1.0, anchor_mask=[0, 1, 1, 0])
+    seqs = [a, dataclasses.replace(a), pick_point([5, 6, 7], 3, [20, 21], 11, 1.0, anchor_mask=[0, 1, 1, 0]),
+            dataclasses.replace(a, behaviour_logprobs=[-1.3, 0.0, 0.0, -0.7]), dataclasses.replace(a, advantage=0.5),
+            dataclasses.replace(a, policy_version=1), dataclasses.replace(a)]
+    merged = merge_identical(seqs)
+    assert [s.copies for s in merged] == [3, 1, 1, 1, 1]
+    assert merged[0].response_token_ids == a.response_token_ids and merged[1].response_token_ids[-1] == 11
+    assert count_sequences(merged) == len(seqs) and count_loss_tokens(merged) == count_loss_tokens(seqs)
+    assert count_anchor_tokens(merged) == count_anchor_tokens(seqs) == 14
+    assert merge_identical(merged) == merged  # already merged: nothing changes
+    with pytest.raises(ValueError, match="copies"):
+        dataclasses.replace(a, copies=0)
+
+
+def test_mini_batches_split_by_sampled_sequences_and_keep_a_merged_one_whole():
+    rng = random.Random(0)
+    seqs = [make_seq(3, 2, rng) for _ in range(5)]
+    assert [len(m) for m in split_mini_batches(seqs, 2)] == [3, 2]  # as before: the first gets the extra one
+    merged = [dataclasses.replace(seqs[0], copies=4)] + seqs[1:]
+    parts = split_mini_batches(merged, 2)
+    assert [count_sequences(m) for m in parts] == [4, 4] and parts[0] == merged[:1]
+    assert split_mini_batches([], 3) == [[], [], []]
+
+
+@pytest.mark.slow
+def test_a_merged_batch_trains_exactly_as_its_copies(hf_model):
+    """The learner's DAPO loss, anchor loss, their gradients and the token counts of a batch with repeated samples
+    are those of the same batch with each set of identical samples merged into one sequence with `copies`."""
+    from actors.learner import _PolicyLogprobs, anchor_loss, micro_batch_loss
+    from core.config import AlgorithmConfig
+
+    algo = AlgorithmConfig(ratio_reference="behaviour")
+    anchor = {"anchor_mask": [0, 1, 1, 1, 0]}
+    up, down = pick_point([5, 6, 7, 8], 3, [20, 21, 22], 9, 1.0, **anchor), pick_point([5, 6, 7, 8], 4, [30, 31, 32],
+                                                                                        11, -0.5, **anchor)
+    other = pick_point([5, 6, 2], 3, [23, 24, 25], 4, 0.7, **anchor)
+    seqs = [up, down, up, up, other, down, up]
+    merged = merge_identical(seqs)
+    assert len(merged) == 3 and count_sequences(merged) == 7
+    params = [p for p in hf_model.parameters() if p.requires_grad]
+
+    def train(batch: list) -> tuple:
+        hf_model.zero_grad()
+        tokens, anchors = count_loss_tokens(batch), count_anchor_tokens(batch)
+        total, stats_sum = 0.0, {}
+        for mb in pack_sequences(batch, 10**4):
+            logprobs, _ = _PolicyLogprobs(hf_model)(mb.input_ids, mb.position_ids, mb.attention_mask, mb.target_index,
+                                                    mb.target_ids, mb.allowed_ids, mb.free_targets)
+            loss, _, stats, _ = micro_batch_loss(logprobs, mb, algo, tokens, 1)
+            total = total + loss + anchor_loss(logprobs, mb, 0.5, anchors, 1)[0]
+            stats_sum = {k: stats_sum.get(k, 0.0) + v * mb.num_loss_tokens for k, v in stats.items()}
+        total.backward()
+        return float(total.detach()), stats_sum, (tokens, anchors), [p.grad.clone() for p in params]
+
+    loss_all, stats_all, counts_all, grads_all = train(seqs)
+    loss_merged, stats_merged, counts_merged, grads_merged = train(merged)
+    hf_model.zero_grad()
+    assert counts_all == counts_merged == (14, 21)
+    assert loss_merged == pytest.approx(loss_all, rel=1e-5) and loss_all != 0.0
+    assert stats_merged == pytest.approx(stats_all, rel=1e-5)
+    scale = max(float(g.abs().max()) for g in grads_all)
+    assert scale > 0 and max(float((a - b).abs().max()) for a, b in zip(grads_all, grads_merged)) <= 1e-5 * scale

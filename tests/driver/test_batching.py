@@ -13,8 +13,9 @@ TASK = SelectionTask("p/0", "p", "math", "?", ("a", "b"), ("1", "2"), (1.0, 0.0)
 def _group(rewards, lengths=None, finish=None, version=0):
     lengths = lengths or [4] * len(rewards)
     finish = finish or ["stop"] * len(rewards)
-    rollouts = [Rollout("p/0", [1, 2, 3], list(range(n)), [-0.5] * n, "Judgment: 0", version, f, reward=r)
-                for r, n, f in zip(rewards, lengths, finish)]
+    # distinct responses (identical ones would be merged by `shard`: its own test below)
+    rollouts = [Rollout("p/0", [1, 2, 3], list(range(j, j + n)), [-0.5] * n, "Judgment: 0", version, f, reward=r)
+                for j, (r, n, f) in enumerate(zip(rewards, lengths, finish))]
     return RolloutGroup(TASK, rollouts, version)
 
 
@@ -73,6 +74,19 @@ def test_a_groups_responses_stay_on_one_rank():
     assert sum(len(s) for s in batch.shards) == 12
     for shard in batch.shards:
         assert all(len([s for s in shard if s.prompt_token_ids == seq.prompt_token_ids]) == 4 for seq in shard)
+
+
+def test_identical_samples_reach_the_learner_once_with_their_count():
+    """Stage 4 merges a group's identical samples (same tokens, log-probs, reward, hence advantage) into one sequence
+    with `copies`: the learner computes it once; the token count every rank divides by is unchanged."""
+    group = _group([1, 0, 1, 0])
+    twin = group.rollouts[0]
+    group.rollouts[2] = Rollout("p/0", [1, 2, 3], list(twin.response_token_ids), list(twin.behaviour_logprobs),
+                                twin.response_text, 0, "stop", reward=1)
+    batch = build_batch([group], AlgorithmConfig(overlong_buffer_len=2), 32, num_ranks=1)
+    assert [s.copies for s in batch.shards[0]] == [2, 1, 1]
+    assert batch.global_num_tokens == 4 * 4 and batch.stats["batch/distinct_sequences"] == 3
+    assert batch.stats["batch/sequences"] == 4
 
 
 def test_groups_of_unequal_size_are_refused():
