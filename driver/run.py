@@ -10,7 +10,9 @@ import json
 import logging
 import os
 import sys
+import threading
 import time
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import numpy as np
@@ -44,6 +46,17 @@ def nocue_due(step: int, steps: int, every: int, at_start: bool = True) -> bool:
     return at_start if step == 0 else on_schedule(step, steps, every)
 
 
+def concurrently(calls: list) -> list:
+    """The results of `calls` (functions of no argument), run at once on threads, in order; the first error (in
+    that order) propagates once every call has ended. The evaluations' readings share one engine this way: each
+    is a few sequential generate calls, and together they fill the engine's batches."""
+    if len(calls) == 1:
+        return [calls[0]()]
+    with ThreadPoolExecutor(max_workers=len(calls)) as pool:
+        futures = [pool.submit(call) for call in calls]
+    return [f.result() for f in futures]
+
+
 class RunFailed(RuntimeError):
     """The run cannot go on (a learner died, a deadline passed); the message says how to continue."""
 
@@ -66,6 +79,7 @@ class Run:
         self.handles = None
         self.started_at = time.time()
         self._anchor_context = None  # (tokenizer, held-out problem keys): stage 3b's, built at its first step
+        self._restore_lock = threading.Lock()  # concurrent evaluation readings restore a dead engine one at a time
 
     # -- lifecycle ------------------------------------------------------------------------------------
     def __enter__(self) -> "Run":
@@ -431,11 +445,13 @@ class Run:
         """Held-out accuracy (greedy and sampled, by N and by slip kind); at the start (`eval_without_cue_at_start`),
         the end and every `eval_without_cue_every` steps also on the held-out set built without the hedge cue, when
         the training data has one."""
-        result = self._evaluate_on(self.eval_tasks, self.cfg.eval_samples, step)
+        readings = [lambda: self._evaluate_on(self.eval_tasks, self.cfg.eval_samples, step)]
         if self.nocue_tasks and nocue_due(step, self.cfg.steps, self.cfg.eval_without_cue_every,
                                           self.cfg.eval_without_cue_at_start):
-            nocue = self._evaluate_on(self.nocue_tasks, 0, step)
-            result.update({f"nocue/{k}": v for k, v in nocue.items() if isinstance(v, (int, float))})
+            readings.append(lambda: self._evaluate_on(self.nocue_tasks, 0, step))
+        result, *nocue = concurrently(readings)
+        if nocue:
+            result.update({f"nocue/{k}": v for k, v in nocue[0].items() if isinstance(v, (int, float))})
         self.metrics.log(step, "eval", result)
         if hasattr(self, "progress"):
             self.progress.accuracy, self.progress.sampled = result["genselect"], result.get("sampled") or float("nan")
@@ -484,57 +500,73 @@ class Run:
         self.progress.write(f"[warning] {message}")
 
     def _evaluate_on(self, tasks: list, samples: int, step: int) -> dict:
-        from core.deadlines import generate_deadline_s
-        from driver.evaluate import by_size, by_slip_kind, choose_remote, retry_on_timeout, selection_metrics
-
-        from ray.exceptions import RayActorError
+        """One held-out set's reading: the whole prompts (greedy, and `samples` sampled responses each), with the
+        knockout and the round robin when configured, run at once on the engine (`concurrently`). `eval_s`: its wall
+        time (the no-cue set's reading overlaps the cued one's)."""
+        from driver.evaluate import by_size, by_slip_kind, selection_metrics
 
         started = time.time()
-        deadline = generate_deadline_s(self.cfg.rollout, self.cfg.data.max_prompt_tokens, len(tasks) * max(1, samples))
-        for attempt in (1, 2):
-            try:
-                choices, sampled, own_answer = retry_on_timeout(
-                    lambda: choose_remote(self.handles.rollouts[0], tasks, deadline, samples),
-                    f"evaluation at step {step}", self._warn)
-                break
-            except RayActorError as err:  # the engine died (or its node): once Ray restarted it, evaluate again
-                if attempt == 2:
-                    raise RunFailed(f"evaluation at step {step} failed ({type(err).__name__}: {err})") from err
-                log.warning("evaluation at step %d: rollout actor 0 failed (%s); waiting for its restart", step,
-                            type(err).__name__)
-                self._restore_worker(0)
-            except Exception as err:
-                raise RunFailed(f"evaluation at step {step} failed ({type(err).__name__}: {err})") from err
+        procedures = [lambda: self._choose_whole_prompts(tasks, samples, step)]
+        if self.cfg.eval_knockout_window:
+            procedures.append(lambda: self._knockout_metrics(tasks, step))
+        if self.cfg.eval_round_robin != "none":
+            procedures.append(lambda: self._round_robin_metrics(tasks, step))
+        (choices, sampled, own_answer), *tournaments = concurrently(procedures)
         result = selection_metrics(tasks, choices, seed=self.cfg.seed)
         result.update({"sampled": sampled, "by_size": by_size(tasks, choices)})
         result.update({f"own_answer/{k}": v for k, v in own_answer.items()})
-        if self.cfg.eval_knockout_window:
-            result.update(self._knockout_metrics(tasks, step))
-        if self.cfg.eval_round_robin != "none":
-            result.update(self._round_robin_metrics(tasks, step))
+        for metrics in tournaments:
+            result.update(metrics)
         result["eval_s"] = time.time() - started
         if self.cfg.data.source == "procedural_math":  # its mistakes can be read back from the text
             result["by_slip_kind"] = by_slip_kind(tasks, choices)
         return result
 
+    def _read_on_engine(self, call, what: str):
+        """`call()` (an evaluation procedure on rollout actor 0), again after its deadline while it times out
+        (`retry_on_timeout`) and once after the engine died and Ray restarted it (given the current weights); any
+        other error, or a second death, is a RunFailed naming `what`."""
+        from driver.evaluate import retry_on_timeout
+
+        from ray.exceptions import RayActorError
+
+        for attempt in (1, 2):
+            try:
+                return retry_on_timeout(call, what, self._warn)
+            except RayActorError as err:  # the engine died (or its node): once Ray restarted it, read again
+                if attempt == 2:
+                    raise RunFailed(f"{what} failed ({type(err).__name__}: {err})") from err
+                log.warning("%s: rollout actor 0 failed (%s); waiting for its restart", what, type(err).__name__)
+                with self._restore_lock:  # readings run at once: one restore at a time
+                    self._restore_worker(0)
+            except Exception as err:
+                raise RunFailed(f"{what} failed ({type(err).__name__}: {err})") from err
+
+    def _choose_whole_prompts(self, tasks: list, samples: int, step: int) -> tuple:
+        """(greedy choices, sampled accuracy or None, own-answer breakdown) of `tasks` read whole by rollout actor 0
+        (`driver.evaluate.choose_remote`)."""
+        from core.deadlines import generate_deadline_s
+        from driver.evaluate import choose_remote
+
+        deadline = generate_deadline_s(self.cfg.rollout, self.cfg.data.max_prompt_tokens, len(tasks) * max(1, samples))
+        return self._read_on_engine(lambda: choose_remote(self.handles.rollouts[0], tasks, deadline, samples),
+                                    f"evaluation at step {step}")
+
     def _knockout_metrics(self, tasks: list, step: int) -> dict:
         """`knockout/*`: the same tasks selected by a knockout tournament (driver.evaluate.choose_knockout)."""
         from core.algo.knockout import rounds_needed
         from core.deadlines import generate_deadline_s
-        from driver.evaluate import choose_knockout_remote, retry_on_timeout
+        from driver.evaluate import choose_knockout_remote
 
         # each round is one generate call of at most N / 2 sub-prompts per task (twice that read in both orders),
         # each shorter than the task's prompt
         window, n, both = self.cfg.eval_knockout_window, self.cfg.data.max_candidates, self.cfg.eval_knockout_both_orders
         deadline = rounds_needed(n, window) * generate_deadline_s(
             self.cfg.rollout, self.cfg.data.max_prompt_tokens, len(tasks) * max(1, n // 2) * (2 if both else 1))
-        try:
-            choices = retry_on_timeout(
-                lambda: choose_knockout_remote(self.handles.rollouts[0], tasks, window, PromptStyle.of(self.cfg.data),
-                                               deadline, both_orders=both),
-                f"knockout evaluation at step {step}", self._warn)
-        except Exception as err:
-            raise RunFailed(f"knockout evaluation at step {step} failed ({type(err).__name__}: {err})") from err
+        choices = self._read_on_engine(
+            lambda: choose_knockout_remote(self.handles.rollouts[0], tasks, window, PromptStyle.of(self.cfg.data),
+                                           deadline, both_orders=both),
+            f"knockout evaluation at step {step}")
         return self._procedure_metrics("knockout", tasks, choices, ("parse_failure_rate", "over_majority",
                                                                    "over_majority_lo", "over_majority_hi"))
 
@@ -542,17 +574,14 @@ class Run:
         """`round_robin/*`: the same tasks selected by a round robin of pairs read in both orders
         (driver.evaluate.choose_round_robin; wins pooled by final answer with eval_round_robin=answer)."""
         from core.deadlines import generate_deadline_s
-        from driver.evaluate import choose_round_robin_remote, retry_on_timeout
+        from driver.evaluate import choose_round_robin_remote
 
         n = self.cfg.data.max_candidates  # one batch of at most N (N - 1) pair prompts per task
         deadline = generate_deadline_s(self.cfg.rollout, self.cfg.data.max_prompt_tokens, len(tasks) * n * (n - 1))
-        try:
-            choices = retry_on_timeout(
-                lambda: choose_round_robin_remote(self.handles.rollouts[0], tasks, PromptStyle.of(self.cfg.data),
-                                                  deadline, by_answer=self.cfg.eval_round_robin == "answer"),
-                f"round-robin evaluation at step {step}", self._warn)
-        except Exception as err:
-            raise RunFailed(f"round-robin evaluation at step {step} failed ({type(err).__name__}: {err})") from err
+        choices = self._read_on_engine(
+            lambda: choose_round_robin_remote(self.handles.rollouts[0], tasks, PromptStyle.of(self.cfg.data),
+                                              deadline, by_answer=self.cfg.eval_round_robin == "answer"),
+            f"round-robin evaluation at step {step}")
         return self._procedure_metrics("round_robin", tasks, choices,
                                        ("over_majority", "over_majority_lo", "over_majority_hi"))
 
