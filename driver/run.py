@@ -10,9 +10,7 @@ import json
 import logging
 import os
 import sys
-import threading
 import time
-from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import numpy as np
@@ -46,17 +44,6 @@ def nocue_due(step: int, steps: int, every: int, at_start: bool = True) -> bool:
     return at_start if step == 0 else on_schedule(step, steps, every)
 
 
-def concurrently(calls: list) -> list:
-    """The results of `calls` (functions of no argument), run at once on threads, in order; the first error (in
-    that order) propagates once every call has ended. The evaluations' readings share one engine this way: each
-    is a few sequential generate calls, and together they fill the engine's batches."""
-    if len(calls) == 1:
-        return [calls[0]()]
-    with ThreadPoolExecutor(max_workers=len(calls)) as pool:
-        futures = [pool.submit(call) for call in calls]
-    return [f.result() for f in futures]
-
-
 class RunFailed(RuntimeError):
     """The run cannot go on (a learner died, a deadline passed); the message says how to continue."""
 
@@ -79,7 +66,6 @@ class Run:
         self.handles = None
         self.started_at = time.time()
         self._anchor_context = None  # (tokenizer, held-out problem keys): stage 3b's, built at its first step
-        self._restore_lock = threading.Lock()  # concurrent evaluation readings restore a dead engine one at a time
 
     # -- lifecycle ------------------------------------------------------------------------------------
     def __enter__(self) -> "Run":
@@ -445,13 +431,11 @@ class Run:
         """Held-out accuracy (greedy and sampled, by N and by slip kind); at the start (`eval_without_cue_at_start`),
         the end and every `eval_without_cue_every` steps also on the held-out set built without the hedge cue, when
         the training data has one."""
-        readings = [lambda: self._evaluate_on(self.eval_tasks, self.cfg.eval_samples, step)]
+        result = self._evaluate_on(self.eval_tasks, self.cfg.eval_samples, step)
         if self.nocue_tasks and nocue_due(step, self.cfg.steps, self.cfg.eval_without_cue_every,
                                           self.cfg.eval_without_cue_at_start):
-            readings.append(lambda: self._evaluate_on(self.nocue_tasks, 0, step))
-        result, *nocue = concurrently(readings)
-        if nocue:
-            result.update({f"nocue/{k}": v for k, v in nocue[0].items() if isinstance(v, (int, float))})
+            nocue = self._evaluate_on(self.nocue_tasks, 0, step)
+            result.update({f"nocue/{k}": v for k, v in nocue.items() if isinstance(v, (int, float))})
         self.metrics.log(step, "eval", result)
         if hasattr(self, "progress"):
             self.progress.accuracy, self.progress.sampled = result["genselect"], result.get("sampled") or float("nan")
@@ -500,23 +484,20 @@ class Run:
         self.progress.write(f"[warning] {message}")
 
     def _evaluate_on(self, tasks: list, samples: int, step: int) -> dict:
-        """One held-out set's reading: the whole prompts (greedy, and `samples` sampled responses each), with the
-        knockout and the round robin when configured, run at once on the engine (`concurrently`). `eval_s`: its wall
-        time (the no-cue set's reading overlaps the cued one's)."""
+        """One held-out set's reading: the whole prompts (greedy, and `samples` sampled responses each), then the
+        knockout and the round robin when configured, one after the other (run at once they took as long: the
+        engine is busy either way, session 35). `eval_s`: its wall time."""
         from driver.evaluate import by_size, by_slip_kind, selection_metrics
 
         started = time.time()
-        procedures = [lambda: self._choose_whole_prompts(tasks, samples, step)]
-        if self.cfg.eval_knockout_window:
-            procedures.append(lambda: self._knockout_metrics(tasks, step))
-        if self.cfg.eval_round_robin != "none":
-            procedures.append(lambda: self._round_robin_metrics(tasks, step))
-        (choices, sampled, own_answer), *tournaments = concurrently(procedures)
+        choices, sampled, own_answer = self._choose_whole_prompts(tasks, samples, step)
         result = selection_metrics(tasks, choices, seed=self.cfg.seed)
         result.update({"sampled": sampled, "by_size": by_size(tasks, choices)})
         result.update({f"own_answer/{k}": v for k, v in own_answer.items()})
-        for metrics in tournaments:
-            result.update(metrics)
+        if self.cfg.eval_knockout_window:
+            result.update(self._knockout_metrics(tasks, step))
+        if self.cfg.eval_round_robin != "none":
+            result.update(self._round_robin_metrics(tasks, step))
         result["eval_s"] = time.time() - started
         if self.cfg.data.source == "procedural_math":  # its mistakes can be read back from the text
             result["by_slip_kind"] = by_slip_kind(tasks, choices)
@@ -537,8 +518,7 @@ class Run:
                 if attempt == 2:
                     raise RunFailed(f"{what} failed ({type(err).__name__}: {err})") from err
                 log.warning("%s: rollout actor 0 failed (%s); waiting for its restart", what, type(err).__name__)
-                with self._restore_lock:  # readings run at once: one restore at a time
-                    self._restore_worker(0)
+                self._restore_worker(0)
             except Exception as err:
                 raise RunFailed(f"{what} failed ({type(err).__name__}: {err})") from err
 
