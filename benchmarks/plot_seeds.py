@@ -29,7 +29,8 @@ def summary_line(name: str, rows: list, key: str = "knockout/genselect") -> str:
     first, last = rows[0], rows[-1]
     start, end, lo, hi = first[key], last[key], last[f"{key}_lo"], last[f"{key}_hi"]
     clears = lo > last["majority"] and lo > last["random"]
-    return (f"{name}: {key} {start:.3f} -> {end:.3f} [{lo:.3f}, {hi:.3f}], {100 * (end - start):+.1f} points; "
+    gain = f"{100 * (end - start):+.1f} points" if len(rows) > 1 else f"read at step {last['step']} only"
+    return (f"{name}: {key} {start:.3f} -> {end:.3f} [{lo:.3f}, {hi:.3f}], {gain}; "
             f"majority@N {last['majority']:.3f}, random@N {last['random']:.3f}; "
             f"lower bound above both: {'yes' if clears else 'no'}")
 
@@ -69,6 +70,7 @@ def main(argv=None) -> int:
     ax.set_ylabel("held-out GenSelect accuracy (N = 2..8)")
     if with_nocue:
         ax = axes[0][1]
+        ax.set_xlim(axes[0][0].get_xlim())  # the same steps as the cued panel (the no-cue set may be read at the end only)
         for i, (run, rows) in enumerate(runs):
             rows = [{k[len("nocue/"):]: v for k, v in r.items() if k.startswith("nocue/")} | {"step": r["step"]}
                     for r in rows if nocue_key in r]

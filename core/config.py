@@ -80,7 +80,8 @@ class WarmStartConfig:
                                     "so RL's reward reaches the pick from the first step).")
     pool: int = _f(0, "target=pointer/pick_point: training prompts whose rows are built (one greedy solution of the "
                       "model each, ~20 ms on the 2-core VM), drawn once and cycled through by the steps; 0: "
-                      "steps x batch_size (each row used about once).")
+                      "steps x batch_size (each row used about once). Fewer rows, used more often, left the pick_point "
+                      "start following its own answer (session 35: 800 raised a start's knockout 0.445 -> 0.605).")
     max_candidates: int = _f(0, "Warm-start only on training prompts with at most this many candidates (0: all); "
                                 "2 builds the start from which RL learns a check of pairs (BENCHMARKS.md, issue 7 "
                                 "session 13).")
