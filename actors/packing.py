@@ -34,7 +34,7 @@ positions whose next-token prediction is a response token; loss tensors are flat
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Optional
 
 import torch
@@ -58,8 +58,6 @@ def merge_identical(sequences: list) -> list:
     """`sequences` with every set of identical ones (same prompt, response, behaviour log-probs, advantage, version,
     weight, allowed ids and masks) replaced by its first member with `copies` summed; order of first appearance.
     Exact: each token term of the learner (DAPO loss, anchor, counts) is weighted by `copies` (module docstring)."""
-    import dataclasses
-
     merged: dict = {}
     for s in sequences:
         key = (tuple(s.prompt_token_ids), tuple(s.response_token_ids), tuple(s.behaviour_logprobs), s.advantage,
@@ -67,7 +65,7 @@ def merge_identical(sequences: list) -> list:
                None if s.loss_mask is None else tuple(s.loss_mask),
                None if s.anchor_mask is None else tuple(s.anchor_mask))
         first = merged.get(key)
-        merged[key] = s if first is None else dataclasses.replace(first, copies=first.copies + s.copies)
+        merged[key] = s if first is None else replace(first, copies=first.copies + s.copies)
     return list(merged.values())
 
 
