@@ -152,10 +152,10 @@ class VerifierPool:
                 picked = verdicts.get(pick) if pick is not None else None
                 if picked is not None and picked.status != OK:  # a failed check of the pick: masked like the final's
                     rollout.verifier_status, rollout.reward = picked.status, 0.0
-                    continue
-                rollout.reward = blend_pick_reward(rollout.reward, picked.score if picked else None,
-                                                   self.cfg.pick_reward)
-            counts[f"rollout_status/{verdict.status}"] += 1
+                else:
+                    rollout.reward = blend_pick_reward(rollout.reward, picked.score if picked else None,
+                                                       self.cfg.pick_reward)
+            counts[f"rollout_status/{rollout.verifier_status}"] += 1
         with self._lock:
             self._counts.update(counts)
         return rollouts

@@ -345,8 +345,11 @@ def test_the_pick_reward_credits_the_picked_candidate_by_the_same_verifier():
         assert [r.reward for r in rollouts] == [1.0, 0.5, 0.5, 0.0, 0.0, 0.5]  # last: no pick, scored 0
         assert [r.judgment for r in rollouts] == [1, 1, 0, 0, None, 1]
         assert rollouts[4].verifier_status == "parse_failure"
+        assert pool.metrics()["rollout_status/ok"] == 5  # the parse failure is counted as one
         [failed] = pool.score(task, [rollout("Pick: #2\n3 + 4 = 7\nAnswer: 7 #1")])  # the pick's check raises
         assert failed.reward == 0.0 and failed.verifier_status == "error"
+        m = pool.metrics()  # the masked rollout counts under its status, as a failed check of the final answer does
+        assert (m["rollout_status/error"], m["rollout_status/ok"]) == (1, 0)
         plain = VerifierPool(VerifierConfig(processes_per_worker=1, timeout_s=4.0), check_fn=scripted_check)
         try:
             assert [r.reward for r in plain.score(task, [rollout(t) for t in texts])] == [1.0, 1.0, 0.0, 0.0, 0.0, 1.0]
