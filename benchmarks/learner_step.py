@@ -10,7 +10,10 @@ AdamW (torch; DeepSpeed left out). Modes (`--attention`, comma-separated, run in
 copies of the same weights, and their log-probs compared): `dense` is the learner before issue 10 (rows as wide
 as the longest unit, a dense (rows, 1, W, W) boolean mask into SDPA, the whole last layer); `blocks` the learner
 now (one padding-free row, attention by blocks, actors/packed_attention.py, the last layer at the targets);
-`blocks_full` and `dense_pruned` isolate the last-layer change. `--deepspeed` runs the real
+`blocks_full` and `dense_pruned` isolate the last-layer change; `merged` is `blocks` on the batch after
+`actors.packing.merge_identical` (identical samples computed once, weighted by their copies: the learner since
+session 35). `--batches FILE` replaces the built batch by the batches a real run trained on
+(`benchmarks/record_batches.py`; the step cycles through them, and the model is that run's start). `--deepspeed` runs the real
 `Learner.train_step` (DeepSpeed ZeRO-2, one rank, in process) instead, and `--code DIR` takes actors/, core/ and
 driver/ from another checkout (the commit before a change) for a before/after of the real thing.
 
@@ -20,6 +23,9 @@ driver/ from another checkout (the commit before a change) for a before/after of
     python benchmarks/learner_step.py --attention dense --profile
     # memory and time of one step on one packed row of W tokens (one GenSelect group: a prompt + G responses)
     python benchmarks/learner_step.py --attention blocks --row-tokens 4096 --repeats 3
+    # the embedded default's learner (pick-then-point) on the batches of a real run: before issue 10, now
+    python benchmarks/record_batches.py --out runs/batches/default.pkl -- default run_dir=runs/batches/default
+    python benchmarks/learner_step.py --batches runs/batches/default.pkl --attention dense,blocks,merged
     # the real learner step, this checkout and another
     python benchmarks/learner_step.py --deepspeed
     PYTHONPATH=../before python benchmarks/learner_step.py --deepspeed --code ../before
@@ -103,18 +109,20 @@ def load_model(model_dir, mode: str, dtype: str = "float32", device: str = "cpu"
     from transformers import AutoModelForCausalLM
 
     from actors.learner import _PolicyLogprobs, enable_gradient_checkpointing
+    from core.induction import freeze_if_wired
 
     hf = AutoModelForCausalLM.from_pretrained(str(model_dir), dtype=getattr(torch, dtype), attn_implementation="sdpa")
+    freeze_if_wired(hf, model_dir)  # as the learner does: a wired induction circuit's entries get no gradient
     if checkpointing:
         enable_gradient_checkpointing(hf)
-    return _PolicyLogprobs(hf.to(device), last_layer_at_targets=mode in ("blocks", "dense_pruned")).train()
+    return _PolicyLogprobs(hf.to(device), last_layer_at_targets=mode in ("blocks", "merged", "dense_pruned")).train()
 
 
 def inputs(mb, attention: str, device=None) -> dict:
     """The learner's forward kwargs for `mb`, with the dense mask or the block layout; tensors moved to `device`
     when given (the dense mask is built on the CPU, then moved)."""
     out = {"input_ids": mb.input_ids, "position_ids": mb.position_ids, "target_index": mb.target_index,
-           "target_ids": mb.target_ids, "allowed_ids": mb.allowed_ids}
+           "target_ids": mb.target_ids, "allowed_ids": mb.allowed_ids, "free_targets": mb.free_targets}
     out["attention_mask"] = mb.dense_attention_mask() if attention.startswith("dense") else mb.attention_mask
     if device is None:
         return out
@@ -143,18 +151,24 @@ class Step:
                 unpack_per_sequence(self.module(**inputs(mb, attention, self.device))[0], mb, out)
         return out
 
-    def __call__(self, packed: list, attention: str, num_tokens: int) -> dict:
+    def __call__(self, packed: list, attention: str, num_tokens: int, num_anchor_tokens: int = 0) -> dict:
+        """One step as `Learner.train_step` takes it with one mini-batch: the decoupled ratio's proximal policy is
+        the forward's own values (`ratio_reference: proximal`), and the solution anchor is added when the batch has
+        anchor tokens."""
         import torch
 
-        from actors.learner import micro_batch_loss
+        from actors.learner import anchor_loss, micro_batch_loss
 
         timing = {"forward_s": 0.0, "backward_s": 0.0, "optimizer_s": 0.0}
         cpu0 = time.process_time()
+        prox = None if self.algo.ratio_reference == "proximal" else False
         self.optimizer.zero_grad(set_to_none=True)
         for mb in packed:
             t0 = time.perf_counter()
             logprobs, _ = self.module(**inputs(mb, attention, self.device))
-            loss, _, _, _ = micro_batch_loss(logprobs, mb, self.algo, num_tokens, 1)
+            loss, _, _, _ = micro_batch_loss(logprobs, mb, self.algo, num_tokens, 1, prox)
+            if num_anchor_tokens and mb.anchor_weights is not None:
+                loss = loss + anchor_loss(logprobs, mb, self.algo.solution_anchor, num_anchor_tokens, 1)[0]
             t1 = time.perf_counter()
             loss.backward()
             timing["forward_s"] += t1 - t0
@@ -168,9 +182,9 @@ class Step:
         return timing
 
 
-def deepspeed_steps(model_dir, cfg, seqs: list, repeats: int, warmup: int) -> list:
+def deepspeed_steps(model_dir, cfg, batches: list, repeats: int, warmup: int) -> list:
     """The real thing: `actors.learner.Learner` (DeepSpeed ZeRO-2, one rank, in process) on the default's
-    learner config, `train_step` on `seqs` each time; returns its timing metrics per step."""
+    learner config, `train_step` on `batches` (lists of TrainSequence) in turn; returns its timing metrics per step."""
     from actors.learner import Learner
     from actors.packing import count_loss_tokens
     from core.net import free_port
@@ -180,6 +194,7 @@ def deepspeed_steps(model_dir, cfg, seqs: list, repeats: int, warmup: int) -> li
     out = []
     try:
         for k in range(warmup + repeats):
+            seqs = batches[k % len(batches)]
             cpu0 = time.process_time()
             m = learner.train_step(seqs, count_loss_tokens(seqs), k)
             m["cpu_s"] = time.process_time() - cpu0
@@ -201,12 +216,50 @@ def peak_rss_mib() -> float:
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
 
 
+def recorded_batches(path: str, limit: int = 0) -> tuple:
+    """(model folder, config, batches) of a pickle written by benchmarks/record_batches.py; `limit` > 0 keeps that
+    many batches spread evenly over the run."""
+    import pickle
+
+    from core.config import load_config
+
+    with open(path, "rb") as f:
+        data = pickle.load(f)
+    batches = data["batches"]
+    if limit and limit < len(batches):
+        batches = [batches[round(i * (len(batches) - 1) / (limit - 1))] if limit > 1 else batches[0]
+                   for i in range(limit)]
+    return data["model_dir"], load_config(data["config"], data["overrides"]), batches
+
+
+def loss_and_grad(step: "Step", packed: list, attention: str, num_tokens: int, num_anchor: int) -> tuple:
+    """(loss, flat gradient) of one step's batch on the current weights, without an update."""
+    import torch
+
+    from actors.learner import anchor_loss, micro_batch_loss
+
+    step.optimizer.zero_grad(set_to_none=True)
+    prox = None if step.algo.ratio_reference == "proximal" else False
+    total = 0.0
+    for mb in packed:
+        logprobs, _ = step.module(**inputs(mb, attention, step.device))
+        loss = micro_batch_loss(logprobs, mb, step.algo, num_tokens, 1, prox)[0]
+        if num_anchor and mb.anchor_weights is not None:
+            loss = loss + anchor_loss(logprobs, mb, step.algo.solution_anchor, num_anchor, 1)[0]
+        loss.backward()
+        total += float(loss.detach())
+    grad = torch.cat([q.grad.flatten() for q in step.module.parameters() if q.grad is not None])
+    step.optimizer.zero_grad(set_to_none=True)
+    return total, grad
+
+
 def main(argv=None) -> dict:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--attention", default="dense,blocks",
                    help="comma-separated modes, run interleaved step by step: dense (the learner before: rows, "
                         "dense mask, whole last layer), blocks (the learner now: flat rows, block attention, last "
-                        "layer's MLP at the targets), blocks_full (blocks, whole last layer), dense_pruned")
+                        "layer's MLP at the targets), merged (blocks on the batch with identical samples merged: "
+                        "the learner since session 35), blocks_full (blocks, whole last layer), dense_pruned")
     p.add_argument("--threads", type=int, default=1, help="torch threads (the default learner actor: 1)")
     p.add_argument("--prompts", type=int, default=16)
     p.add_argument("--samples", type=int, default=8)
@@ -214,6 +267,9 @@ def main(argv=None) -> dict:
     p.add_argument("--row-tokens", type=int, default=0,
                    help="instead of the default batch: one packed row of this many tokens (one long group)")
     p.add_argument("--prompt-tokens", type=int, default=1024, help="prompt length of the --row-tokens group")
+    p.add_argument("--batches", default="", help="instead of the built batch: the batches a real run trained on "
+                                                 "(a pickle of benchmarks/record_batches.py), in turn, one a step")
+    p.add_argument("--batch-limit", type=int, default=0, help="with --batches: keep this many, spread over the run")
     p.add_argument("--repeats", type=int, default=10)
     p.add_argument("--warmup", type=int, default=2)
     p.add_argument("--profile", action="store_true", help="torch.profiler over --repeats steps: top ops")
@@ -221,27 +277,38 @@ def main(argv=None) -> dict:
     p.add_argument("--out", default="", help="append the JSON result to this file")
     p.add_argument("--deepspeed", action="store_true",
                    help="run the real Learner.train_step (DeepSpeed, one rank, in process) instead of the modes")
+    p.add_argument("--merge", action="store_true", help="with --deepspeed: merge identical samples first, as "
+                                                        "driver.batching.shard does since session 35")
     p.add_argument("--code", default=str(REPO), help="checkout whose actors/ is benchmarked (default: this one)")
     args = p.parse_args(argv)
 
     import torch
 
-    from actors.packing import count_loss_tokens, pack_sequences, padding_fraction
+    from actors.packing import (count_anchor_tokens, count_loss_tokens, merge_identical, pack_sequences,
+                                padding_fraction)
 
     torch.set_num_threads(args.threads)
     torch.manual_seed(0)
-    model_dir, tasks, tokenizer, cfg = default_model_and_tasks()
-    if args.row_tokens:
-        seqs = long_group(args.row_tokens, args.prompt_tokens, args.samples, len(tokenizer))
-        budget = args.row_tokens
+    budget = args.micro_batch_tokens
+    if args.batches:
+        model_dir, cfg, batches = recorded_batches(args.batches, args.batch_limit)
+        shape = f"{len(batches)} batches of a real run ({args.batches}), one a step in turn"
     else:
-        seqs = genselect_batch(tasks, tokenizer, args.prompts, args.samples)
-        budget = args.micro_batch_tokens
+        model_dir, tasks, tokenizer, cfg = default_model_and_tasks()
+        if args.row_tokens:
+            batches = [long_group(args.row_tokens, args.prompt_tokens, args.samples, len(tokenizer))]
+            budget = args.row_tokens
+            shape = f"one row of {args.row_tokens} tokens (prompt {args.prompt_tokens}, {args.samples} responses)"
+        else:
+            batches = [genselect_batch(tasks, tokenizer, args.prompts, args.samples)]
+            shape = f"{args.prompts} prompts x {args.samples} responses (default)"
+    steps = args.warmup + args.repeats
     if args.deepspeed:
         os.environ.setdefault("DS_ACCELERATOR", "cpu")
+        seqs = [merge_identical(b) if args.merge else b for b in batches]
         times = deepspeed_steps(model_dir, cfg, seqs, args.repeats, args.warmup)
-        result = {"deepspeed": True, "code": args.code, "threads": args.threads, "loadavg": os.getloadavg(),
-                  "shape": f"{args.prompts} prompts x {args.samples} responses (default)",
+        result = {"deepspeed": True, "merged": args.merge, "code": args.code, "threads": args.threads,
+                  "loadavg": os.getloadavg(), "shape": shape,
                   **{k: summary([t[k] for t in times]) for k in ("step_s", "cpu_s", "forward_s", "backward_s",
                                                                  "optimizer_s")}}
         print(json.dumps(result))
@@ -250,24 +317,34 @@ def main(argv=None) -> dict:
                 f.write(json.dumps(result) + "\n")
         return result
     modes = args.attention.split(",")
+    counts = [(count_loss_tokens(b), count_anchor_tokens(b) if cfg.algorithm.solution_anchor else 0) for b in batches]
     runs = {}
     for mode in modes:  # each mode: its own packing, model copy (same weights) and optimizer
-        packed = pack_sequences(seqs, budget, layout="rows" if mode.startswith("dense") else "flat")
+        layout = "rows" if mode.startswith("dense") else "flat"
+        packed = [pack_sequences(merge_identical(b) if mode == "merged" else b, budget, layout=layout)
+                  for b in batches]
         runs[mode] = {"packed": packed, "step": Step(load_model(model_dir, mode), cfg.algorithm), "times": []}
-    num_tokens = count_loss_tokens(seqs)
     rss0 = peak_rss_mib()
-    logprobs = {mode: run["step"].logprobs(run["packed"], mode, len(seqs)) for mode, run in runs.items()}
-    for _ in range(args.warmup):
+    # the same weights, the first batch: the loss and gradient each mode computes (results must not change)
+    checks = {mode: loss_and_grad(run["step"], run["packed"][0], mode, *counts[0]) for mode, run in runs.items()}
+    logprobs = {mode: run["step"].logprobs(run["packed"][0], mode, len(batches[0]))
+                for mode, run in runs.items() if mode != "merged"}
+
+    def one_step(k: int, mode: str, run: dict) -> dict:
+        i = k % len(batches)
+        return run["step"](run["packed"][i], mode, *counts[i])
+
+    for k in range(args.warmup):
         for mode, run in runs.items():
-            run["step"](run["packed"], mode, num_tokens)
+            one_step(k, mode, run)
     top_ops = None
     if args.profile:
         from torch.profiler import ProfilerActivity, profile
 
         with profile(activities=[ProfilerActivity.CPU], record_shapes=False) as prof:
-            for _ in range(args.repeats):
+            for k in range(args.warmup, steps):
                 for mode, run in runs.items():
-                    run["times"].append(run["step"](run["packed"], mode, num_tokens))
+                    run["times"].append(one_step(k, mode, run))
         print(prof.key_averages().table(sort_by="self_cpu_time_total", row_limit=args.top))
         events = prof.key_averages()
         total = sum(e.self_cpu_time_total for e in events)
@@ -275,30 +352,39 @@ def main(argv=None) -> dict:
                     "share": round(e.self_cpu_time_total / total, 4), "calls_per_step": e.count / args.repeats}
                    for e in sorted(events, key=lambda e: -e.self_cpu_time_total)[:args.top]]
     else:
-        for _ in range(args.repeats):  # interleaved: background load falls on every mode alike
+        for k in range(args.warmup, steps):  # interleaved: background load falls on every mode alike
             for mode, run in runs.items():
-                run["times"].append(run["step"](run["packed"], mode, num_tokens))
+                run["times"].append(one_step(k, mode, run))
+    measured = [batches[k % len(batches)] for k in range(args.warmup, steps)]
     result = {
         "threads": args.threads, "profiled": args.profile, "cpu": platform.processor() or platform.machine(),
-        "cores": os.cpu_count(), "torch": torch.__version__,
-        "shape": f"one row of {args.row_tokens} tokens (prompt {args.prompt_tokens}, {args.samples} responses)"
-        if args.row_tokens else f"{args.prompts} prompts x {args.samples} responses (default)",
-        "sequence_tokens": sum(s.input_length for s in seqs), "loss_tokens": num_tokens,
+        "cores": os.cpu_count(), "torch": torch.__version__, "shape": shape,
+        "sequences_per_step": statistics.median(len(b) for b in measured),
+        "sequence_tokens_per_step": statistics.median(sum(s.input_length for s in b) for b in measured),
+        "loss_tokens_per_step": statistics.median(count_loss_tokens(b) for b in measured),
         "peak_rss_mib": round(peak_rss_mib(), 1), "rss_before_steps_mib": round(rss0, 1),
         "loadavg": os.getloadavg(), "modes": {},
     }
+    first = modes[0]
     for mode, run in runs.items():
-        packed, times = run["packed"], run["times"]
+        packed = [run["packed"][k % len(batches)] for k in range(args.warmup, steps)]
+        times = run["times"]
         result["modes"][mode] = {
-            "micro_batches": len(packed), "rows_x_width": [tuple(m.input_ids.shape) for m in packed],
-            "input_tokens": sum(m.num_real_tokens for m in packed),
-            "padding_fraction": round(padding_fraction(packed), 4),
-            "attention_pairs": sum(m.attention_mask.scored_pairs() if mode.startswith("blocks") else m.padded_tokens *
-                                   m.input_ids.shape[1] for m in packed),
+            "micro_batches_per_step": statistics.median(len(p) for p in packed),
+            "rows_x_width_first": [tuple(m.input_ids.shape) for m in run["packed"][0]],
+            "input_tokens_per_step": statistics.median(sum(m.num_real_tokens for m in p) for p in packed),
+            "padding_fraction": round(statistics.mean(padding_fraction(p) for p in packed), 4),
+            "attention_pairs_per_step": statistics.median(
+                sum(m.attention_mask.scored_pairs() if mode in ("blocks", "merged", "blocks_full") else
+                    m.padded_tokens * m.input_ids.shape[1] for m in p) for p in packed),
+            "first_batch_loss": checks[mode][0],
+            "first_batch_loss_diff_vs_" + first: abs(checks[mode][0] - checks[first][0]),
+            "first_batch_grad_max_abs_diff_vs_" + first: float((checks[mode][1] - checks[first][1]).abs().max()),
             **{k: summary([t[k] for t in times]) for k in ("step_s", "cpu_s", "forward_s", "backward_s",
                                                              "optimizer_s")}}
-    if len(modes) > 1:  # the same weights, the same sequences: the log-probs each mode computes
-        a, b = (torch.tensor(sum(logprobs[m], [])) for m in modes[:2])
+    unmerged = [m for m in modes if m != "merged"]
+    if len(unmerged) > 1:  # the same weights, the same sequences: the log-probs each mode computes
+        a, b = (torch.tensor(sum(logprobs[m], [])) for m in unmerged[:2])
         result["logprob_max_abs_diff"] = float((a - b).abs().max())
     if top_ops:
         result["top_ops"] = top_ops

@@ -1,0 +1,65 @@
+"""benchmarks/learner_step.py on recorded batches (benchmarks/record_batches.py's pickle): every mode trains the same
+batches to the same loss and gradient, and the merged mode reads fewer tokens."""
+import pickle
+import sys
+from pathlib import Path
+
+import pytest
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent.parent / "benchmarks"))
+
+import learner_step  # noqa: E402
+
+
+def pick_point(prompt: list, pick: int, solution: list, point: int, advantage: float) -> "TrainSequence":  # noqa: F821
+    """A pick-then-point sequence as the rollout gives it (two sampled indices around a written, anchored solution)."""
+    from core.records import TrainSequence
+
+    n = len(solution)
+    return TrainSequence(prompt, [pick] + solution + [point], [-0.7] + [0.0] * n + [-0.6], advantage, 0,
+                         allowed_token_ids=[3, 4], loss_mask=[1] + [0] * n + [1], anchor_mask=[0] + [1] * n + [0])
+
+
+@pytest.fixture(scope="module")
+def recorded(tmp_path_factory):
+    """Two recorded batches of a tiny model: groups of 4 whose samples repeat (as a pick-then-point group on a pair)."""
+    from core.config import TinyModelConfig
+    from driver.models.tiny import build_tiny_model
+
+    root = tmp_path_factory.mktemp("learner_step")
+    texts = [f"Problem {i}: {i} + {3 * i} = ? Answer: {4 * i} #{i % 2}" for i in range(200)]
+    model = build_tiny_model(TinyModelConfig(), texts, root / "tiny", seed=0)
+    up, down = pick_point([5, 6, 7, 8], 3, [20, 21, 22], 4, 1.0), pick_point([5, 6, 7, 8], 4, [30, 31], 3, -1.0)
+    other_up, other_down = pick_point([9, 6, 2], 4, [23, 24], 4, 0.5), pick_point([9, 6, 2], 3, [25], 3, -1.5)
+    batches = [[up, down, up, down, other_up, other_up, other_up, other_down], [other_down, up, up, up]]
+    path = root / "batches.pkl"
+    path.write_bytes(pickle.dumps({"config": "default", "overrides": [], "model_dir": str(model),
+                                   "batches": batches}))
+    return path
+
+
+@pytest.mark.slow
+def test_every_mode_trains_the_recorded_batches_to_the_same_loss_and_gradient(recorded):
+    result = learner_step.main(["--batches", str(recorded), "--attention", "dense,blocks,merged", "--repeats", "2",
+                                "--warmup", "0"])
+    modes = result["modes"]
+    assert set(modes) == {"dense", "blocks", "merged"}
+    assert modes["dense"]["first_batch_loss"] != 0.0
+    for mode in ("blocks", "merged"):
+        assert modes[mode]["first_batch_loss_diff_vs_dense"] <= 1e-5 * abs(modes["dense"]["first_batch_loss"])
+        assert modes[mode]["first_batch_grad_max_abs_diff_vs_dense"] <= 1e-5
+    assert result["logprob_max_abs_diff"] <= 1e-5
+    # the first batch: 8 samples, 3 distinct; merged, the learner reads each once
+    assert modes["merged"]["rows_x_width_first"][0][1] < modes["blocks"]["rows_x_width_first"][0][1]
+    assert all(modes[m]["step_s"]["n"] == 2 for m in modes)
+
+
+def test_recorded_batches_keeps_an_even_spread(recorded, tmp_path):
+    data = pickle.loads(recorded.read_bytes())
+    data["batches"] = [[s] for s in data["batches"][0]]  # 8 batches of one sequence
+    path = tmp_path / "eight.pkl"
+    path.write_bytes(pickle.dumps(data))
+    model_dir, cfg, batches = learner_step.recorded_batches(str(path), limit=3)
+    assert model_dir == data["model_dir"] and cfg.steps == 50
+    assert batches == [data["batches"][0], data["batches"][4], data["batches"][7]]
+    assert len(learner_step.recorded_batches(str(path))[2]) == 8
