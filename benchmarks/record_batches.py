@@ -38,7 +38,10 @@ def main(argv=None) -> int:
         return real_shard(sequences, num_ranks)
 
     driver.batching.shard = recording_shard  # train_loop imports it from driver.batching at each call
-    rc = train_main(train_args)
+    try:
+        rc = train_main(train_args)
+    finally:
+        driver.batching.shard = real_shard
     if rc != 0:
         print(f"the run failed (exit {rc}); nothing written", file=sys.stderr)
         return rc
