@@ -118,7 +118,8 @@ class VerifierPool:
         """Set reward, judgment, parse/verifier status and `timings["verify_s"]` on each rollout; return them.
 
         `verify_s` is the wall time of the verification that produced the rollout's verdict, charged to the
-        first rollout that needed it (0.0 for the others, for cache hits and for parse failures).
+        first rollout that needed it (0.0 for the others, for cache hits and for parse failures); a check run for a
+        pick alone (`pick_reward`) is charged to the first rollout that picked that candidate.
         """
         if self._closed:
             raise RuntimeError("VerifierPool is closed")
@@ -156,6 +157,9 @@ class VerifierPool:
                     rollout.reward = blend_pick_reward(rollout.reward, picked.score if picked else None,
                                                        self.cfg.pick_reward)
             counts[f"rollout_status/{rollout.verifier_status}"] += 1
+        for rollout, pick in zip(rollouts, picks):  # a verification run for a pick alone: its first picker's
+            if pick in seconds:
+                rollout.timings["verify_s"] += seconds.pop(pick)
         with self._lock:
             self._counts.update(counts)
         return rollouts

@@ -357,3 +357,20 @@ def test_the_pick_reward_credits_the_picked_candidate_by_the_same_verifier():
             plain.close()
     finally:
         pool.close()
+
+
+def test_a_verification_run_for_a_pick_alone_is_charged_to_its_first_picker():
+    pool = VerifierPool(VerifierConfig(processes_per_worker=1, timeout_s=4.0, pick_reward=0.5),
+                        check_fn=scripted_check)
+    try:
+        task = make_task(("SLOW", "7"), "7")  # candidate 0's check takes 0.4 s; only picks name it
+        rollouts = pool.score(task, [rollout("Pick: #1\n3 + 4 = 7\nAnswer: 7 #1"),
+                                     rollout("Pick: #0\n3 + 4 = 7\nAnswer: 7 #1"),
+                                     rollout("Pick: #0\n3 + 4 = 7\nAnswer: 7 #1")])
+        assert [r.reward for r in rollouts] == [1.0, 1.0, 1.0]
+        _, second, third = (r.timings["verify_s"] for r in rollouts)
+        assert second >= 0.4 and third == 0.0  # the pick-only check of candidate 0 went to its first picker
+        m = pool.metrics()
+        assert m["verified"] == 2 and m["verify_s_max"] >= 0.4
+    finally:
+        pool.close()
