@@ -23,7 +23,6 @@ from __future__ import annotations
 import datetime
 import functools
 import logging
-import math
 import os
 import time
 from pathlib import Path
@@ -39,32 +38,12 @@ from actors.learner_nccl import NcclWeightSender
 from actors.packing import (count_anchor_tokens, count_loss_tokens, count_sequences, dummy_micro_batch,
                             pack_sequences, split_mini_batches, unpack_per_sequence)
 from core.algo.dapo import clipped_policy_loss, token_level_mean, truncated_is_weights
+from core.algo.schedules import lr_multiplier
 from core.records import TrainSequence
 
 log = logging.getLogger(__name__)
 CKPT_TAG = "state"
 _STAT_KEYS = ("clip_frac", "clip_frac_high", "clip_frac_low", "dual_clip_frac", "approx_kl", "ratio_mean")
-
-
-def lr_multiplier(step: int, schedule: str, warmup_steps: int, total_steps: int) -> float:
-    """Learning-rate factor for optimizer update `step` (0-based); the lr is `peak * factor`.
-
-    Warm-up: `(step + 1) / warmup_steps` for `step < warmup_steps` (the first update is not wasted at 0).
-    Then 'constant': 1; 'linear': `(total - step) / (total - warmup)`; 'cosine':
-    `0.5 * (1 + cos(pi * (step - warmup) / (total - warmup)))`. Both decays reach 0 at `step = total`.
-    """
-    if step < warmup_steps:
-        return (step + 1) / warmup_steps
-    if schedule == "constant":
-        return 1.0
-    if total_steps <= warmup_steps:
-        raise ValueError(f"lr_schedule={schedule!r} needs total_steps > warmup_steps, got {total_steps}")
-    progress = min(1.0, (step - warmup_steps) / (total_steps - warmup_steps))
-    if schedule == "linear":
-        return 1.0 - progress
-    if schedule == "cosine":
-        return 0.5 * (1.0 + math.cos(math.pi * progress))
-    raise ValueError(f"unknown lr_schedule {schedule!r}")
 
 
 # decoder layers that are exactly: x + attn(input_layernorm(x)), then h + mlp(post_attention_layernorm(h))

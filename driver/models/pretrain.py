@@ -20,10 +20,11 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import json
-import math
 import random
 import time
 from pathlib import Path
+
+from core.algo.schedules import lr_multiplier
 
 STATS_FILE = "pretrain.json"
 # Part of the cache key: bumped whenever the same config would train a different model.
@@ -221,17 +222,11 @@ def context_batches(tokenizer, texts: list, train_tasks: list, cfg, seed: int) -
 
 def lr_factor(step: int, total: int, decay: str = "constant") -> float:
     """The multiplier of the base learning rate at optimizer step `step` (0-based) of `total`: a linear warm-up over
-    the first 5% of the steps, then 1 ('constant') or a cosine from 1 down to 0 at the last step ('cosine';
-    Loshchilov & Hutter, SGDR, arXiv 1608.03983, without restarts)."""
-    warmup = max(1, total // 20)
-    if step < warmup:
-        return (step + 1) / warmup
-    if decay == "constant":
-        return 1.0
-    if decay != "cosine":
+    the first 5% of the steps, then 1 ('constant') or a cosine from 1 down to 0 at the last step ('cosine'),
+    `core.algo.schedules.lr_multiplier` with `zero_at_last_step`."""
+    if decay not in ("constant", "cosine"):
         raise ValueError(f"model.pretrain.lr_decay must be 'constant' or 'cosine', not {decay!r}")
-    progress = (step - warmup + 1) / max(1, total - warmup)
-    return 0.5 * (1.0 + math.cos(math.pi * min(1.0, progress)))
+    return lr_multiplier(step, decay, max(1, total // 20), total, zero_at_last_step=True)
 
 
 def train_steps(model, tokenizer, steps: list, lr: float, desc: str, progress: bool = True,

@@ -11,7 +11,6 @@ import numpy as np
 import pytest
 import torch
 
-from actors.learner import lr_multiplier
 from actors.packing import count_loss_tokens, pack_sequences, split_mini_batches
 from core.config import AlgorithmConfig, LearnerConfig
 from core.net import free_port, rendezvous_port
@@ -71,24 +70,6 @@ def max_diff(a: dict, b: dict) -> float:
 def test_learner_refuses_an_unresolved_ratio_reference(tiny_model_path):
     with pytest.raises(ValueError, match="ratio_reference='auto'"):
         new_learner(tiny_model_path, algo=AlgorithmConfig())  # fails before any process group is formed
-
-
-@pytest.mark.parametrize("schedule,warmup,total,step,expected", [
-    ("constant", 0, 0, 0, 1.0), ("constant", 0, 0, 99, 1.0),
-    ("constant", 4, 0, 0, 0.25), ("constant", 4, 0, 3, 1.0), ("constant", 4, 0, 10, 1.0),
-    ("linear", 0, 10, 0, 1.0), ("linear", 0, 10, 5, 0.5), ("linear", 0, 10, 10, 0.0), ("linear", 0, 10, 20, 0.0),
-    ("linear", 2, 12, 1, 1.0), ("linear", 2, 12, 7, 0.5),
-    ("cosine", 0, 10, 0, 1.0), ("cosine", 0, 10, 5, 0.5), ("cosine", 0, 10, 10, 0.0),
-    ("cosine", 2, 6, 3, 0.5 * (1 + math.cos(math.pi / 4))), ("cosine", 2, 6, 0, 0.5),
-])
-def test_lr_multiplier_table(schedule, warmup, total, step, expected):
-    assert lr_multiplier(step, schedule, warmup, total) == pytest.approx(expected, abs=1e-12)
-
-
-@pytest.mark.parametrize("schedule,total", [("linear", 0), ("cosine", 3), ("nope", 10)])
-def test_lr_multiplier_rejects(schedule, total):
-    with pytest.raises(ValueError):
-        lr_multiplier(5, schedule, 3, total)
 
 
 # ----------------------------------------------------------------------------- one rank, in-process
