@@ -875,6 +875,15 @@ def describe(cls: type = TrainConfig, prefix: str = "") -> list:
     return rows
 
 
+def cache_key_settings(section, added_later: dict) -> dict:
+    """`section` (a config dataclass, or a dict) as a plain dict for a cache key, without each key of `added_later`
+    ({key: default}) that holds its default there: a key added after folders were cached, at the default that builds
+    what was built before it, leaves their keys (and the folders) as they were."""
+    settings = dataclasses.asdict(section) if dataclasses.is_dataclass(section) else dict(section)
+    return {k: v for k, v in settings.items() if not (k in added_later and v == added_later[k])}
+
+
 __all__ = ["TrainConfig", "ModelConfig", "TinyModelConfig", "WarmStartConfig", "DataConfig", "RolloutConfig",
            "VerifierConfig", "LearnerConfig", "AlgorithmConfig", "WeightSyncConfig", "ClusterConfig",
-           "ServeConfig", "ConfigError", "load_config", "estimator_params", "resolve_ratio_reference", "to_yaml", "from_yaml", "describe"]
+           "ServeConfig", "ConfigError", "load_config", "estimator_params", "resolve_ratio_reference", "to_yaml", "from_yaml", "describe",
+           "cache_key_settings"]

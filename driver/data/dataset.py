@@ -16,7 +16,6 @@ so it appears complete or not at all.
 """
 from __future__ import annotations
 
-import dataclasses
 import hashlib
 import json
 import os
@@ -26,6 +25,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, Optional
 
+from core.config import cache_key_settings
 from core.records import SelectionTask
 
 SCHEMA_VERSION = 1
@@ -43,11 +43,8 @@ KEYS_ADDED_LATER = {"train_max_candidates": 0, "side_by_side": False, "answer_la
 
 def config_dict(cfg) -> dict:
     """A DataConfig (dataclass) as a plain dict, `out_dir` left out (where a dataset lives is not what it is)."""
-    d = dataclasses.asdict(cfg) if dataclasses.is_dataclass(cfg) else dict(cfg)
+    d = cache_key_settings(cfg, KEYS_ADDED_LATER)  # at their default they build what was built before them
     d.pop("out_dir", None)
-    for key, default in KEYS_ADDED_LATER.items():  # at their default they build what was built before them
-        if d.get(key) == default:
-            d.pop(key)
     return d
 
 

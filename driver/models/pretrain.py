@@ -25,6 +25,7 @@ import time
 from pathlib import Path
 
 from core.algo.schedules import lr_multiplier
+from core.config import cache_key_settings
 
 STATS_FILE = "pretrain.json"
 # Part of the cache key: bumped whenever the same config would train a different model.
@@ -121,10 +122,7 @@ def pretrain_dir(base_dir, cfg, exclude: frozenset, dataset_hash: str = "") -> P
     """Cache folder of a pretrained model: beside the base model, keyed by everything that shapes it (the dataset
     whose training prompts it reads, when it reads any)."""
     base_dir = Path(base_dir)
-    settings = dataclasses.asdict(cfg)
-    for key, default in KEYS_ADDED_LATER.items():  # at their defaults, corpora keep the cache key they had before
-        if settings[key] == default:
-            del settings[key]
+    settings = cache_key_settings(cfg, KEYS_ADDED_LATER)  # at their defaults, models keep the key they had before
     key = {"pretrain": settings, "base": base_dir.name, "version": PRETRAIN_VERSION,
            "exclude": hashlib.sha256("\n".join(sorted(exclude)).encode()).hexdigest()}
     if reads_selection_prompts(cfg):

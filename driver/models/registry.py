@@ -12,12 +12,12 @@ into the dataset hash, since prompts are budgeted in tokens).
 """
 from __future__ import annotations
 
-import dataclasses
 import hashlib
 import json
 from pathlib import Path
 from typing import Iterable, Optional
 
+from core.config import cache_key_settings
 from driver.models import smollm2
 
 TOKENIZER_FILES = ("tokenizer.json", "tokenizer.model", "vocab.json", "vocab.txt")
@@ -59,10 +59,8 @@ def corpus_hash(texts: Iterable[str]) -> str:
 
 
 def tiny_dir(model_cfg, corpus_texts: list) -> Path:
-    settings = dataclasses.asdict(model_cfg.tiny)
-    for key, default in (("induction_circuit", False), ("response", "index")):  # added later: at their defaults,
-        if settings[key] == default:                                             # models keep their cache keys
-            del settings[key]
+    # added later: at their defaults, models keep their cache keys
+    settings = cache_key_settings(model_cfg.tiny, {"induction_circuit": False, "response": "index"})
     shape = json.dumps(settings, sort_keys=True)
     key = _sha(f"{shape}|seed={model_cfg.seed}|corpus={corpus_hash(corpus_texts)}")
     return Path(model_cfg.cache_dir) / f"tiny-{key}"

@@ -30,7 +30,6 @@ a training run made it: its step-0 evaluation measures the same weights through 
 from __future__ import annotations
 
 import contextlib
-import dataclasses
 import hashlib
 import json
 import random
@@ -41,6 +40,7 @@ from pathlib import Path
 
 from core.algo.genselect import parse_judgment, render_judgment
 from core.chat import full_response, index_token_ids, prompt_token_ids, response_token_ids
+from core.config import cache_key_settings
 
 STATS_FILE = "warm_start.json"
 # Part of the cache key: bumped whenever the same config would train a different model (2 = uniform index, 3 = answer prefix).
@@ -50,9 +50,7 @@ WARM_START_VERSION = 3
 def warm_start_dir(base_dir, ws_cfg, dataset_hash: str, dtype: str, seed: int) -> Path:
     """Cache folder of a warm-started model: beside the base model, keyed by everything that shapes it."""
     base_dir = Path(base_dir)
-    ws = dataclasses.asdict(ws_cfg)
-    if not ws["pool"]:  # added in session 35: the folders made before it (pool 0 then too) stay valid
-        del ws["pool"]
+    ws = cache_key_settings(ws_cfg, {"pool": 0})  # added in session 35: the folders made before it stay valid
     blob = json.dumps({"ws": ws, "data": dataset_hash, "base": base_dir.name,
                        "dtype": dtype, "seed": seed, "version": WARM_START_VERSION}, sort_keys=True)
     return base_dir.with_name(f"{base_dir.name}-ws-{hashlib.sha256(blob.encode()).hexdigest()[:12]}")

@@ -237,3 +237,12 @@ def test_a_config_builds_on_its_base_and_a_loop_is_refused(tmp_path):
         load_config(str(child))
     (tmp_path / "parent.yaml").write_text("base: smoke\nsteps: 5\n")
     assert load_config(str(child)).steps == 7 and load_config(str(child)).model == load_config("smoke").model
+
+
+def test_cache_key_settings_leave_out_later_keys_only_at_their_defaults():
+    from core.config import WarmStartConfig, cache_key_settings
+
+    plain = cache_key_settings(WarmStartConfig(), {"pool": 0})
+    assert "pool" not in plain and plain["steps"] == WarmStartConfig().steps
+    assert cache_key_settings(WarmStartConfig(pool=800), {"pool": 0})["pool"] == 800
+    assert cache_key_settings({"a": 1, "b": 2}, {"a": 1, "c": 3}) == {"b": 2}
