@@ -1,9 +1,10 @@
-"""Learner step of the plain selector (configs/selector.yaml, the embedded default until session 34), without Ray: where the time goes, and how it scales.
+"""Learner step without Ray: where the time goes, and how it scales. On the plain selector's built batch
+(configs/selector.yaml, the embedded default until session 34) or on the batches a real run trained on (`--batches`).
 
-Builds the default's tiny Qwen3 (3.4M parameters, fp32; `driver.prepare` on configs/selector.yaml, cached under
-.cache/) and a GenSelect-shaped batch from the default's dataset: `--prompts` prompts (16, the default's
-prompts_per_step) x `--samples` responses (8), each response one constrained index token, as the default's
-rollout samples them. The batch is packed by `actors.packing.pack_sequences` (the learner's
+Without `--batches`, builds the plain selector's tiny Qwen3 (3.4M parameters, fp32; `driver.prepare` on
+configs/selector.yaml, cached under .cache/) and a GenSelect-shaped batch from its dataset: `--prompts` prompts (16,
+its prompts_per_step) x `--samples` responses (8), each response one constrained index token, as its rollout samples
+them. The batch is packed by `actors.packing.pack_sequences` (the learner's
 `micro_batch_tokens`, 8192) and one learner step is run as the learner runs it: per micro-batch the forward of
 `actors.learner._PolicyLogprobs`, `actors.learner.micro_batch_loss`, backward; then global-norm clipping and
 AdamW (torch; DeepSpeed left out). Modes (`--attention`, comma-separated, run interleaved step by step on
