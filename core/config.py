@@ -885,5 +885,5 @@ def cache_key_settings(section, added_later: dict) -> dict:
 
 __all__ = ["TrainConfig", "ModelConfig", "TinyModelConfig", "WarmStartConfig", "DataConfig", "RolloutConfig",
            "VerifierConfig", "LearnerConfig", "AlgorithmConfig", "WeightSyncConfig", "ClusterConfig",
-           "ServeConfig", "ConfigError", "load_config", "estimator_params", "resolve_ratio_reference", "to_yaml", "from_yaml", "describe",
-           "cache_key_settings"]
+           "ServeConfig", "ConfigError", "load_config", "estimator_params", "resolve_ratio_reference", "to_yaml",
+           "from_yaml", "describe", "cache_key_settings"]
