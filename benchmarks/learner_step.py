@@ -152,24 +152,43 @@ class Step:
                 unpack_per_sequence(self.module(**inputs(mb, attention, self.device))[0], mb, out)
         return out
 
-    def __call__(self, packed: list, attention: str, num_tokens: int, num_anchor_tokens: int = 0) -> dict:
-        """One step as `Learner.train_step` takes it with one mini-batch: the decoupled ratio's proximal policy is
-        the forward's own values (`ratio_reference: proximal`), and the solution anchor is added when the batch has
-        anchor tokens."""
+    def loss(self, mb, attention: str, num_tokens: int, num_anchor_tokens: int = 0):
+        """Forward of one micro-batch and the loss `Learner.train_step` backpropagates with one mini-batch: the
+        decoupled ratio's proximal policy is the forward's own values (`ratio_reference: proximal`), and the solution
+        anchor is added when the batch has anchor tokens."""
+        from actors.learner import anchor_loss, micro_batch_loss
+
+        prox = None if self.algo.ratio_reference == "proximal" else False
+        logprobs, _ = self.module(**inputs(mb, attention, self.device))
+        loss = micro_batch_loss(logprobs, mb, self.algo, num_tokens, 1, prox)[0]
+        if num_anchor_tokens and mb.anchor_weights is not None:
+            loss = loss + anchor_loss(logprobs, mb, self.algo.solution_anchor, num_anchor_tokens, 1)[0]
+        return loss
+
+    def loss_and_grad(self, packed: list, attention: str, num_tokens: int, num_anchor_tokens: int) -> tuple:
+        """(loss, flat gradient) of one step's batch on the current weights, without an update."""
         import torch
 
-        from actors.learner import anchor_loss, micro_batch_loss
+        self.optimizer.zero_grad(set_to_none=True)
+        total = 0.0
+        for mb in packed:
+            loss = self.loss(mb, attention, num_tokens, num_anchor_tokens)
+            loss.backward()
+            total += float(loss.detach())
+        grad = torch.cat([q.grad.flatten() for q in self.module.parameters() if q.grad is not None])
+        self.optimizer.zero_grad(set_to_none=True)
+        return total, grad
+
+    def __call__(self, packed: list, attention: str, num_tokens: int, num_anchor_tokens: int = 0) -> dict:
+        """One step (`loss` per micro-batch, backward; then clip and AdamW); its timing."""
+        import torch
 
         timing = {"forward_s": 0.0, "backward_s": 0.0, "optimizer_s": 0.0}
         cpu0 = time.process_time()
-        prox = None if self.algo.ratio_reference == "proximal" else False
         self.optimizer.zero_grad(set_to_none=True)
         for mb in packed:
             t0 = time.perf_counter()
-            logprobs, _ = self.module(**inputs(mb, attention, self.device))
-            loss, _, _, _ = micro_batch_loss(logprobs, mb, self.algo, num_tokens, 1, prox)
-            if num_anchor_tokens and mb.anchor_weights is not None:
-                loss = loss + anchor_loss(logprobs, mb, self.algo.solution_anchor, num_anchor_tokens, 1)[0]
+            loss = self.loss(mb, attention, num_tokens, num_anchor_tokens)
             t1 = time.perf_counter()
             loss.backward()
             timing["forward_s"] += t1 - t0
@@ -231,27 +250,6 @@ def recorded_batches(path: str, limit: int = 0) -> tuple:
         batches = [batches[round(i * (len(batches) - 1) / (limit - 1))] if limit > 1 else batches[0]
                    for i in range(limit)]
     return data["model_dir"], load_config(data["config"], data["overrides"]), batches
-
-
-def loss_and_grad(step: "Step", packed: list, attention: str, num_tokens: int, num_anchor: int) -> tuple:
-    """(loss, flat gradient) of one step's batch on the current weights, without an update."""
-    import torch
-
-    from actors.learner import anchor_loss, micro_batch_loss
-
-    step.optimizer.zero_grad(set_to_none=True)
-    prox = None if step.algo.ratio_reference == "proximal" else False
-    total = 0.0
-    for mb in packed:
-        logprobs, _ = step.module(**inputs(mb, attention, step.device))
-        loss = micro_batch_loss(logprobs, mb, step.algo, num_tokens, 1, prox)[0]
-        if num_anchor and mb.anchor_weights is not None:
-            loss = loss + anchor_loss(logprobs, mb, step.algo.solution_anchor, num_anchor, 1)[0]
-        loss.backward()
-        total += float(loss.detach())
-    grad = torch.cat([q.grad.flatten() for q in step.module.parameters() if q.grad is not None])
-    step.optimizer.zero_grad(set_to_none=True)
-    return total, grad
 
 
 def main(argv=None) -> dict:
@@ -327,7 +325,7 @@ def main(argv=None) -> dict:
         runs[mode] = {"packed": packed, "step": Step(load_model(model_dir, mode), cfg.algorithm), "times": []}
     rss0 = peak_rss_mib()
     # the same weights, the first batch: the loss and gradient each mode computes (results must not change)
-    checks = {mode: loss_and_grad(run["step"], run["packed"][0], mode, *counts[0]) for mode, run in runs.items()}
+    checks = {mode: run["step"].loss_and_grad(run["packed"][0], mode, *counts[0]) for mode, run in runs.items()}
     logprobs = {mode: run["step"].logprobs(run["packed"][0], mode, len(batches[0]))
                 for mode, run in runs.items() if mode != "merged"}
 
