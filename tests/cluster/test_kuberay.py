@@ -23,9 +23,7 @@ from cluster.placement import plan
 from core.config import load_config, resolve_config_path
 
 ROOT = Path(__file__).resolve().parent.parent.parent
-CRDS = ROOT.parent / "shared" / "kuberay-crds"
-if not CRDS.exists():  # a git worktree beside the main checkout
-    CRDS = Path("/work/shared/kuberay-crds")
+CRDS = ROOT / "cluster" / "kuberay" / "crds"  # KubeRay v1.7.0's own CRDs (their README names the source)
 MANIFESTS = sorted((ROOT / "cluster" / "kuberay").glob("*.yaml"))
 
 
