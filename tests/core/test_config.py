@@ -79,7 +79,7 @@ def test_paper_scale_configs_carry_the_papers_settings(name, group_size):
         check_fits(placement, {"CPU": 200.0, "GPU": 16.0})
 
 
-# ---- issue #10: off-policy correction by default (item 3), sampling and dtype consistency (item 4) ---------
+# ---- off-policy correction by default, sampling and dtype consistency ----------------------------------------
 @pytest.mark.parametrize("overrides, expected", [
     (["max_staleness=1"], "proximal"),                                              # one-step-off-policy
     (["max_staleness=0"], "behaviour"),                                             # on-policy, same dtype
@@ -116,7 +116,7 @@ def test_sampling_and_dtype_mismatches_are_refused(override, key):
         load_config("selector", override)
 
 
-# ---- issue #11 item 2: every estimator parameter in the config, validated before any actor starts ----------
+# ---- every estimator parameter in the config, validated before any actor starts -------------------------------
 BON_BINARY = ["algorithm.overlong_filtering=true"]
 
 
@@ -207,8 +207,12 @@ def test_more_than_ten_candidates_need_unconstrained_answers_with_the_tiny_model
 
 
 def test_sample_index_only_loads_with_the_solve_then_point_model():
-    cfg = load_config("solve_point")
+    solve_point = ["model.tiny.response=solve_point", "data.answer_labels=true", "model.warm_start.target=pointer"]
+    cfg = load_config("selector", [*solve_point, "rollout.sample_index_only=true"])
     assert cfg.rollout.sample_index_only and cfg.model.tiny.response == "solve_point"
+    # the index model writes no solution before its index: sampling the index alone is refused by name
+    with pytest.raises(ConfigError, match="rollout.sample_index_only"):
+        load_config("selector", ["rollout.sample_index_only=true"])
 
 
 def test_the_pick_reward_weight_is_a_share():
@@ -220,13 +224,23 @@ def test_the_pick_reward_weight_is_a_share():
 
 
 def test_a_config_builds_on_its_base_and_a_loop_is_refused(tmp_path):
-    """`base: NAME` merges NAME's file first: configs/pick_point.yaml is the default with session 32's settings."""
-    point, default = load_config("pick_point", ["run_dir=x"]), load_config("default", ["run_dir=x"])
+    """`base: NAME` merges NAME's file first, then the file's own keys (nested sections merge key by key), then the
+    overrides; a base that names the file again, or more than one config, is refused by name."""
+    variant = tmp_path / "variant.yaml"
+    variant.write_text("base: default\nrun_dir: runs/variant\ndata:\n  train_no_cue_share: 0.5\n"
+                       "model:\n  warm_start: {pointer: uniform}\nverifier:\n  pick_reward: 0.0\n"
+                       "learner:\n  lr: 2.0e-4\n")
+    point, default = load_config(str(variant), ["run_dir=x"]), load_config("default", ["run_dir=x"])
+    assert load_config(str(variant)).run_dir == "runs/variant"
     assert point.model.warm_start.pointer == "uniform" and point.learner.lr == 2.0e-4
     assert point.data.train_no_cue_share == 0.5 and point.verifier.pick_reward == 0.0
     assert point.model.pretrain == default.model.pretrain and point.algorithm == default.algorithm
-    again = ["model.warm_start.pointer=pick", "learner.lr=4e-4", "verifier.pick_reward=0.5", "data.train_no_cue_share=0"]
-    assert load_config("pick_point", ["run_dir=x", *again]) == default
+    assert point.model.warm_start.steps == default.model.warm_start.steps  # the base's other keys of that section
+    assert point != default
+    again = [f"model.warm_start.pointer={default.model.warm_start.pointer}", f"learner.lr={default.learner.lr}",
+             f"verifier.pick_reward={default.verifier.pick_reward}",
+             f"data.train_no_cue_share={default.data.train_no_cue_share}"]
+    assert load_config(str(variant), ["run_dir=x", *again]) == default
     child = tmp_path / "child.yaml"
     child.write_text(f"base: {tmp_path / 'parent.yaml'}\nsteps: 7\n")
     (tmp_path / "parent.yaml").write_text(f"base: {child}\nsteps: 5\n")
