@@ -8,7 +8,7 @@ command, script, config and link that the docs name exists.
   absolute path of the folder holding the checkout.
 - BENCHMARKS.md's commands name scripts, modules, configs and result files that exist, so each figure can be
   reproduced on this tree.
-- Relative links in the README and docs/ point to files that exist.
+- Relative links in the README and docs/ point to files, and headings, that exist.
 """
 import re
 import subprocess
@@ -97,11 +97,34 @@ def _markdown_pages() -> list[Path]:
     return [ROOT / "README.md", ROOT / "BENCHMARKS.md", ROOT / "CONTRIBUTING.md", *sorted((ROOT / "docs").glob("*.md"))]
 
 
+def _anchors(page: Path) -> set[str]:
+    """GitHub's heading anchors of a markdown page: lower case, punctuation dropped, spaces to hyphens, a repeated
+    heading numbered -1, -2, ... (headings inside fenced code blocks are not headings)."""
+    anchors, seen, fenced = set(), {}, False
+    for line in page.read_text().splitlines():
+        fenced ^= bool(re.match(r" {0,3}```[^`]*$", line))  # a fence line (CommonMark: no backtick after it)
+        heading = re.match(r"#{1,6}\s+(.*?)\s*#*\s*$", line)
+        if fenced or not heading:
+            continue
+        slug = re.sub(r"[^\w\- ]", "", heading.group(1).lower()).replace(" ", "-")
+        count = seen.get(slug, 0)
+        seen[slug] = count + 1
+        anchors.add(slug if count == 0 else f"{slug}-{count}")
+    return anchors
+
+
 @pytest.mark.parametrize("page", _markdown_pages(), ids=lambda p: str(p.relative_to(ROOT)))
-def test_relative_links_point_to_files_that_exist(page):
+def test_relative_links_point_to_files_and_headings_that_exist(page):
     if not page.exists():
         pytest.skip(f"{page.name} is not in the tree")
-    links = re.findall(r"\]\(([^)\s]+)\)", page.read_text())
-    local = [link.split("#")[0] for link in links if not re.match(r"[a-z]+:|#", link)]
-    missing = sorted({link for link in local if link and not (page.parent / link).exists()})
-    assert not missing, f"{page.relative_to(ROOT)} links to missing files: {missing}"
+    broken = set()
+    for link in re.findall(r"\]\(([^)\s]+)\)", page.read_text()):
+        if re.match(r"[a-z]+:", link):
+            continue
+        path, _, anchor = link.partition("#")
+        target = page.parent / path if path else page
+        if not target.exists():
+            broken.add(link)
+        elif anchor and target.suffix == ".md" and anchor not in _anchors(target):
+            broken.add(link)
+    assert not broken, f"{page.relative_to(ROOT)} links to missing files or headings: {sorted(broken)}"
