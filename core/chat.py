@@ -4,10 +4,10 @@ A tokenizer with a chat template (SmolLM2's ChatML) gets the user message wrappe
 generation prompt appended; such a model writes its reasoning and then `Judgment: IDX` itself. A tokenizer
 without one (the tiny model, which cannot reason) gets the plain prompt followed by `SEPARATOR` and the
 *answer prefix* `Judgment: `: its response is only the index and EOS, so RL's action is exactly the
-decision (format tokens in the response were where the tiny model's full-system runs lost their format,
-BENCHMARKS.md, issue 7). `full_response` puts the prefix back in front of the generated text, so parsing is
-the same for both kinds. Both sides of RL must format identically, or the learner's log-probs are of a
-different sequence than the rollout engine's.
+decision (format tokens in the response were where the tiny model lost its format under RL; BENCHMARKS.md).
+`full_response` puts the prefix back in front of the generated text, so parsing is the same for both kinds. Both
+sides of RL must format identically, or the learner's log-probs are of a different sequence than the rollout
+engine's.
 
 A tiny model built with `model.tiny.response=solve_point` carries `SOLVE_POINT_TEMPLATE` as its chat template: the
 selection prompt, then the problem restated and `Solution:`, so the model writes a worked solution of its own and
@@ -19,7 +19,8 @@ from __future__ import annotations
 SEPARATOR = "\n\nResponse:\n"
 ANSWER_PREFIX = "Judgment: "
 # What a response that picks first writes right after the prompt, before the pick's index and its worked solution
-# (`Pick: #3`; model.pretrain.pick_line, benchmarks/pick_point_rl_probe.py; issue 7, sessions 28-29).
+# (`Pick: #3`; model.pretrain.pick_line). The pick comes first because an index sampled before the solution learns
+# the hedge cue (0.47 -> 0.78 on held-out pairs) while one sampled after it collapsed onto one index (0.405).
 PICK_MARK = "Pick: #"
 # What precedes the index in a solve-then-point or pick-then-point answer line (`Answer: 24 #3`,
 # core.algo.genselect): the rollout's greedy solution stops at it (actors/pick_point.py).
@@ -88,7 +89,7 @@ def response_token_ids(tokenizer, response_text: str) -> list:
 
 def index_token_ids(tokenizer, n: int):
     """Token ids of the indices 0..n-1 when each is a single token (per-digit tokenizers), else None. Shared by
-    the warm-start's index target, constrained judgment in the rollout and the learnability probe."""
+    the warm-start's index target and constrained judgment in the rollout."""
     ids = [tokenizer(str(i), add_special_tokens=False)["input_ids"] for i in range(n)]
     return [t[0] for t in ids] if all(len(t) == 1 for t in ids) else None
 

@@ -4,12 +4,14 @@ In `core` because both sides use it: the model builder writes it (driver/models/
 the DeepSpeed learner actor included, keeps it frozen (`freeze_if_wired`).
 
 A content-keyed induction head (attend to the token after the earlier occurrence of the current context, copy it)
-forms in the default's 3.4M-parameter model only after ~2,300 steps of synthetic repeats, and every no-cue route to
-selection needs one (BENCHMARKS.md, issue 7 sessions 20-22). The circuit is known (Olsson et al. 2022, "In-context
-learning and induction heads", arXiv 2209.11895): a previous-token head in one layer and, in a later layer, a head
-whose key reads what the previous-token head wrote. `wire_induction` writes it by hand in weights the ordinary
-Qwen3 architecture has (vLLM runs the result unchanged); training leaves it as written only when `freeze_circuit`
-masks its gradients (language modelling erases its use otherwise: session 22).
+forms in the default's tiny model (docs/models.md) only after ~2,300 steps of synthetic repeats (~8.5 min on 2 CPU
+cores), and every no-cue route to selection needs one: naming the candidate that states a value (BENCHMARKS.md).
+The circuit is known (Olsson et al. 2022, "In-context learning and induction heads", arXiv 2209.11895): a
+previous-token head in one layer and, in a later layer, a head whose key reads what the previous-token head wrote.
+`wire_induction` writes it by hand in weights the ordinary Qwen3 architecture has (vLLM runs the result unchanged);
+training leaves it as written only when `freeze_circuit` masks its gradients (language modelling erases its use
+otherwise: after ~600 steps of worked solutions and answer lookups, the pointer named a candidate stating the asked
+answer 0.40 of the time unfrozen, 0.95 frozen).
 
 Residual stream layout (hidden 256): dims [0, 64) hold a fixed random identity code of each token (the embedding's
 columns there), [64, 128) the rest of the embedding (trained freely), [128, 224) three blocks of 32 dims where layer 0

@@ -2,8 +2,8 @@
 (`SolveTask`, `task=generator`), a sampled response
 (`Rollout`) and its group of G (`RolloutGroup`), and what the learner trains on (`TrainSequence`).
 
-Small dataclasses instead of dicts with ad-hoc keys (ARCHITECTURE.md, "Contracts worth keeping
-explicit"). Pure: stdlib only, so every process (driver, actors, tests) can import it cheaply.
+Small dataclasses instead of dicts with ad-hoc keys, so every field a sample carries between processes is named
+in one place. Pure: stdlib only, so every process (driver, actors, tests) can import it cheaply.
 """
 from __future__ import annotations
 

@@ -13,7 +13,7 @@ max@k (Bagirov et al., arXiv 2510.23393; binary case = PKPO, Walder & Karkhanis,
     exactly unbiased (it does not depend on y_i) and the advantages sum to exactly zero (needs n > k);
     ``"mean"`` (GRPO-style centring) gives ``(1 - k/n) grad M`` (zero for k = n); ``"none"``.
     Off-policy (samples from mu, ``rho_i = pi/mu = 1 + delta_i``): the IS-weighted subset average expanded to
-    first order in delta gives REFERENCE.md's ``w'`` (verified: bias O(delta^2)).
+    first order in delta gives the paper's off-policy weights ``w'`` (verified: bias O(delta^2)).
 
 BoN-aware RL for binary rewards (Chow et al., arXiv 2412.15287), derived here
     With ``p = P_pi(fail)``, ``J = 1 - p^N`` and ``grad J = N p^(N-1) grad(1-p) = N p^(N-1) E_pi[1{succ} grad
@@ -27,16 +27,16 @@ BoN-aware RL for binary rewards (Chow et al., arXiv 2412.15287), derived here
     p^(N-1)``, and p_hat depends on y_i; consistent as G grows). ``p_estimate="loo"`` uses
     ``q_i = C(F_{-i}, N-1) / C(G-1, N-1)`` (unbiased for p^(N-1), independent of y_i) and the others' mean
     as baseline: exactly unbiased, needs G >= N.
-    REFERENCE.md's ``g+ = N p^(N-1)/(1-p^N)``, ``g- = N p/(1-p)``, ``g_P = N p^(N-1)(1-p)/(1-p^N)`` are
-    right for a different sampling distribution: the sample that BoN SELECTS out of N draws
-    (``pi_bon = pi (1-p^N)/(1-p)`` on successes, ``pi p^(N-1)`` on failures). There ``E_bon[g_P 1{succ} grad
-    log pi] = grad J`` and ``E_bon[(g+ 1{succ} + g- 1{fail}) grad log pi] = grad J``, with ``g-`` entering
-    with a PLUS sign (with a minus sign it is biased). On i.i.d. samples of pi, which is what our groups are,
-    none of the three is unbiased, and the trainer never samples from pi_bon: a group of G >= N i.i.d.
-    draws already contains BoN's choice, and ``p_estimate="loo"`` turns ALL of its samples into an exactly
-    unbiased estimate of the same gradient, where the selected-sample form would keep one draw in N. So the
-    REFERENCE weights are not implemented here; tests/core/algo/test_bon.py keeps them as a test helper and
-    proves every claim above by exact enumeration.
+    The weights quoted for the paper, ``g+ = N p^(N-1)/(1-p^N)``, ``g- = N p/(1-p)``,
+    ``g_P = N p^(N-1)(1-p)/(1-p^N)``, are right for a different sampling distribution: the sample that BoN
+    SELECTS out of N draws (``pi_bon = pi (1-p^N)/(1-p)`` on successes, ``pi p^(N-1)`` on failures). There
+    ``E_bon[g_P 1{succ} grad log pi] = grad J`` and ``E_bon[(g+ 1{succ} + g- 1{fail}) grad log pi] = grad J``,
+    with ``g-`` entering with a PLUS sign (with a minus sign it is biased). On i.i.d. samples of pi, which is what
+    our groups are, none of the three is unbiased, and the trainer never samples from pi_bon: a group of G >= N
+    i.i.d. draws already contains BoN's choice, and ``p_estimate="loo"`` turns ALL of its samples into an exactly
+    unbiased estimate of the same gradient, where the selected-sample form would keep one draw in N. So the quoted
+    weights are not implemented here; tests/core/algo/test_bon.py keeps them as a test helper and proves every claim
+    above by exact enumeration.
 """
 
 from __future__ import annotations
@@ -190,7 +190,8 @@ class LogLikEstimator:
     cross-entropy gradient towards the successes' choice, so a prompt the policy mostly gets wrong (m small)
     pulls as hard as a supervised label would. GRPO's ``/ std`` weighs it by ``sqrt(m (1 - m))`` instead, which
     fades as the policy grows confident and leaves a confidently wrong policy in place (the absorbing state
-    measured on the selector's one-token decision: BENCHMARKS.md, issue 7 session 12). Maximising ``E[log J]``
+    measured on the selector's one-token decision: on hedge-free pairs GRPO collapsed onto one index, held-out pair
+    accuracy 0.40-0.49, where this estimator reached 0.63-0.65 in three seeds; BENCHMARKS.md). Maximising ``E[log J]``
     over prompts is maximum likelihood of success; rejection-sampling fine-tuning (supervised steps on the
     successful samples only) follows the same gradient without the centring. Rewards must be ``>= 0``.
     """

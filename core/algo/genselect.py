@@ -232,8 +232,9 @@ def blend_pick_reward(final_reward: float, pick_score: Optional[float], weight: 
     """The reward of a pick-then-point response with its pick credited apart: (1 - w) * final + w * pick, where
     `final_reward` is the selection reward of the index named last and `pick_score` the verifier's score of the
     picked candidate (None: no pick, scored 0). The pick is an action whose outcome the same verifier checks, so
-    crediting it is a per-decision reward, no new label (issue 7, session 33: the final index alone pays the pick
-    only where the model's own answer is unstated). w = 0 is the selection reward itself."""
+    crediting it is a per-decision reward, no new label (the final index alone pays the pick only where the model's
+    own answer is unstated; with w = 0.5 and every training problem cued, the default's pick learns the cue: sampled
+    on the training pairs 0.50 -> 0.69). w = 0 is the selection reward itself."""
     if not 0.0 <= weight <= 1.0:
         raise ValueError(f"pick reward weight must be in [0, 1], got {weight}")
     return (1.0 - weight) * final_reward + weight * (pick_score or 0.0)

@@ -2,10 +2,10 @@
 
 Why. A knockout tournament of pairs (core/algo/knockout.py) never sees the candidates' agreement, which is what
 majority voting reads: on the default's no-cue held-out set a pair check that wins 66% of random
-correct-vs-wrong pairs reads 0.40 by knockout where majority voting reads 0.445 (BENCHMARKS.md, issue 7,
-session 15), because one lost match eliminates a correct candidate and the knockout promotes exactly the wrong
-candidates whose slip the check cannot see. A round robin plays every pair, so one bad match costs a little, not
-everything; scoring *answers* rather than candidates keeps the agreement:
+correct-vs-wrong pairs reads 0.40 by knockout where majority voting reads 0.445 (BENCHMARKS.md), because one lost
+match eliminates a correct candidate and the knockout promotes exactly the wrong candidates whose slip the check
+cannot see. A round robin plays every pair, so one bad match costs a little, not everything; scoring *answers*
+rather than candidates keeps the agreement:
 
     P(i beats j)  = softmax over the pair of the both-orders scores (core.algo.knockout.both_orders_scores),
     wins(i)       = sum over j != i of P(i beats j),
