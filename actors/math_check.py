@@ -4,7 +4,7 @@ The check itself is `sandbox.math_answer.check_answer` (one implementation with 
 `driver.data.verify`), and the worker processes are `sandbox.workers.ProcessPool`. Why processes: math-verify
 bounds every parse and comparison with `signal.alarm`, which only works in a process's main thread -- in a
 threaded or async Ray actor it raises `ValueError`, and code that swallowed that error scored every answer 0
-without a trace (REFERENCE.md, "Known failure modes"). Each worker runs the check in its own main thread, and
+without a trace (a known failure mode of public RL systems). Each worker runs the check in its own main thread, and
 the pool's outer wall deadline kills and replaces a worker whose computation never returns to the interpreter
 (a huge integer power inside sympy).
 

@@ -391,8 +391,8 @@ class RolloutWorker:
     def allowed_token_ids(self, num_candidates: int) -> Optional[list]:
         """Constrained decoding (`rollout.constrain_index`): for a model whose prompt ends in the answer prefix,
         the token ids of the indices 0..N-1 (the response is exactly one of them); None otherwise (the whole
-        vocabulary). EOS is not among them: allowed first, it became an absorbing empty answer (run of
-        session 4, docs/status.md)."""
+        vocabulary). EOS is not among them: allowed first, it became an absorbing empty answer (a run's held-out
+        accuracy fell 0.455 -> 0.26 from step 75 on)."""
         if not self.cfg.constrain_index or not answer_prefix(self.tokenizer):
             return None
         ids = index_token_ids(self.tokenizer, num_candidates)

@@ -5,8 +5,8 @@ vLLM mixes this class into its worker class when the engine is started with
 `engine.collective_rpc(method_name, args=...)`. Method names must not collide with the worker's own
 (vLLM asserts that), hence the explicit prefixes.
 
-Why files and not tensors: `collective_rpc` serialises its arguments, and tensors arrive as nested lists
-(STACK.md). Weights therefore travel through a safetensors file on a tmpfs (`/dev/shm`) that the worker
+Why files and not tensors: `collective_rpc` serialises its arguments, and tensors arrive as nested lists.
+Weights therefore travel through a safetensors file on a tmpfs (`/dev/shm`) that the worker
 memory-maps, and only the path and the tensor names go through the RPC.
 
 Why `initialize_layerwise_reload` / `model.load_weights` / `finalize_layerwise_reload` and not a bare

@@ -6,7 +6,7 @@ engine (CPUs and GPUs from the config, plus 0.001 of a custom node resource when
 `check_fits(plan, available)` (cluster totals) and `fit_nodes(plan, nodes)` (node by node: every bundle on
 a node that can hold it, under the group's strategy) fail with a clear message naming the missing
 resources *before any actor starts*. `launch(...)` creates the placement group, waits for it with a timeout, and applies
-`ray.remote(**options)` to the plain actor classes (ARCHITECTURE.md: classes stay plain).
+`ray.remote(**options)` to the plain actor classes (plain, so the same class can also back a Serve deployment).
 """
 from __future__ import annotations
 

@@ -1,19 +1,19 @@
 """Stage 3b of a step (`algorithm.anchor_corpus_rows`): worked solutions of fresh procedural problems, appended to the
-step's sequences as anchor-only sequences, so that RL keeps the solver the pick-then-point response reads (issue 7).
+step's sequences as anchor-only sequences, so that RL keeps the solver the pick-then-point response reads.
 
 RL trains two index tokens of a pick-then-point response; the worked solution between them is the model's own and
-lives in the same weights, which RL moves (session 31: the share of correct own answers fell by up to 9 points in 60
-steps). This stage mixes the pretraining's language modelling into the RL loss, as InstructGPT's PPO-ptx mixes its
-pretraining data (arXiv 2203.02155 eq. 2): each step, `anchor_corpus_rows` sequences, each a training prompt of the
-step's batch, a pick index drawn uniformly, then `core.chat.pick_point_head` of a fresh problem and that problem's
+lives in the same weights, which RL moves (without an anchor the share of correct own answers fell by up to 9 points
+in 60 steps). This stage mixes the pretraining's language modelling into the RL loss, as InstructGPT's PPO-ptx mixes
+its pretraining data (arXiv 2203.02155 eq. 2): each step, `anchor_corpus_rows` sequences, each a training prompt of
+the step's batch, a pick index drawn uniformly, then `core.chat.pick_point_head` of a fresh problem and that problem's
 correct worked solution up to its answer line's pointer mark (` #`), as the rollout's greedy solutions end: the
-pretraining's context rows in the rollout's form. Until session 34 a row ended `Answer: X`, a newline and EOS, and
-trained the model to end its solution without the mark: 12-13% of the rollouts had no pointer (reward 0), up to 45% in
-one step; 0.0-0.3% after (BENCHMARKS.md, issue 7 session 34). Every token after the pick carries
-`anchor_mask` 1 and loss mask 0: the learner's `algorithm.solution_anchor` term trains them by likelihood, the DAPO
-loss does not see them. No selection label is read (the solution is of another problem than the prompt's), and the
-problems are never held-out ones (compared by `procedural.problem_key`). Deterministic for (seed, step): a resumed
-run builds the same rows.
+pretraining's context rows in the rollout's form. A row that ends `Answer: X`, a newline and EOS instead trains the
+model to end its solution without the mark: 12-13% of the rollouts had no pointer (reward 0), up to 45% in one step,
+against 0.0-0.3% with rows that end at the mark (BENCHMARKS.md). Every token after the pick carries `anchor_mask` 1
+and loss mask 0: the learner's `algorithm.solution_anchor` term trains them by likelihood, the DAPO loss does not see
+them. No selection label is read (the solution is of another problem than the prompt's), and the problems are never
+held-out ones (compared by `procedural.problem_key`). Deterministic for (seed, step): a resumed run builds the same
+rows.
 """
 from __future__ import annotations
 

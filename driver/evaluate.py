@@ -9,10 +9,10 @@ prints GenSelect@N (the selector's accuracy) next to pass@1, majority@N, random@
 the same as JSON. The selector answers greedily (temperature 0), one response per prompt; the chosen
 candidate is scored with the labels the verifiers gave at synthesis (math-verify / sandboxed unit tests).
 With `--knockout-window W`, every prompt of more than W candidates is selected by a knockout tournament
-(core/algo/knockout.py, NeMo-Skills' GenSelect for N beyond the window, REFERENCE.md): balanced groups of at
+(core/algo/knockout.py, as NeMo-Skills' GenSelect does for N beyond its window): balanced groups of at
 most W candidates, one greedy judgment each, the winners go on to the next round; the same prompts, labels and
 metrics, so the two modes compare directly. The JSON keeps each prompt's choice (`choices`, by prompt id), so
-runs on the same prompts can be compared paired (benchmarks/pooled_margin.py).
+runs on the same prompts can be compared paired, prompt by prompt.
 """
 from __future__ import annotations
 

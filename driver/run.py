@@ -486,7 +486,7 @@ class Run:
     def _evaluate_on(self, tasks: list, samples: int, step: int) -> dict:
         """One held-out set's reading: the whole prompts (greedy, and `samples` sampled responses each), then the
         knockout and the round robin when configured, one after the other (run at once they took as long: the
-        engine is busy either way, session 35). `eval_s`: its wall time."""
+        engine is busy either way). `eval_s`: its wall time."""
         from driver.evaluate import by_size, by_slip_kind, selection_metrics
 
         started = time.time()

@@ -1,6 +1,6 @@
 """Procedural math problems and candidate worked solutions with realistic, *shared* mistakes.
 
-Why it looks like this. The embedded default trains a ~3.4M-parameter selector on 2 CPU cores, so the
+Why it looks like this. The embedded default trains a tiny selector (docs/models.md) on 2 CPU cores, so the
 selection task must be learnable by reading the candidates, and must not be solvable by counting answers:
 
 * Every candidate is a short chain of steps, one arithmetic operation per line (`7 + 5 = 12`,

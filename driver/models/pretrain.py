@@ -3,7 +3,7 @@
 Why. The warm-start's `prompt_lm` term trains next-token prediction on the selection prompts, where most
 candidates carry a slip; a model trained that way predicts only ~11% of the result tokens of a correct
 solution's lines (`7 + 5 = ` -> `12`), so it cannot tell a slipped line from a correct one, and RL taught it
-to read the hedging cue only (BENCHMARKS.md, issue 7, session 6). Next-token prediction on *correct* worked
+to read the hedging cue only (BENCHMARKS.md). Next-token prediction on *correct* worked
 solutions of fresh procedural problems teaches the arithmetic and the copying between lines (56% of line
 results exact after 600 steps of 32), with no selection labels at all: every text is a correct solution, and no
 candidate is ever compared with another.

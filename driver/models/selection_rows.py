@@ -1,8 +1,8 @@
 """Pretraining rows that read selection prompts without any label (`model.pretrain.context_steps`, `pointer_share`).
 
 A selector writes after a long prompt of candidates, where a model pretrained on short worked solutions alone solves
-a few percent of the problems it solves from the start of a text (BENCHMARKS.md, issue 7 session 21). Two kinds of
-row put a *training* selection prompt before the text the loss reads; neither reads which candidate is correct:
+far fewer problems than at the start of a text (0.3-17% against 56-74%; BENCHMARKS.md). Two kinds of row put a
+*training* selection prompt before the text the loss reads; neither reads which candidate is correct:
 
 * context row: the prompt of one training task (with `model.pretrain.pick_line`, then a blank line and `Pick: #g`,
   g a random index), a blank line, then a correct worked solution of *another*, fresh procedural problem (the model

@@ -10,7 +10,8 @@ problem restated after the prompt; the model writes a worked solution and points
 `core.chat.PICK_POINT_TEMPLATE` (the prompt, then `Pick: #`: the model picks, then solves and points). With
 `induction_circuit`, an induction circuit is written into the initial weights (`core.induction`).
 Embeddings are tied (as in small Qwen3 models); the saved checkpoint therefore has no `lm_head.weight`,
-which both transformers and vLLM re-tie on load. Weight sync sends `lm_head.weight` explicitly (STACK.md).
+which both transformers and vLLM re-tie on load. Weight sync sends `lm_head.weight` explicitly
+(otherwise the engine's output layer would keep the old weights).
 """
 from __future__ import annotations
 

@@ -50,7 +50,7 @@ WARM_START_VERSION = 3
 def warm_start_dir(base_dir, ws_cfg, dataset_hash: str, dtype: str, seed: int) -> Path:
     """Cache folder of a warm-started model: beside the base model, keyed by everything that shapes it."""
     base_dir = Path(base_dir)
-    ws = cache_key_settings(ws_cfg, {"pool": 0})  # added in session 35: the folders made before it stay valid
+    ws = cache_key_settings(ws_cfg, {"pool": 0})  # `pool` at its default stays out of the key
     blob = json.dumps({"ws": ws, "data": dataset_hash, "base": base_dir.name,
                        "dtype": dtype, "seed": seed, "version": WARM_START_VERSION}, sort_keys=True)
     return base_dir.with_name(f"{base_dir.name}-ws-{hashlib.sha256(blob.encode()).hexdigest()[:12]}")
@@ -143,13 +143,13 @@ def with_pointer(tokenizer, cut: str, k: int):
 
 def pointer_pairs(model, tokenizer, tasks: list, rng: random.Random, dtype: str = "float32") -> list:
     """[(task index, prompt ids, target ids)] of the `pointer` warm-start. Target: the model's own greedy solution of
-    the task's prompt, cut after its first `Answer: X` line, then ` #k`, a newline and EOS, k drawn uniformly (the loss
-    trains the index towards uniform anyway). Two choices from session 23's first runs: the model's own solution is
-    part of the target (loss near 0, an anchor: with the solution as context only, the uniform index target raised
-    single digits everywhere and the model's arithmetic fell apart within 100 steps, even at lr 1e-4 with the
-    embedding frozen); and the newline before EOS, as the pretraining's answer lines end (an EOS straight after the
-    index started at ~17 nats and taught the model to stop two tokens into its solution). Tasks whose solution has
-    no answer line are left out."""
+    the task's prompt, cut after its first `Answer: X` line, then ` #k`, a newline and EOS, k drawn uniformly (the
+    loss trains the index towards uniform anyway). Two measured choices: the model's own solution is part of the
+    target (loss near 0, an anchor: with the solution as context only, the uniform index target raised single digits
+    everywhere and the model's arithmetic fell apart within 100 steps, even at lr 1e-4 with the embedding frozen); and
+    the newline before EOS, as the pretraining's answer lines end (an EOS straight after the index started at ~17 nats
+    and taught the model to stop two tokens into its solution). Tasks whose solution has no answer line are left
+    out."""
     prompts = [prompt_token_ids(tokenizer, t.prompt) for t in tasks]
     pairs = []
     for i, text in enumerate(greedy_continuations(model, tokenizer, prompts, POINTER_TOKENS, dtype=dtype)):
