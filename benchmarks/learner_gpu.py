@@ -1,8 +1,6 @@
-"""First GPU check of the learner path (issue 10, "correct at paper scale"): one run on one lent GPU.
-
-Nothing of the project's GPU path had run on a GPU before this script. It checks, on one GPU, in one process
-(no Ray, no vLLM, no dataset or tokenizer: models are random Qwen3s built from transformers configs and saved
-to a temporary folder, sequences are random token ids):
+"""The learner path checked on a GPU at paper-scale shapes: one run on one GPU, in one process (no Ray, no vLLM,
+no dataset or tokenizer: models are random Qwen3s built from transformers configs and saved to a temporary folder,
+sequences are random token ids):
 
 * `env`: torch, CUDA, NCCL, transformers and DeepSpeed versions, the GPU, which dependencies are importable.
 * `learner`: the real `actors.learner.Learner` (DeepSpeed, one rank, NCCL with world size 1) for ZeRO-2/3 x
@@ -13,11 +11,11 @@ to a temporary folder, sequences are random token ids):
   writes a folder transformers loads back equal to the learner's weights. Then, at temperature 1.5, the
   learner's log-probs (`_PolicyLogprobs`, packed, as train_step computes them) against a plain transformers
   fp32 forward of the same weights on the same device.
-* `packed`: benchmarks/learner_step.py's `dense` (the learner before issue 10: dense mask, whole last layer) and
-  `blocks` (the learner now) on the GPU in bf16, a Qwen3-0.6B-shaped model (vocabulary cut to 32,768) and one
-  packed row of W in {4096, 16384, 32768} tokens (a 1,024-token prompt + 8 responses): fwd + bwd + AdamW step
-  time and peak CUDA memory, out-of-memory reported as not fitting; at the smallest W the two modes'
-  log-probs on the same weights, in bf16 and in fp32.
+* `packed`: benchmarks/learner_step.py's `dense` (dense-mask rows: padded rows, a dense mask, the whole last
+  layer) and `blocks` (packed blocks: one padding-free row, attention by blocks, what the learner runs) on the GPU
+  in bf16, a Qwen3-0.6B-shaped model (vocabulary cut to 32,768) and one packed row of W in {4096, 16384, 32768}
+  tokens (a 1,024-token prompt + 8 responses): fwd + bwd + AdamW step time and peak CUDA memory, out-of-memory
+  reported as not fitting; at the smallest W the two modes' log-probs on the same weights, in bf16 and in fp32.
 * `nccl_one_gpu`: whether NCCL lets two processes share one GPU (all_reduce between 2 spawned ranks on cuda:0;
   60 s hard limit): decides whether a 2-rank ZeRO-3 GPU test is possible on a one-GPU machine.
 

@@ -1,5 +1,5 @@
 """Learner step without Ray: where the time goes, and how it scales. On the plain selector's built batch
-(configs/selector.yaml, the embedded default until session 34) or on the batches a real run trained on (`--batches`).
+(configs/selector.yaml, the small index selector) or on the batches a real run trained on (`--batches`).
 
 Without `--batches`, builds the plain selector's tiny Qwen3 (3.4M parameters, fp32; `driver.prepare` on
 configs/selector.yaml, cached under .cache/) and a GenSelect-shaped batch from its dataset: `--prompts` prompts (16,
@@ -8,23 +8,25 @@ them. The batch is packed by `actors.packing.pack_sequences` (the learner's
 `micro_batch_tokens`, 8192) and one learner step is run as the learner runs it: per micro-batch the forward of
 `actors.learner._PolicyLogprobs`, `actors.learner.micro_batch_loss`, backward; then global-norm clipping and
 AdamW (torch; DeepSpeed left out). Modes (`--attention`, comma-separated, run interleaved step by step on
-copies of the same weights, and their log-probs compared): `dense` is the learner before issue 10 (rows as wide
-as the longest unit, a dense (rows, 1, W, W) boolean mask into SDPA, the whole last layer); `blocks` the learner
-now (one padding-free row, attention by blocks, actors/packed_attention.py, the last layer at the targets);
+copies of the same weights, and their log-probs compared): `dense` is the dense-mask-rows layout (rows as wide as
+the longest unit, a dense (rows, 1, W, W) boolean mask into SDPA, the whole last layer); `blocks` the packed-blocks
+layout (one padding-free row, attention by blocks, actors/packed_attention.py, the last layer at the targets);
 `blocks_full` and `dense_pruned` isolate the last-layer change; `merged` is `blocks` on the batch after
-`actors.packing.merge_identical` (identical samples computed once, weighted by their copies: the learner since
-session 35). `--batches FILE` replaces the built batch by the batches a real run trained on
-(`benchmarks/record_batches.py`; the step cycles through them, and the model is that run's start). `--deepspeed` runs the real
-`Learner.train_step` (DeepSpeed ZeRO-2, one rank, in process) instead, and `--code DIR` takes actors/, core/ and
-driver/ from another checkout (the commit before a change) for a before/after of the real thing.
+`actors.packing.merge_identical` (identical samples computed once, weighted by their copies: what the learner
+runs). `--batches FILE` replaces the built batch by the batches a real run trained on
+(`benchmarks/record_batches.py`; the step cycles through them, and the model is that run's start). `--deepspeed`
+runs the real `Learner.train_step` (DeepSpeed ZeRO-2, one rank, in process) instead, and `--code DIR` takes
+actors/, core/ and driver/ from another checkout (the commit before a change) for a before/after of the real thing.
 
-    # before/after on the default batch: median and spread (1 thread: the default learner actor's OMP_NUM_THREADS)
+    # dense-mask rows against packed blocks on the default batch: median and spread
+    # (1 thread: the default learner actor's OMP_NUM_THREADS)
     python benchmarks/learner_step.py --attention dense,blocks --repeats 15
     # where the time goes (torch.profiler, top ops by self CPU time)
     python benchmarks/learner_step.py --attention dense --profile
     # memory and time of one step on one packed row of W tokens (one GenSelect group: a prompt + G responses)
     python benchmarks/learner_step.py --attention blocks --row-tokens 4096 --repeats 3
-    # the embedded default's learner (pick-then-point) on the batches of a real run: before issue 10, now
+    # the embedded default's learner (pick-then-point) on the batches of a real run: dense-mask rows, packed blocks,
+    # packed blocks with identical samples merged
     python benchmarks/record_batches.py --out runs/batches/default.pkl -- default run_dir=runs/batches/default
     python benchmarks/learner_step.py --batches runs/batches/default.pkl --attention dense,blocks,merged
     # the real learner step, this checkout and another
@@ -105,7 +107,7 @@ def long_group(width: int, prompt_len: int, samples: int, vocab: int, seed: int 
 
 def load_model(model_dir, mode: str, dtype: str = "float32", device: str = "cpu", checkpointing: bool = False):
     """The learner's module (weights in `dtype`, on `device`; `checkpointing`: the learner's
-    `gradient_checkpointing`); "dense" is the learner before issue 10: the whole last layer at every position."""
+    `gradient_checkpointing`); "dense" is the dense-mask-rows layout: the whole last layer at every position."""
     import torch
     from transformers import AutoModelForCausalLM
 
@@ -255,10 +257,10 @@ def recorded_batches(path: str, limit: int = 0) -> tuple:
 def main(argv=None) -> dict:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--attention", default="dense,blocks",
-                   help="comma-separated modes, run interleaved step by step: dense (the learner before: rows, "
-                        "dense mask, whole last layer), blocks (the learner now: flat rows, block attention, last "
+                   help="comma-separated modes, run interleaved step by step: dense (dense-mask rows: padded rows, "
+                        "dense mask, whole last layer), blocks (packed blocks: flat rows, block attention, last "
                         "layer's MLP at the targets), merged (blocks on the batch with identical samples merged: "
-                        "the learner since session 35), blocks_full (blocks, whole last layer), dense_pruned")
+                        "what the learner runs), blocks_full (blocks, whole last layer), dense_pruned")
     p.add_argument("--threads", type=int, default=1, help="torch threads (the default learner actor: 1)")
     p.add_argument("--prompts", type=int, default=16)
     p.add_argument("--samples", type=int, default=8)
@@ -277,7 +279,7 @@ def main(argv=None) -> dict:
     p.add_argument("--deepspeed", action="store_true",
                    help="run the real Learner.train_step (DeepSpeed, one rank, in process) instead of the modes")
     p.add_argument("--merge", action="store_true", help="with --deepspeed: merge identical samples first, as "
-                                                        "driver.batching.shard does since session 35")
+                                                        "driver.batching.shard does")
     p.add_argument("--code", default=str(REPO), help="checkout whose actors/ is benchmarked (default: this one)")
     args = p.parse_args(argv)
 

@@ -1,4 +1,4 @@
-"""The whole Best-of-N system on the embedded models, end to end (issue 11): generators trained with each
+"""The whole Best-of-N system on the embedded models, end to end: generators trained with each
 objective, selection tasks built from their own samples, selectors trained on them, and the accuracy of
 generator + selector against majority@N, random@N and pass@N; one command, one report.
 

@@ -1,4 +1,4 @@
-"""End-to-end generator training (`task=generator`, issue #11 item 2) on the real actor system: vLLM rollout
+"""End-to-end generator training (`task=generator`) on the real actor system: vLLM rollout
 engine, verifier pool (math-verify in processes), DeepSpeed learner, weight sync, on a local Ray instance,
 through the selector's own loop (`driver.train.train_loop`) and `GeneratorRun`.
 

@@ -507,7 +507,7 @@ def _bounded(fn, seconds: float):
 @pytest.mark.slow
 def test_two_rank_zero3_weight_sync_and_final_export(ray_session, tiny_model_path, tmp_path):
     """ZeRO-3 over 2 ranks: the weight export for a sync and the final HF export gather parameters, a
-    collective; with only rank 0 called (as before issue #10 item 1) both hung. Driven exactly as driver.run
+    collective; with only rank 0 called both hang. Driven exactly as driver.run
     does: the broadcaster gets every learner rank, Run.finish exports from every rank."""
     import sys
     from types import SimpleNamespace
@@ -584,8 +584,8 @@ dist.destroy_process_group()
 
 
 def test_single_rank_picks_its_own_port_and_again_when_taken():
-    """One learner rank needs no rendezvous with a peer: it picks its port itself (the driver's pick, made
-    while the actor starts, was once taken by then in CI) and picks again on EADDRINUSE. The first pick here
+    """One learner rank needs no rendezvous with a peer: it picks its port itself (a port the driver picks
+    while the actor starts can be taken by then on a busy machine) and picks again on EADDRINUSE. The first pick here
     is a port another socket listens on; the join succeeds on the second, on loopback (not the address given)."""
     import subprocess
     import sys

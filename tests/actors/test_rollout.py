@@ -49,7 +49,7 @@ def test_write_safetensors_roundtrip(tmp_path):
 
 
 def test_bf16_weights_travel_as_bf16(tmp_path):
-    """The weight sync ships bf16 weights in 2 bytes per element, not widened to float32 (issue #10 item 10):
+    """The weight sync ships bf16 weights in 2 bytes per element, not widened to float32 (half the bytes):
     the learner's wire arrays survive pickling (Ray's object store) and are written as BF16, bit-exact."""
     import pickle
 
@@ -80,7 +80,7 @@ def test_with_output_layer_adds_lm_head_only_when_tied():
 
 def test_encode_prompt_fails_without_the_chat_module(monkeypatch):
     """No silent fallback: without core/chat.py the rollout would tokenize `prompt + "\\n"`, a format
-    the learner never sees; encode_prompt must raise instead (issue #10, item 7)."""
+    the learner never sees; encode_prompt must raise instead."""
     import sys
 
     from actors.rollout import encode_prompt
@@ -179,7 +179,7 @@ def test_behaviour_logprobs_match_engine_and_transformers(engine, reference, rh)
 def test_learner_logprobs_match_engine_at_the_paper_temperature(engine, reference, rh):
     """At the paper's temperature 1.5 (not only at 1.0) the learner's scoring path (actors.learner
     `_PolicyLogprobs` on packed, prefix-shared sequences, logits / temperature) reproduces the engine's
-    behaviour log-probs of the sampled tokens: the PPO ratio is 1 on-policy (issue #10, item 4)."""
+    behaviour log-probs of the sampled tokens: the PPO ratio is 1 on-policy."""
     import torch
 
     from actors.learner import _PolicyLogprobs
@@ -601,7 +601,7 @@ def test_timeout_aborts_generate(engine, rh):
 
 @pytest.mark.slow
 def test_keep_mode_updates_without_draining_and_responses_continue_on_the_new_weights(engine, reference, rh):
-    """`rollout.sync_mode: keep` (issue 10 item 5: abort-and-resume, as vLLM 0.32's pause_generation(mode="keep")
+    """`rollout.sync_mode: keep` (abort-and-resume, as vLLM 0.32's pause_generation(mode="keep")
     offers it): a weight update in the middle of long responses does not wait for them. They are frozen, the
     weights loaded, and they finish under the new weights with their prefix recomputed: every token's behaviour
     log-prob is the old model's up to some token and the new model's after it, and at least one response has
@@ -650,7 +650,7 @@ def test_keep_mode_updates_without_draining_and_responses_continue_on_the_new_we
 
 @pytest.mark.slow
 def test_timeout_leaves_the_engine_idle_before_an_update(engine, reference, rh):
-    """Issue #10 item 5 on the real engine: a generate call that times out, and one the driver aborts, leave no
+    """On the real engine: a generate call that times out, and one the driver aborts, leave no
     request in the engine (its output processor has none unfinished) by the time they raise, so the next weight
     update's drain has nothing to wait for."""
     import asyncio

@@ -1,6 +1,6 @@
 """The rollout side of a weight sync at its boundaries, on a FAKE engine (no vLLM process): a generate call the
-driver gives up on is aborted in the engine (issue #10 item 5: "a timed-out generate call is cancelled, not left
-running into the next sync"), and a sync cancelled at its deadline leaves the engine in a defined state (old
+driver gives up on is aborted in the engine (a timed-out generate call is cancelled, not left running into the
+next sync), and a sync cancelled at its deadline leaves the engine in a defined state (old
 version kept and reported while it was still draining; a started reload session runs to its end).
 
 The fake engine stands at the actor boundary: `generate` is an async generator that runs until cancelled and

@@ -269,7 +269,7 @@ def fake_engine_worker(index: int, stall_marker=None):
 
 
 def test_sync_timeout_leaves_engines_on_a_known_version(ray_cluster, tmp_path):
-    """Issue #10 item 5: a fault at the sync boundary (one engine's drain never ends) makes the sync miss its
+    """A fault at the sync boundary (one engine's drain never ends) makes the sync miss its
     deadline. The late update is cancelled, so that engine keeps version 0 and says so, the healthy one holds
     version 1, the learner is not left inside anything (it answers at once), and the next sync starts clean and
     brings both to version 1. The stats split drain, transfer and load."""

@@ -47,7 +47,7 @@ def test_unplaceable_runs_are_refused_naming_the_missing_resources(overrides, no
 
 
 def test_totals_that_fit_but_no_single_node_does_are_refused():
-    # 2 CPUs in all, but a 2-CPU learner on 1-CPU nodes: the old cluster-totals check passed this
+    # 2 CPUs in all, but a 2-CPU learner on 1-CPU nodes: a check of the cluster's totals alone passes this
     with pytest.raises(PlacementError, match="learner\\[0\\] needs"):
         fit_nodes(_plan("learner.num_cpus=2", "rollout.num_cpus=0"), [("a", {"CPU": 1}), ("b", {"CPU": 1})])
 

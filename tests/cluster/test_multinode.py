@@ -79,8 +79,8 @@ def test_multinode_smoke_job_with_token_auth_survives_the_rollout_node_dying(loc
     node_type = {n["node_id"]: n["type"] for n in state["nodes"]}
     actors_file = Path(str(state_file) + ".actors.json")
     started = lambda: json.loads(actors_file.read_text()) if actors_file.exists() else {}  # noqa: E731
-    # the harness rewrites its copy of the table about once a second: wait until it lists all three (its JobSupervisor
-    # and the two quick starters alone once passed a count of three, CI session 35)
+    # the harness rewrites its copy of the table about once a second: wait until it lists all three by name (a count
+    # of three is not enough: its JobSupervisor and the two quickest actors alone make three)
     roles = ("Learner", "RolloutWorker", "VerifierPool")
     where = h["wait_for"](lambda: set(roles) <= set(started()) and started(), 60, "the actors in the GCS table")
     placed = {cls: node_type.get(where.get(cls)) for cls in roles}

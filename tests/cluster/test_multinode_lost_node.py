@@ -1,4 +1,4 @@
-"""A restarted actor that no node can take (issue 9): the node holding the rollout bundle, the only node
+"""A restarted actor that no node can take: the node holding the rollout bundle, the only node
 offering `rollout_node`, dies. Ray keeps the actor RESTARTING and the group RESCHEDULING for as long as no
 node offers that resource; the bounded wait the driver uses while Ray restarts a rollout actor
 (cluster/recovery.py: `wait_for_actors` with a `PlacementWatch`) stops with an error naming `rollout_node`

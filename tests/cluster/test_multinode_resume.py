@@ -1,4 +1,4 @@
-"""Issue 9, item 1, where no node can take the restarted actor: the smoke run on four simulated nodes (head,
+"""Resuming where no node can take the restarted actor: the smoke run on four simulated nodes (head,
 learner, rollout, verifier; `ray.cluster_utils.Cluster`), each role pinned by its node resource. The only node
 offering `rollout_node` is killed after the first checkpoint: the run stops within a bounded time with an
 error that names `rollout_node` (not 300 s of retries, not a hang). A rollout node is added back and the same

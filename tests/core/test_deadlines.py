@@ -1,6 +1,6 @@
-"""Deadlines derived from the generation limits (core/deadlines.py, issue #10 item 5): at paper scale a generate
-call and a sync are allowed the worst-case generation time at the minimum decode rate (the fixed 300 s / 3600 s
-they had were below it), the CPU default stays short, and an explicit setting still wins."""
+"""Deadlines derived from the generation limits (core/deadlines.py): at paper scale a generate call and a sync
+are allowed the worst-case generation time at the minimum decode rate (a fixed 300 s / 3600 s would be below
+it), the CPU default stays short, and an explicit setting still wins."""
 import dataclasses
 
 import pytest
@@ -49,7 +49,7 @@ def test_default_deadlines_stay_short():
     cfg = load_config("selector")
     call = generate_deadline_s(cfg.rollout, cfg.data.max_prompt_tokens, drain_sequences(cfg))
     assert SLACK_S < call < 120
-    assert cfg.weight_sync.timeout_s < 300  # shorter than the old fixed sync deadline
+    assert cfg.weight_sync.timeout_s < 300  # shorter than a fixed 300 s sync deadline
 
 
 def test_an_explicit_deadline_wins():

@@ -1,4 +1,4 @@
-"""`task=generator` (issue #11 item 2): incompatible settings are refused with a message naming the key before
+"""`task=generator`: incompatible settings are refused with a message naming the key before
 anything is built or started; a policy path that is not a model folder and a code problem without tests are
 refused by `python -m driver.train` with one error line, no actor started."""
 import json

@@ -1,4 +1,4 @@
-"""The math answer check against an independent judge: reasoning-gym's own `score_answer` (issue #12).
+"""The math answer check against an independent judge: reasoning-gym's own `score_answer`.
 
 The answer table (tests/sandbox/test_math_answer.py) was written together with the reader; this test measures
 agreement on answers it was not written for. For 13 reasoning-gym generators (fractions, decimals, equations

@@ -156,7 +156,7 @@ class ContextProvider(FakeProvider):
 
 
 def test_a_budget_above_the_models_context_is_refused_before_building(tmp_path):
-    """Issue #12, failure 4: a token budget the model cannot read was accepted."""
+    """A token budget above what the model can read is refused by name, in the config and before any building."""
     from core.config import ConfigError, load_config
 
     with pytest.raises(ConfigError, match=r"data\.max_prompt_tokens=16384.*4096"):
@@ -168,7 +168,7 @@ def test_a_budget_above_the_models_context_is_refused_before_building(tmp_path):
 
 
 def test_problems_that_lose_every_prompt_to_the_budget_are_listed(built):
-    """Issue #12, failure 5: such problems vanished from the split table without a word."""
+    """Problems with no prompt under the budget are counted and named in the manifest, not dropped silently."""
     cfg, res = built
     m = res.manifest
     c = m["counts"]

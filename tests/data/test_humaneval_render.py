@@ -1,4 +1,4 @@
-"""Every rendering of every HumanEval canonical solution passes its tests in the sandbox (issue #12, failure 7).
+"""Every rendering of every HumanEval canonical solution passes its tests in the sandbox.
 
 Candidates are re-rendered (docstrings stripped, locals renamed) so that formatting never gives the reference
 away; a rendering must never change what the code does. Each of the 164 canonical solutions is rendered

@@ -14,9 +14,11 @@ from driver.data.verify import verify_math_answer
 def test_every_configured_source_is_registered():
     from core.config import _CHOICES
 
-    assert set(_CHOICES["data.source"]) == set(sources.SOURCES)
+    assert set(_CHOICES["data.source"]) == set(sources.SOURCES) | {"model"}  # model: driver.data.generated
     with pytest.raises(ValueError, match="not one of"):
         sources.load_problems(DataConfig(source="nope"))
+    with pytest.raises(ValueError, match="load_model_source"):
+        sources.load_problems(DataConfig(source="model"))
 
 
 def test_procedural_source_rows():
@@ -84,7 +86,7 @@ def _user_file(tmp_path, n):
 
 
 def test_a_user_file_is_read_whole_whatever_num_problems_says(tmp_path):
-    """Issue #12, failure 3: `data.num_problems` (600 by default) silently truncated user files."""
+    """`data.num_problems` (600 by default) caps generated problems only: a user file is never truncated by it."""
     cfg = DataConfig(source="file", path=str(_user_file(tmp_path, 20)), num_problems=10)
     assert len(sources.load_problems(cfg).problems) == 20
 
@@ -112,7 +114,7 @@ def _passes_its_tests(task: dict, program: str) -> bool:
 
 @pytest.mark.parametrize("task_id", ["HumanEval/19", "HumanEval/108", "HumanEval/145"])
 def test_renaming_locals_never_breaks_nested_scopes_that_rebind_a_name(task_id):
-    """Issue #12, failure 7: the renamer renamed a name inside lambdas and nested functions that rebind it."""
+    """The renamer leaves a name alone inside lambdas and nested functions that rebind it."""
     from driver.data.mutations import render
 
     task = next(t for t in sources.read_humaneval() if t["task_id"] == task_id)

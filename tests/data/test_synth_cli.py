@@ -25,7 +25,7 @@ def test_synth_rejects_a_bad_override(capsys):
 
 
 def test_a_bad_row_under_bad_rows_error_is_one_clean_error_line(tmp_path, capsys):
-    """Issue #12, failure 6: `data.bad_rows=error` ended in a 25-line traceback."""
+    """`data.bad_rows=error` stops on a bad row with one error line naming it, not a traceback."""
     good = {"id": "m1", "problem": "1+1?", "answer": "2", "candidates": ["Answer: 2", "Answer: 3"]}
     path = tmp_path / "mine.jsonl"
     path.write_text(json.dumps(good) + "\n" + json.dumps({**good, "id": "m2"}) + "\n" + '{"id": "m3", "problem": 7}\n')

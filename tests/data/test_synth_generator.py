@@ -1,4 +1,4 @@
-"""Model-sampled candidates (`data.source=model`, issue #11 item 1): bad inputs refused before anything starts,
+"""Model-sampled candidates (`data.source=model`): bad inputs refused before anything starts,
 the samples feed the same label/filter/build/manifest stages as every other source, the manifest records the
 generator, its sampling settings and pass rates; and (slow) the real thing: the tiny model sampled by rollout
 actors on vLLM through `python -m driver.synth`."""

@@ -65,21 +65,21 @@ def test_code_labels_from_the_sandbox_humaneval_canonical_and_mutant():
     assert labels[0] == 1.0 and labels[1] < 1.0 and stats.errors == 0
 
 
-# Issue #12, failure 1: prose answers were wrapped in `$...$` and parsed as products of letters.
-ISSUE12_PROSE = [  # candidate answer, reference: equal (seen as false "wrong" labels on a real data set)
+# Prose answers must not be wrapped in `$...$` and parsed as products of letters.
+PROSE_ANSWERS = [  # candidate answer, reference: equal (seen as false "wrong" labels on a real data set)
     ("2*C(10, 5), or equivalently 504", "504"),
     ("The limit exists and is equal to 4", "Therefore the limit is 4."),
     ("2^(m+1)", "So the number of such subsets is 2^(m+1)."),
 ]
 
 
-@pytest.mark.parametrize("candidate,reference", ISSUE12_PROSE)
+@pytest.mark.parametrize("candidate,reference", PROSE_ANSWERS)
 def test_prose_answers_equal_to_the_reference_are_correct(candidate, reference):
     assert verify_math_answer(candidate, reference) is True
     assert label_math([(candidate, reference)], processes=1) == [1.0]
 
 
-# Issue #12, failure 2: math-verify's internal timeouts returned False without a trace.
+# math-verify's internal timeouts return False without a trace: the labeller must count them as timeouts.
 SLOW_PAIR = ("(x+y+z+1)^{30}", "(x+y+z+2)^{30}")  # sympy needs far more than 8 s to compare these
 
 

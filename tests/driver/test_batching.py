@@ -102,7 +102,7 @@ def _with_status(group, statuses):
 
 def test_verifier_failures_are_not_trained_as_wrong_answers():
     """A hung or crashed check scores reward 0 but is no wrong answer: its group is dropped (whether or not
-    dynamic sampling is on) and counted, never given a negative advantage (issue #10, item 2)."""
+    dynamic sampling is on) and counted, never given a negative advantage."""
     ok = _with_status(_group([1, 0, 1, 0]), ["ok"] * 4)
     hung = _with_status(_group([1, 0, 1, 0]), ["ok", "timeout", "ok", "ok"])
     crashed = _with_status(_group([1, 1, 1, 0]), ["ok", "ok", "ok", "error"])
@@ -123,7 +123,7 @@ def test_shaping_masks_verifier_failures_that_reach_it():
 
 def test_each_prompt_travels_once_per_group_to_the_learner():
     """The G sequences of a group share one prompt list, so a pickled shard (what Ray sends to a learner rank)
-    carries each prompt once, not G times (issue #10 item 10)."""
+    carries each prompt once, not G times."""
     import pickle
 
     prompt = list(range(1000, 3000))  # a long GenSelect prompt: ~2000 tokens
@@ -142,7 +142,7 @@ def test_each_prompt_travels_once_per_group_to_the_learner():
 
 def test_off_policy_maxk_gets_the_sequence_log_ratio_from_the_policy():
     """algorithm.maxk_off_policy: stage 3 asks for the current policy's log-probs and hands
-    sum(current) - sum(behaviour) per response to the estimator (issue #11)."""
+    sum(current) - sum(behaviour) per response to the estimator."""
     import torch
 
     from core.algo.bon import make_estimator

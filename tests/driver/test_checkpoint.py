@@ -40,7 +40,7 @@ def test_rng_state_round_trips_through_json():
     assert (random.random(), np.random.rand()) == expected
 
 
-# ---- issue #10 item 8: resume from another dataset or an incompatible config stops with a message ----------
+# ---- resume from another dataset or an incompatible config stops with a message --------------------------------
 # the stub tasks all have 4 candidates: the default's curriculum (first stage: 2) is turned off here
 FLAT = ["curriculum.enabled=false"]
 
@@ -81,7 +81,7 @@ def test_resume_refuses_another_dataset_naming_it(tmp_path):
     folder = _checkpoint_with(tmp_path, [], reissue=["q1/p0", "q7/p2"])
     run = _stub_run(load_config("selector", FLAT), ["q1/p0", "q2/p0"], tmp_path)  # q7/p2: not a prompt of this dataset
     with pytest.raises(ckpt.IncompatibleCheckpoint, match=r"another dataset.*'q7/p2'"):
-        run._resume(folder)  # used to go on and fail later with KeyError: 'q7/p2'
+        run._resume(folder)  # refused here, not a KeyError: 'q7/p2' steps later
 
 
 def test_compatible_resume_restores_the_stream(tmp_path):
@@ -89,7 +89,7 @@ def test_compatible_resume_restores_the_stream(tmp_path):
 
     folder = _checkpoint_with(tmp_path, [], reissue=["q2/p0"])
     run = _stub_run(load_config("selector", FLAT), ["q1/p0", "q2/p0", "q3/p0"], tmp_path)
-    assert run._resume(folder) == 3  # used to fail with KeyError: 'reissue' (the curriculum's nested state)
+    assert run._resume(folder) == 3  # the curriculum's nested state ('reissue') is read, not a KeyError
     assert run.stream.take(1) == ["q2/p0"] and run.collector.stream is run.stream
 
 

@@ -33,8 +33,8 @@ def _counted(stats: dict) -> int:
 
 def test_surplus_groups_are_counted_once_and_in_the_reward_mean():
     """Surplus groups wait in the buffer for the next step; they must not pass dynamic sampling (and its
-    counters) twice, and the step that trains them must include them in reward/all_groups_mean (issue #10
-    item 9). Every group is counted once, in the step it finishes (trained or filtered)."""
+    counters) twice, and the step that trains them must include them in reward/all_groups_mean.
+    Every group is counted once, in the step it finishes (trained or filtered)."""
     informative = [_group(i, [1.0, 0.0]) for i in range(4)]
     all_wrong = _group(9, [0.0, 0.0])
     collector = _collector([[all_wrong]])
@@ -108,8 +108,7 @@ def test_resume_guarantee_prompts_once_batches_may_differ():
     """What resume guarantees (docs/training.md, "Resume"): every prompt drawn before the checkpoint
     is finished exactly once, before it or after it (none lost, none twice), and new prompts come in the
     uninterrupted run's order; the batches are NOT guaranteed equal: the in-flight and surplus groups are
-    regenerated, and with dynamic sampling a regenerated group can be kept or filtered differently
-    (issue #10 item 8)."""
+    regenerated, and with dynamic sampling a regenerated group can be kept or filtered differently."""
     straight = _simulate(6)
     resumed = _simulate(6, resume_at=2)
     for drawn, finished, unfinished, _ in (straight, resumed):
@@ -122,10 +121,10 @@ def test_resume_guarantee_prompts_once_batches_may_differ():
 
 
 def test_a_call_past_the_drivers_deadline_is_aborted_before_the_restart_sync(monkeypatch):
-    """Issue #10 item 5: when the driver gives up on a generation call (its deadline passed), the rollout
-    actor's generate call itself is aborted (its engine requests too) and confirmed *before* the restart's weight
-    sync, whose drain would otherwise wait for the abandoned call. (Before: only the verifier's scoring was
-    cancelled; the generate call ran on.)"""
+    """When the driver gives up on a generation call (its deadline passed), the rollout actor's generate call
+    itself is aborted (its engine requests too) and confirmed *before* the restart's weight sync, whose drain would
+    otherwise wait for the abandoned call; cancelling the verifier's scoring alone would leave the generate call
+    running."""
     import ray
     from ray.exceptions import GetTimeoutError
 

@@ -1,5 +1,5 @@
-"""`driver.run.error_summary`: a failed actor start-up names the exception that killed the actor (CI once
-reported only "died because of an error raised in its creation task", with the actor logs gone)."""
+"""`driver.run.error_summary`: a failed actor start-up names the exception that killed the actor (Ray's own
+message says only "died because of an error raised in its creation task", and the actor logs may be gone)."""
 from pathlib import Path
 
 import pytest

@@ -1,4 +1,4 @@
-"""Best-of-N of a generator with a selector over all held-out problems (`python -m driver.bon`, issue 11 item 4):
+"""Best-of-N of a generator with a selector over all held-out problems (`python -m driver.bon`):
 the subset bookkeeping against closed forms with fake choosers, bad sample files, and one real run of the CLI
 with a tiny selector in vLLM."""
 import json
@@ -86,8 +86,8 @@ def _order_dependent(tasks):
 
 
 def test_selector_bon_at_k_keeps_its_numbers_through_core_bon_at_k(monkeypatch):
-    """Regression target: the values below were computed with driver.bon's own subset average (before
-    selector_scores became a caller of core.algo.passk.bon_at_k) and hard-coded; the two must agree exactly.
+    """Regression target: the values below were computed with a subset average written independently of
+    core.algo.passk.bon_at_k (which selector_scores calls) and hard-coded; the two must agree exactly.
     The input mixes every path: partial rewards, all-equal problems, exact (k = 1, 6) and sampled (k = 2, 3)
     subsets, the same subset drawn twice in different orders (judged differently) and unparsed choices."""
     import driver.bon as bon

@@ -1,4 +1,4 @@
-"""summary.json: the no-cue held-out block carries the knockout's margin over majority@N (issue 7's no-cue clause)."""
+"""summary.json: the no-cue held-out block carries the knockout's margin over majority@N (the no-cue bar)."""
 from driver.report import MetricsLog, summarize
 
 

@@ -132,7 +132,7 @@ def test_serve_live_needs_the_object_store_sync():
 
 class _FakeServe:
     """ray.serve's start/status as the controller answers them: the first start fails like a proxy killed
-    before it was ready (CI, 2026-11-28), then the restarted proxy turns HEALTHY after `starting_polls`."""
+    before it was ready (seen on a loaded machine), then the restarted proxy turns HEALTHY after `starting_polls`."""
 
     def __init__(self, first_error: Exception, starting_polls: int):
         self.first_error, self.starting_polls, self.starts, self.polls = first_error, starting_polls, [], 0

@@ -129,7 +129,7 @@ def test_the_prompt_style_round_trips_through_a_model_folder(tmp_path):
     style = PromptStyle(end_lines=True, line_labels=True)
     write_prompt_style(tmp_path, style)
     assert read_prompt_style(tmp_path) == style
-    (tmp_path / PROMPT_STYLE_FILE).write_text('{"solution_end_line": true}')  # written before session 11
+    (tmp_path / PROMPT_STYLE_FILE).write_text('{"solution_end_line": true}')  # the older file's key
     assert read_prompt_style(tmp_path) == PromptStyle(end_lines=True)
     (tmp_path / PROMPT_STYLE_FILE).write_text('{"end_lines": true, "speak_louder": true}')
     with pytest.raises(ValueError, match="speak_louder"):
