@@ -6,6 +6,7 @@ tests/driver/test_generator_bon.py); here a fake
 import json
 import subprocess
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 
@@ -86,9 +87,15 @@ class FakeStages:
         return subprocess.CompletedProcess(command, 0)
 
 
+def _stand_in(monkeypatch, fake):
+    """The study's own `subprocess` only: patching the shared module's `run` would also catch matplotlib's font
+    scan (`fc-list`, run on its first import on a machine without a font cache) and fail the report."""
+    monkeypatch.setattr(study, "subprocess", SimpleNamespace(run=fake, STDOUT=subprocess.STDOUT))
+
+
 def test_the_study_runs_its_stages_in_order_hands_the_results_on_and_resumes(tmp_path, monkeypatch, capsys):
     fake = FakeStages()
-    monkeypatch.setattr(study.subprocess, "run", fake)
+    _stand_in(monkeypatch, fake)
     out = tmp_path / "study"
     assert study.main(["--out", str(out), "--gen-steps", "2", "--k", "4"]) == 0
     assert [c[0] for c in fake.calls] == ["driver.train"] * 3 + ["driver.synth"] * 4 + ["driver.train"] * 2 + \
@@ -125,7 +132,7 @@ def test_the_study_runs_its_stages_in_order_hands_the_results_on_and_resumes(tmp
 
 
 def test_a_failed_stage_stops_the_study_with_the_end_of_its_log(tmp_path, monkeypatch):
-    monkeypatch.setattr(study.subprocess, "run", FakeStages(fail="driver.synth"))
+    _stand_in(monkeypatch, FakeStages(fail="driver.synth"))
     with pytest.raises(SystemExit, match="(?s)synth-weak-train.*failed.*something broke"):
         study.main(["--out", str(tmp_path / "s")])
     assert (tmp_path / "s" / "gen-grpo" / "summary.json").exists()  # what finished is kept for the rerun
@@ -133,7 +140,7 @@ def test_a_failed_stage_stops_the_study_with_the_end_of_its_log(tmp_path, monkey
 
 def test_bad_arguments_are_refused_before_anything_runs(tmp_path, monkeypatch, capsys):
     fake = FakeStages()
-    monkeypatch.setattr(study.subprocess, "run", fake)
+    _stand_in(monkeypatch, fake)
     for argv in (["--objectives", "ppo"], ["--k", "1"]):
         with pytest.raises(SystemExit):
             study.main(["--out", str(tmp_path / "s"), *argv])
