@@ -1,6 +1,6 @@
 """DeepSpeed learner rank: packed DAPO steps with an exact token-level loss across micro-batches and ranks.
 
-A plain class (ray.remote is applied at launch, cluster/placement.py). `num_ranks` instances form one
+A plain class (ray.remote is applied at launch, cluster/launch.py). `num_ranks` instances form one
 process group (gloo on CPU, NCCL on GPU) and one DeepSpeed engine (ZeRO-2 by default, ZeRO-3 supported;
 fp32 or bf16 with fp32 master weights; torch AdamW; global-norm clipping; LambdaLR warm-up + decay).
 

@@ -1,6 +1,6 @@
 """Rollout worker: one vLLM `AsyncLLM` engine that samples G selector responses per GenSelect prompt.
 
-A plain class: `ray.remote(**opts)(RolloutWorker)` is applied where it is launched (cluster/placement.py),
+A plain class: `ray.remote(**opts)(RolloutWorker)` is applied where it is launched (cluster/launch.py),
 and the same class can back a Ray Serve deployment. Every public method except `policy_version` is a
 coroutine, so as a Ray actor it is an async actor and many `generate` calls run concurrently on one
 engine (continuous batching).

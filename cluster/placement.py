@@ -1,21 +1,18 @@
-"""Placement: which actors the run needs, whether the cluster can hold them, and launching them.
+"""Placement: which actors the run needs and whether the cluster can hold them.
 
 `plan(...)` is a pure function of the config: one placement-group bundle per learner rank and per rollout
 engine (CPUs and GPUs from the config, plus 0.001 of a custom node resource when the role is pinned with
 `cluster.<role>_node_resource`), verifier actors outside the group when they reserve nothing.
 `check_fits(plan, available)` (cluster totals) and `fit_nodes(plan, nodes)` (node by node: every bundle on
 a node that can hold it, under the group's strategy) fail with a clear message naming the missing
-resources *before any actor starts*. `launch(...)` creates the placement group, waits for it with a timeout, and applies
-`ray.remote(**options)` to the plain actor classes (plain, so the same class can also back a Serve deployment).
+resources *before any actor starts*; `create_group` and `actor_options` are what cluster/launch.py starts the actors
+with.
 """
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
-
-from core.net import rendezvous_port
-
 
 NODE_RESOURCE_UNIT = 0.001  # what one pinned actor takes of its node resource (a node offering 1 holds 1000)
 
@@ -99,15 +96,6 @@ def _pinned_role(placement: PlacementPlan, resource: str) -> str:
     return next((s.role for s in placement.slots if s.node_resource == resource), "<role>")
 
 
-@dataclass
-class Handles:
-    """Live actor handles of a run, and the placement group holding them."""
-    learners: list = field(default_factory=list)
-    rollouts: list = field(default_factory=list)
-    verifiers: list = field(default_factory=list)
-    placement_group: Any = None
-
-
 def actor_options(slot: ActorSlot, placement_group: Any, bundle_index: int | None, **extra) -> dict:
     """ray.remote options for `slot`: its resources and, when grouped, its bundle."""
     from ray.util.scheduling_strategies import PlacementGroupSchedulingStrategy
@@ -155,83 +143,3 @@ def node_ip_of_bundle(group: Any, bundle_index: int) -> str:
         if node["NodeID"] == node_id:
             return node["NodeManagerAddress"]
     raise PlacementError(f"node {node_id} of bundle {bundle_index} is not in the cluster")
-
-
-def launch(cfg, model_path: str, actor_env: dict, domains: tuple = ("math",)) -> Handles:
-    """Start every actor of `cfg` (a TrainConfig) on the running Ray cluster; PlacementError if it cannot fit.
-
-    Rollout actors are restartable (Ray restarts a dead one; the driver re-issues its prompts and pushes the
-    current weights into it); learner ranks are not (a learner failure stops the run; resume=auto goes on).
-    """
-    import ray
-
-    from actors.learner import Learner
-    from actors.rollout import RolloutWorker
-    from actors.verifier import VerifierPool
-
-    from cluster.layout import fit_nodes, live_nodes, target_nodes
-
-    placement = plan(cfg.learner, cfg.rollout, cfg.verifier, cfg.cluster)
-    nodes, _ = target_nodes(cfg.cluster, live_nodes())
-    fit_nodes(placement, nodes)  # PlacementError naming the missing resources, before any actor starts
-    group = create_group(placement, cfg.cluster.placement_timeout_s)
-    index = bundle_indices(placement)
-
-    def options(slot: ActorSlot, **extra) -> dict:
-        threads = str(max(1, ceil_cpus(slot.num_cpus)))
-        env = {**actor_env, "OMP_NUM_THREADS": threads}
-        return actor_options(slot, group, index.get((slot.role, slot.index)),
-                             runtime_env={"env_vars": env}, **extra)
-
-    handles = Handles(placement_group=group)
-    learner_slots = placement.of("learner")
-    master_addr = node_ip_of_bundle(group, index[("learner", 0)]) if learner_slots[0].in_group else "127.0.0.1"
-    master_port = rendezvous_port("")  # every interface: the ranks rendezvous on the node address, not loopback
-    for slot in learner_slots:
-        cls = ray.remote(**options(slot, max_restarts=0))(Learner)
-        handles.learners.append(cls.remote(cfg.learner, cfg.algorithm, model_path, rank=slot.index,
-                                           world_size=len(learner_slots), master_addr=master_addr,
-                                           master_port=master_port, seed=cfg.seed,
-                                           total_train_steps=cfg.steps, temperature=cfg.rollout.temperature))
-    for slot in placement.of("rollout"):
-        cls = ray.remote(**options(slot, max_restarts=3, max_concurrency=16))(RolloutWorker)
-        handles.rollouts.append(cls.remote(cfg.rollout, model_path, dtype=cfg.model.dtype,
-                                           seed=cfg.seed + 1000 * slot.index, worker_index=slot.index,
-                                           weight_sync=cfg.weight_sync))
-    for slot in placement.of("verifier"):
-        cls = ray.remote(**options(slot, max_restarts=3))(VerifierPool)
-        handles.verifiers.append(cls.remote(cfg.verifier, domains=tuple(domains)))
-    return handles
-
-
-def launch_rollouts(rollout_cfg, model_path: str, dtype: str, seed: int, actor_env: dict) -> Handles:
-    """Rollout actors only (`rollout_cfg.num_workers` vLLM engines of `model_path`), each with its own
-    resources and no placement group: sampling jobs that train nothing (model-sampled candidates,
-    driver/data/generated.py). Shut them down with `shutdown`."""
-    import ray
-
-    from actors.rollout import RolloutWorker
-
-    handles = Handles()
-    threads = str(max(1, ceil_cpus(rollout_cfg.num_cpus)))
-    for index in range(rollout_cfg.num_workers):
-        cls = ray.remote(num_cpus=rollout_cfg.num_cpus, num_gpus=rollout_cfg.num_gpus, max_restarts=0,
-                         max_concurrency=16,
-                         runtime_env={"env_vars": {**actor_env, "OMP_NUM_THREADS": threads}})(RolloutWorker)
-        handles.rollouts.append(cls.remote(rollout_cfg, model_path, dtype=dtype, seed=seed + 1000 * index,
-                                           worker_index=index))
-    return handles
-
-
-def shutdown(handles: Handles, timeout_s: float = 60.0) -> None:
-    """Shut engines down before killing actors (a killed vLLM actor leaks /dev/shm), then free the group."""
-    import ray
-
-    calls = [h.shutdown.remote() for h in handles.rollouts + handles.learners]
-    calls += [h.close.remote() for h in handles.verifiers]
-    if calls:
-        ray.wait(calls, num_returns=len(calls), timeout=timeout_s)
-    for handle in handles.rollouts + handles.learners + handles.verifiers:
-        ray.kill(handle)
-    if handles.placement_group is not None:
-        ray.util.remove_placement_group(handles.placement_group)

@@ -153,7 +153,7 @@ class Run:
 
             stop(self.cfg.serve)
         if self.handles is not None:
-            from cluster.placement import shutdown
+            from cluster.launch import shutdown
 
             shutdown(self.handles)
         self._keep_actor_logs()
@@ -187,7 +187,7 @@ class Run:
 
     def _launch(self) -> None:
         from actors.weight_sync import WeightSyncBroadcaster
-        from cluster.placement import launch
+        from cluster.launch import launch
         from core.env import default_env
         from driver.collect import RolloutCollector
 

@@ -89,3 +89,79 @@ def test_the_checker_sees_lazy_and_relative_imports(tmp_path):
                                                         (6, "importlib"), (7, "cluster.placement")]
     assert violations("actors", {"driver", "cluster"}, tmp_path) == [
         "actors/m.py:4: imports driver.run", "actors/m.py:7: imports cluster.placement"]
+
+
+PACKAGES = (*LAYERS, "benchmarks")
+
+
+def module_graph(root: Path = ROOT) -> dict[str, set[str]]:
+    """module -> the modules of this repository it imports (every import, lazy ones included; `from pkg import
+    name` counts as importing `pkg.name` where that is a module of its own, else `pkg`)."""
+    files = {_module_name(p, root): p for pkg in PACKAGES if (root / pkg).is_dir() for p in (root / pkg).rglob("*.py")}
+    graph = {}
+    for module, path in files.items():
+        targets = set()
+        tree = ast.parse(path.read_text(), filename=str(path))
+        from_names = {(n.lineno, n.module, a.name) for n in ast.walk(tree)
+                      if isinstance(n, ast.ImportFrom) and not n.level for a in n.names}
+        for line, name in imported_modules(path, root):
+            candidates = [f"{name}.{a}" for l, m, a in from_names if l == line and m == name] or [name]
+            for candidate in candidates:
+                while candidate and candidate not in files:
+                    candidate = candidate.rpartition(".")[0]
+                if candidate and candidate != module:
+                    targets.add(candidate)
+        graph[module] = targets
+    return graph
+
+
+def import_circles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """The groups of modules that import each other in a circle (strongly connected components of more than one
+    module; Tarjan's algorithm), each sorted, in sorted order."""
+    index, low, on_stack, stack, circles = {}, {}, set(), [], []
+
+    def visit(node: str) -> None:
+        index[node] = low[node] = len(index)
+        stack.append(node)
+        on_stack.add(node)
+        for nxt in graph.get(node, ()):
+            if nxt not in index:
+                visit(nxt)
+                low[node] = min(low[node], low[nxt])
+            elif nxt in on_stack:
+                low[node] = min(low[node], index[nxt])
+        if low[node] == index[node]:
+            group = []
+            while True:
+                member = stack.pop()
+                on_stack.discard(member)
+                group.append(member)
+                if member == node:
+                    break
+            if len(group) > 1:
+                circles.append(sorted(group))
+
+    for node in sorted(graph):
+        if node not in index:
+            visit(node)
+    return sorted(circles)
+
+
+def test_no_import_circles():
+    circles = import_circles(module_graph())
+    assert not circles, "modules that import each other in a circle (move what both need into a third module):\n  " \
+        + "\n  ".join(" <-> ".join(c) for c in circles)
+
+
+def test_the_circle_finder_finds_a_circle_of_three_and_ignores_a_chain():
+    assert import_circles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [["a", "b", "c"]]
+    assert import_circles({"a": {"b"}, "b": {"c"}, "c": set()}) == []
+
+
+def test_the_module_graph_resolves_from_imports_of_modules_and_names(tmp_path):
+    (tmp_path / "driver").mkdir()
+    (tmp_path / "driver" / "x.py").write_text("from driver import y\nfrom driver.y import thing\n")
+    (tmp_path / "driver" / "y.py").write_text("def f():\n    from driver.x import g\n")
+    graph = module_graph(tmp_path)
+    assert graph["driver.x"] == {"driver.y"} and graph["driver.y"] == {"driver.x"}
+    assert import_circles(graph) == [["driver.x", "driver.y"]]

@@ -21,6 +21,7 @@ import time
 from pathlib import Path
 from typing import Callable, Optional
 
+from driver.data import sources
 from driver.data.problem import DataError, RawProblem
 
 CHUNK = 16  # problems per sampling call (one request of K samples each)
@@ -73,6 +74,19 @@ def generator_identity(path: str) -> str:
     return f"{folder}:{hashlib.sha256(blob.encode()).hexdigest()[:12]}"
 
 
+def model_source_versions(cfg) -> dict:
+    """`sources.source_versions` of a `data.source=model` config, with which generator sampled the candidates."""
+    return {**sources.source_versions(cfg), "generator": generator_identity(cfg.generator)}
+
+
+def load_model_source(cfg, sampler_factory: Optional[Callable], progress: bool = True,
+                      cache_path: Optional[Path] = None) -> "sources.SourceResult":
+    """The `model` source: `load_model_samples`, with the sampler the caller must give (e.g. `RaySampler`)."""
+    if sampler_factory is None:
+        raise ValueError("data.source=model needs a sampler_factory (driver.data.generated.RaySampler)")
+    return load_model_samples(cfg, sampler_factory, progress, cache_path)
+
+
 # ------------------------------------------------------------------------------------------ candidates
 def code_program(problem: RawProblem, text: str) -> str:
     """The program a code candidate is judged as (`actors.solutions.code_program`: a ```python block defining the
@@ -104,8 +118,6 @@ def load_model_samples(cfg, sampler_factory: Callable, progress: bool = True, ca
     hash, which covers the generator and the sampling settings) samples only the chunks that are missing;
     each chunk keeps its seed (`cfg.seed * 1_000_003 + its start`), so the texts are the ones an
     uninterrupted run samples (up to the engine's numerics)."""
-    from driver.data import sources
-
     folder = check_model_source(cfg)
     base = sources.load_problems(dataclasses.replace(cfg, source=cfg.generator_problems))
     problems = base.problems
@@ -226,7 +238,7 @@ class RaySampler:
     def __enter__(self) -> "RaySampler":
         import ray
 
-        from cluster.placement import launch_rollouts
+        from cluster.launch import launch_rollouts
         from core.env import default_env, quiet_local_ray_auth_notice
 
         if not ray.is_initialized():
@@ -263,7 +275,7 @@ class RaySampler:
     def __exit__(self, exc_type, exc, tb) -> None:
         import ray
 
-        from cluster.placement import shutdown
+        from cluster.launch import shutdown
 
         if self.handles is not None:
             shutdown(self.handles)

@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Callable, Optional, Protocol
 
 from core.algo.genselect import render_judgment
-from driver.data import builder, dataset, sources
+from driver.data import builder, dataset, generated, sources
 from driver.data.labeling import label_problems
 from driver.data.problem import DataError
 
@@ -66,9 +66,11 @@ def build_dataset(cfg, provider: TokenizerProvider, format_fn: Optional[Callable
     sample, e.g. `driver.data.generated.RaySampler`); its samples are appended, chunk by chunk, to
     `{dataset folder}.samples.jsonl` beside the dataset, so an interrupted build resumes, and the file is
     removed once the dataset is written."""
-    sources.check_source(cfg)
+    from_model = cfg.source == "model"  # candidates sampled by a generator (driver.data.generated)
+    if from_model:
+        generated.check_model_source(cfg)
     check_budget(cfg, provider)
-    versions = sources.source_versions(cfg)
+    versions = generated.model_source_versions(cfg) if from_model else sources.source_versions(cfg)
     key = dataset.dataset_key(cfg, versions, provider.key)
     path = dataset.dataset_dir(cfg, key)
     if dataset.is_complete(path):
@@ -77,14 +79,13 @@ def build_dataset(cfg, provider: TokenizerProvider, format_fn: Optional[Callable
     t0 = time.time()
     _say(progress, f"reading problems from source {cfg.source!r}")
     samples_cache = path.with_name(path.name + ".samples.jsonl")  # the model source's resumable samples
-    src = sources.load_problems(cfg, sampler_factory, progress, samples_cache)
+    src = (generated.load_model_source(cfg, sampler_factory, progress, samples_cache) if from_model
+           else sources.load_problems(cfg))
     _say(progress, f"{src.rows_read} rows: {len(src.problems)} problems, {src.bad_rows.count} bad rows, "
                    f"{src.rows_over_cap} over data.max_rows; labeling candidates")
     labeled, label_stats = label_problems(src.problems, sandbox_cfg=sandbox_cfg)
     if "generator" in src.info:
-        from driver.data.generated import pass_rates
-
-        src.info["generator"]["pass_rates"] = pass_rates(labeled, cfg.candidates_per_problem)
+        src.info["generator"]["pass_rates"] = generated.pass_rates(labeled, cfg.candidates_per_problem)
     stats = builder.BuildStats()
     kept = builder.filter_problems(labeled, cfg.max_correct_fraction, cfg.min_candidates,
                                    cfg.max_candidate_chars, stats)

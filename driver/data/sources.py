@@ -11,10 +11,10 @@
 * `file`: a user JSONL/Parquet file (`driver.data.files`, columns documented there and in docs/data.md), read
   whole: `data.num_problems` sizes the built-in sources only; `data.max_rows` caps a file, and says so.
 * `model`: the problems of `data.generator_problems` with K solutions sampled from a generator model on the
-  rollout actors (`driver.data.generated`; the caller passes the sampler).
+  rollout actors: `driver.data.generated`, which reads its problems from here (the caller passes the sampler).
 
-Registered in `SOURCES` (name -> loader); `source_versions` names the packages a source depends on, which
-go into the dataset hash and the manifest.
+Registered in `SOURCES` (name -> loader; `model` apart); `source_versions` names the packages a source depends on,
+which go into the dataset hash and the manifest.
 """
 from __future__ import annotations
 
@@ -170,19 +170,7 @@ def load_file(cfg) -> SourceResult:
     return SourceResult(problems[:len(problems) - over], report, rows_over_cap=over)
 
 
-def load_model(cfg, sampler_factory=None, progress: bool = False, cache_path=None) -> SourceResult:
-    """The problems of `data.generator_problems` with K candidates sampled from the generator
-    (driver.data.generated; `sampler_factory()` gives the sampler, e.g. `RaySampler`, which owns the rollout
-    actors)."""
-    from driver.data.generated import load_model_samples
-
-    if sampler_factory is None:
-        raise ValueError("data.source=model needs a sampler_factory (driver.data.generated.RaySampler)")
-    return load_model_samples(cfg, sampler_factory, progress, cache_path)
-
-
-SOURCES = {
-    "model": load_model,
+SOURCES = {  # the sources that hold their own problems; `model` (driver.data.generated) samples on one of these
     "procedural_math": load_procedural,
     "reasoning_gym": load_reasoning_gym,
     "humaneval": load_humaneval,
@@ -197,24 +185,17 @@ _PACKAGES = {
 }
 
 
-def check_source(cfg) -> None:
-    """What can be refused about the source before anything is read or started (DataError): the `model`
-    source's generator folder and K."""
+def load_problems(cfg) -> SourceResult:
+    """Problems of `cfg.source` (a DataConfig), unlabeled. The `model` source samples its candidates with a
+    generator on the problems of `data.generator_problems` (driver.data.generated.load_model_source)."""
     if cfg.source == "model":
-        from driver.data.generated import check_model_source
-
-        check_model_source(cfg)
-
-
-def load_problems(cfg, sampler_factory=None, progress: bool = False, cache_path=None) -> SourceResult:
-    """Problems of `cfg.source` (a DataConfig), unlabeled. `sampler_factory` (a context manager factory giving
-    the generator's sampler) and `cache_path` (resumable samples): the `model` source only
-    (driver.data.generated)."""
+        raise ValueError("data.source=model samples its candidates with a generator model: "
+                         "driver.data.generated.load_model_source reads it")
     try:
         loader = SOURCES[cfg.source]
     except KeyError:
-        raise ValueError(f"data.source={cfg.source!r} is not one of {sorted(SOURCES)}") from None
-    return loader(cfg, sampler_factory, progress, cache_path) if cfg.source == "model" else loader(cfg)
+        raise ValueError(f"data.source={cfg.source!r} is not one of {sorted([*SOURCES, 'model'])}") from None
+    return loader(cfg)
 
 
 def source_versions(cfg) -> dict:
@@ -222,11 +203,8 @@ def source_versions(cfg) -> dict:
     file's size and modification time so an edited file makes a new dataset."""
     versions = {}
     packages = _PACKAGES.get(cfg.source, ())
-    if cfg.source == "model":  # the problems' source matters too, and which model sampled the candidates
-        from driver.data.generated import generator_identity
-
+    if cfg.source == "model":  # the problems' source matters too (the generator: model_source_versions)
         packages += _PACKAGES.get(cfg.generator_problems, ())
-        versions["generator"] = generator_identity(cfg.generator)
     for pkg in dict.fromkeys(packages + ("tokenizers",)):
         try:
             versions[pkg] = importlib.metadata.version(pkg)

@@ -59,7 +59,7 @@ def pick_point_rows(model, tokenizer, tasks: list, rng: random.Random, dtype: st
     the target spreads over)] for the pick and the pointer (module docstring; `pointer` chooses the pointer's target).
     Tasks whose greedy solution writes no `Answer:` line, or whose pointer would merge into the answer's last token,
     are left out."""
-    from driver.models.warmstart import first_answer, greedy_continuations, with_pointer
+    from driver.models.greedy import first_answer, greedy_continuations, with_pointer
 
     ids = index_token_ids(tokenizer, max(t.num_candidates for t in tasks))
     if ids is None:

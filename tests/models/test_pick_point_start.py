@@ -6,6 +6,7 @@ import pytest
 import torch
 
 from core.records import SelectionTask
+from driver.models import greedy as greedy_module
 from driver.models import pick_point_start, warmstart
 
 
@@ -70,7 +71,7 @@ def test_rows_train_the_pick_towards_uniform_and_the_pointer_towards_the_rule(ti
         seen.extend(contexts)
         return ["3 + 4 = 7\nAnswer: 7\nAnswer: 9", "no answer here", "Answer: 12\nmore"]
 
-    monkeypatch.setattr(warmstart, "greedy_continuations", greedy)
+    monkeypatch.setattr(greedy_module, "greedy_continuations", greedy)
     tasks = [task(["7", "5", "7"], [1.0, 0.0, 1.0]), task(["1", "2"], [1.0, 0.0]), task(["5", "9"], [0.0, 1.0])]
     rng = random.Random(0)
     rows = pick_point_start.pick_point_rows(None, tokenizer, tasks, rng)
