@@ -279,7 +279,7 @@ def main(argv=None) -> dict:
     p.add_argument("--deepspeed", action="store_true",
                    help="run the real Learner.train_step (DeepSpeed, one rank, in process) instead of the modes")
     p.add_argument("--merge", action="store_true", help="with --deepspeed: merge identical samples first, as "
-                                                        "driver.batching.shard does")
+                                                        "driver.step.shard does")
     p.add_argument("--code", default=str(REPO), help="checkout whose actors/ is benchmarked (default: this one)")
     args = p.parse_args(argv)
 

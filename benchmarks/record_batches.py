@@ -1,7 +1,7 @@
 """Record the learner batches of a real training run, for `benchmarks/learner_step.py --batches`.
 
 Runs the main job (`driver.train`, any config and overrides) unchanged, and keeps what stage 3b hands to stage 4 each
-step: the step's TrainSequences before `merge_identical` (driver/batching.py `shard`), i.e. exactly what the learner
+step: the step's TrainSequences before `merge_identical` (driver/step.py `shard`), i.e. exactly what the learner
 would train on without the merge. Writes one pickle: {"config", "overrides", "model_dir" (the warm-started model the
 run began from), "batches": [[TrainSequence, ...] per step]}.
 
@@ -27,21 +27,21 @@ def main(argv=None) -> int:
     p.add_argument("--out", required=True, help="pickle to write")
     args = p.parse_args(own)
 
-    import driver.batching
+    import driver.step
     from driver.train import main as train_main
 
     recorded = []
-    real_shard = driver.batching.shard
+    real_shard = driver.step.shard
 
     def recording_shard(sequences, num_ranks):
         recorded.append(list(sequences.sequences))
         return real_shard(sequences, num_ranks)
 
-    driver.batching.shard = recording_shard  # train_loop imports it from driver.batching at each call
+    driver.step.shard = recording_shard  # train_loop imports it from driver.step at each call
     try:
         rc = train_main(train_args)
     finally:
-        driver.batching.shard = real_shard
+        driver.step.shard = real_shard
     if rc != 0:
         print(f"the run failed (exit {rc}); nothing written", file=sys.stderr)
         return rc

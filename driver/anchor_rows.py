@@ -58,3 +58,34 @@ def corpus_anchor_sequences(groups: list, tokenizer, count: int, seed: int, step
                                  policy_version=first.policy_version, allowed_token_ids=allowed,
                                  loss_mask=[0] * len(response), anchor_mask=[0] + [1] * len(body)))
     return out
+
+
+class AnchorRows:
+    """Stage 3b as a hook of the loop: `rows(sequences, groups, step)` returns the step's `driver.step.Sequences`
+    with `count` anchor-only rows added after the step's prompts (`corpus_anchor_sequences`) and their counts in the
+    batch statistics. The model's tokenizer is loaded at the first step; `heldout_problems`: problem texts no row may
+    compute (compared by `procedural.problem_key`)."""
+
+    def __init__(self, count: int, seed: int, model_dir: str, heldout_problems):
+        from driver.data.procedural import problem_key
+
+        self.count, self.seed, self.model_dir = count, seed, str(model_dir)
+        self.heldout = frozenset(problem_key(p) for p in heldout_problems)
+        self.tokenizer = None
+
+    def __call__(self, sequences, groups: list, step: int):
+        import dataclasses
+
+        if self.tokenizer is None:
+            from transformers import AutoTokenizer
+
+            self.tokenizer = AutoTokenizer.from_pretrained(self.model_dir)
+        rows = corpus_anchor_sequences(groups, self.tokenizer, self.count, self.seed, step, self.heldout)
+        stats = {**sequences.stats, "batch/anchor_rows": len(rows),
+                 "batch/anchor_tokens": sum(s.num_anchor_tokens for s in sequences.sequences + rows)}
+        return dataclasses.replace(sequences, sequences=sequences.sequences + rows, stats=stats)
+
+
+def no_extra_rows(sequences, groups: list, step: int):
+    """Stage 3b when no rows are configured: the step's sequences as they are."""
+    return sequences

@@ -11,7 +11,7 @@ learner_step -> sync_weights); only what a task is differs:
   `verifier.reward=partial`);
 * the advantage is `algorithm.advantage_estimator` with its `algorithm.*` parameters: `grpo` (DAPO),
   `maxk` (max@k, arXiv 2510.23393; `maxk_off_policy` corrects stale samples with the sequence log-ratio of
-  `Run.policy_logprobs` against the engine's behaviour log-probs), `bon_rlb` / `bon_rlb_p` (Chow et al.,
+  `Fleet.policy_logprobs` against the engine's behaviour log-probs), `bon_rlb` / `bon_rlb_p` (Chow et al.,
   arXiv 2412.15287);
 * evaluation is pass@k on held-out problems: `eval_samples` = K solutions per problem at
   `rollout.temperature`, pass@1..pass@K and max@k with the unbiased estimators, bootstrap 95% CIs
@@ -35,7 +35,8 @@ import numpy as np
 
 from driver.data.problem import DataError
 from driver.report import log_k_axis, summarize
-from driver.run import Run, RunFailed
+from driver.fleet import RunFailed, how_to_continue
+from driver.run import Run
 
 
 @dataclass
@@ -110,7 +111,7 @@ class GeneratorRun(Run):
             groups = ray.get(self.handles.verifiers[0].score_groups.remote(generated), timeout=deadline)
         except (RayActorError, RayTaskError, GetTimeoutError) as err:
             raise RunFailed(f"evaluation at step {step} failed ({type(err).__name__}: "
-                            f"{str(err).splitlines()[0][:300]}); {self._how_to_continue()}") from err
+                            f"{str(err).splitlines()[0][:300]}); {how_to_continue(self.run_dir)}") from err
         answers = stated_answers(groups)
         result = pass_metrics(groups, k, binary=self.cfg.verifier.reward == "binary", seed=self.cfg.seed,
                               answers=answers)
@@ -121,7 +122,7 @@ class GeneratorRun(Run):
     # -- the end --------------------------------------------------------------------------------------
     def finish(self) -> dict:
         export = self.run_dir / "export"
-        self._get([learner.export_hf.remote(str(export)) for learner in self.handles.learners], 600, "export")
+        self.fleet.call([learner.export_hf.remote(str(export)) for learner in self.handles.learners], 600, "export")
         plot_generator_curves(self.metrics, self.run_dir / "curves.png")
         base = summarize(self.metrics, time.time() - self.started_at, self.cfg.steps)
         evals = self.metrics.records("eval")

@@ -5,23 +5,26 @@
     python -m driver.train CONFIG --plan [key=value ...]   print the placement (actor -> node type, resources,
                                                            placement-group bundles) and exit; starts nothing
 
-`train_loop` below is the table of contents of one learner step; each stage is one named function, called
-in this order (this file is the only place that knows the order):
+`train_loop` below is the table of contents of one learner step; each stage is one named call, in this order
+(this file is the only place that knows the order):
     0. keep up to `max_staleness` generation batches in flight (at least one)      keep_in_flight
     1. collect: wait for the oldest; rollout actors sample G responses per prompt,
-       the verifier pool scores them; fresh rounds refill what stage 2 drops      RolloutCollector.collect
-    2. filter: drop samples older than the staleness bound, then dynamic sampling  batching.filter_groups
+       the verifier pool scores them; fresh rounds refill what the filter drops    RolloutCollector.collect
+    2. filter (inside 1): drop samples older than the staleness bound, then
+       dynamic sampling                                                           step.filter_groups
     (with `max_staleness >= 1`, issue the next batch now, so it generates while this one trains)
-    3. overlong shaping and advantages -> one TrainSequence per response          batching.shape_and_advantage
-       (3b. with algorithm.anchor_corpus_rows: worked solutions to anchor the solver  Run.with_anchor_rows)
-    4. merge identical sequences, shard them over the learner ranks               batching.shard
-    5. learner DAPO step (all ranks)                                              Run.learner_step
+    3. overlong shaping and advantages -> one TrainSequence per response          step.shape_and_advantage
+       then the run's extra rows, if any (anchor-only worked solutions)           run.extra_rows
+    4. merge identical sequences, shard them over the learner ranks               step.shard
+    5. learner DAPO step (all ranks)                                              Fleet.learner_step
     6. weight sync: push the new weights into every rollout engine (in-flight
-       requests finish on the old weights first) and bump the policy version     Run.sync_weights
-    then log, evaluate and checkpoint. With `max_staleness = 0` nothing is in flight during 3-6: strictly
-    synchronous on-policy training. A step whose groups were all filtered or stale skips 3-6 (counted).
-The files, in the order a step visits them: driver/collect.py (actors/rollout.py, actors/verifier.py),
-driver/batching.py, driver/run.py (actors/learner.py, actors/weight_sync.py).
+       requests finish on the old weights first) and bump the policy version     Fleet.sync_weights
+    then record, evaluate and checkpoint (the run's lifecycle: driver/run.py). With `max_staleness = 0` nothing is
+    in flight during 3-6: strictly synchronous on-policy training. A step whose groups were all filtered or stale
+    skips 3-6 (counted).
+The files a step visits, in order: driver/train.py (this loop), driver/step.py (stages 1-4), actors/rollout.py and
+actors/verifier.py (stage 1), driver/fleet.py (stages 5-6, and the learner's log-probs for an off-policy estimator),
+actors/learner.py, actors/weight_sync.py (the engine side: actors/vllm_extension.py).
 """
 from __future__ import annotations
 
@@ -29,7 +32,6 @@ import logging
 import sys
 import time
 from collections import deque
-from functools import partial
 from pathlib import Path
 
 from core.env import apply_defaults
@@ -39,29 +41,27 @@ log = logging.getLogger("genselect.train")
 
 def train_loop(run, start_step: int, steps: int) -> None:
     """Steps `start_step`..`steps-1` of the run (see the module docstring for the stages)."""
-    from driver.batching import filter_groups, shape_and_advantage, shard  # torch: not for --help or --plan
+    from driver.step import shape_and_advantage, shard  # torch: not for --help or --plan
 
-    cfg, algo = run.cfg, run.cfg.algorithm
+    cfg, algo, fleet = run.cfg, run.cfg.algorithm, run.fleet
     pending = deque()
     for step in range(start_step, steps):
         started = time.time()
-        keep_in_flight(run, pending, max(1, cfg.max_staleness))
+        keep_in_flight(run.collector, pending, max(1, cfg.max_staleness), cfg.prompts_per_step, fleet.version)
         # 1. collect the oldest batch in flight, refilled by fresh rounds while 2. the filter leaves it short
-        usable = partial(filter_groups, version=run.version, max_staleness=cfg.max_staleness,
-                         dynamic=algo.dynamic_sampling)
-        collected = run.collector.collect(pending.popleft(), run.version, cfg.prompts_per_step, usable,
+        collected = run.collector.collect(pending.popleft(), fleet.version, cfg.prompts_per_step,
                                           algo.max_num_gen_batches)
         waited = time.time() - started
         if cfg.max_staleness >= 1:  # the next batch generates while this one trains
-            keep_in_flight(run, pending, cfg.max_staleness)
+            keep_in_flight(run.collector, pending, cfg.max_staleness, cfg.prompts_per_step, fleet.version)
         train_metrics, train_s, sync_stats = {}, 0.0, {"seconds": 0.0}
         if collected.groups:
             sequences = shape_and_advantage(collected.groups, algo, cfg.rollout.max_response_tokens,  # 3.
-                                            run.policy_logprobs)
-            sequences = run.with_anchor_rows(sequences, collected.groups, step)                        # 3b.
-            batch = shard(sequences, len(run.handles.learners))                                       # 4.
-            train_metrics, train_s = run.learner_step(batch, step)                                    # 5.
-            sync_stats = run.sync_weights(run.version + 1)                                            # 6.
+                                            fleet.policy_logprobs)
+            sequences = run.extra_rows(sequences, collected.groups, step)
+            batch = shard(sequences, fleet.num_learners)                                              # 4.
+            train_metrics, train_s = fleet.learner_step(batch, step)                                  # 5.
+            sync_stats = fleet.sync_weights(fleet.version + 1)                                        # 6.
         else:  # every group filtered or stale after max_num_gen_batches rounds: counted, weights unchanged
             log.warning("step %d: no usable group after %s generation rounds; skipping the update", step,
                         collected.stats.get("collect/rounds"))
@@ -76,10 +76,10 @@ def train_loop(run, start_step: int, steps: int) -> None:
             run.checkpoint(step + 1)
 
 
-def keep_in_flight(run, pending: deque, depth: int) -> None:
-    """Stage 0: issue generation batches of `prompts_per_step` prompts until `depth` are in flight."""
+def keep_in_flight(collector, pending: deque, depth: int, prompts: int, version: int) -> None:
+    """Stage 0: issue generation batches of `prompts` prompts (policy `version`) until `depth` are in flight."""
     while len(pending) < depth:
-        pending.append(run.collector.issue(run.cfg.prompts_per_step, run.version))
+        pending.append(collector.issue(prompts, version))
 
 
 def main(argv=None) -> int:
@@ -107,7 +107,8 @@ def main(argv=None) -> int:
         return plan_main(cfg, name)
     from driver.checkpoint import IncompatibleCheckpoint
     from driver.data.problem import DataError
-    from driver.run import Run, RunFailed
+    from driver.fleet import RunFailed
+    from driver.run import Run
 
     run_class = Run
     if cfg.task == "generator":  # the same loop; the tasks, their scoring and the evaluation differ

@@ -526,7 +526,7 @@ def test_two_rank_zero3_weight_sync_and_final_export(ray_session, tiny_model_pat
     receiver = ray.remote(num_cpus=0)(RecordingRollout).remote()
     try:
         ray.get([a.weight_version.remote() for a in ranks], timeout=300)  # started, process group formed
-        broadcaster = WeightSyncBroadcaster(WeightSyncConfig(timeout_s=90.0), ranks, [receiver])  # as Run._launch
+        broadcaster = WeightSyncBroadcaster(WeightSyncConfig(timeout_s=90.0), ranks, [receiver])  # as Run._launch does
         stats = _bounded(lambda: broadcaster.sync(1), 120)
         weights, version = ray.get(receiver.received.remote(), timeout=60)
         full = ray.get([a.export_weights.remote() for a in ranks], timeout=120)[0]
@@ -536,7 +536,8 @@ def test_two_rank_zero3_weight_sync_and_final_export(ray_session, tiny_model_pat
                                         timeout=120)][1] == 0  # ranks > 0 gather but ship nothing
 
         run = Run.__new__(Run)  # Run.finish with everything but the learners stubbed
-        run.run_dir, run.started_at, run.version = tmp_path / "run", 0.0, 1
+        run.run_dir, run.started_at = tmp_path / "run", 0.0
+        run.fleet = SimpleNamespace(version=1, call=lambda refs, timeout, what: ray.get(refs, timeout=timeout))
         run.run_dir.mkdir()
         run.cfg = SimpleNamespace(steps=1, data=SimpleNamespace(solution_end_line=False, line_labels=False))
         run.handles = SimpleNamespace(learners=ranks)

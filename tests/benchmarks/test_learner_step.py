@@ -69,19 +69,19 @@ def test_record_batches_keeps_what_stage_4_receives_and_writes_nothing_for_a_fai
     """benchmarks/record_batches.py around a stand-in for the main job (the recording, not the run, is under test)."""
     import json
 
-    import driver.batching
+    import driver.step
     import driver.train
     import record_batches
-    from driver.batching import Sequences
+    from driver.step import Sequences
 
     seqs = [pick_point([5, 6], 3, [20], 4, 1.0), pick_point([5, 6], 3, [20], 4, 1.0)]
-    real_shard = driver.batching.shard
+    real_shard = driver.step.shard
     seen = []
 
     def job(args):
         run_dir = Path(args[args.index("default") + 1].split("=", 1)[1])
         for step in range(2):
-            seen.append(driver.batching.shard(Sequences(seqs[:step + 1]), 1))
+            seen.append(driver.step.shard(Sequences(seqs[:step + 1]), 1))
         run_dir.mkdir(parents=True)
         (run_dir / "summary.json").write_text(json.dumps({"start_model": "models/start"}))
         return 0
@@ -93,7 +93,7 @@ def test_record_batches_keeps_what_stage_4_receives_and_writes_nothing_for_a_fai
     assert data["model_dir"] == "models/start" and data["config"] == "default"
     assert data["batches"] == [seqs[:1], seqs]  # before the merge
     assert [len(b.shards[0]) for b in seen] == [1, 1]  # the run itself still merged them
-    assert driver.batching.shard is real_shard  # put back after the run
+    assert driver.step.shard is real_shard  # put back after the run
     monkeypatch.setattr(driver.train, "main", lambda args: 1)
     assert record_batches.main(["--out", str(tmp_path / "none.pkl"), "--", "default"]) == 1
     assert not (tmp_path / "none.pkl").exists()

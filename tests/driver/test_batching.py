@@ -4,7 +4,7 @@ import pytest
 
 from core.config import AlgorithmConfig
 from core.records import Rollout, RolloutGroup, SelectionTask
-from driver.batching import dynamic_sampling, filter_groups, shape_and_advantage, shard
+from driver.step import dynamic_sampling, filter_groups, shape_and_advantage, shard
 
 
 TASK = SelectionTask("p/0", "p", "math", "?", ("a", "b"), ("1", "2"), (1.0, 0.0), "1", "...")

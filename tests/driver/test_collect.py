@@ -1,13 +1,11 @@
 """RolloutCollector.collect without Ray: the generation calls are faked (a call *is* its list of scored groups),
 so the bookkeeping of dynamic sampling, the surplus buffer and the metrics can be checked exactly."""
-from functools import partial
 from types import SimpleNamespace
 
 import pytest
 
 from core.records import Rollout, RolloutGroup, SelectionTask
-from driver.batching import filter_groups
-from driver.collect import RolloutCollector
+from driver.step import RolloutCollector
 
 
 def _group(i: int, rewards: list, version: int = 0) -> RolloutGroup:
@@ -38,13 +36,12 @@ def test_surplus_groups_are_counted_once_and_in_the_reward_mean():
     informative = [_group(i, [1.0, 0.0]) for i in range(4)]
     all_wrong = _group(9, [0.0, 0.0])
     collector = _collector([[all_wrong]])
-    keep = partial(filter_groups, version=0, max_staleness=1, dynamic=True)
-    first = collector.collect([informative], version=0, need=2, keep=keep, max_rounds=1)
+    first = collector.collect([informative], version=0, need=2, max_rounds=1)
     assert first.groups == informative[:2] and collector.ready == informative[2:]
     assert first.stats["dynamic_sampling/kept"] == 2 and _counted(first.stats) == 2
     assert first.stats["reward/all_groups_mean"] == pytest.approx(0.5)
 
-    second = collector.collect([[all_wrong]], version=0, need=2, keep=keep, max_rounds=1)
+    second = collector.collect([[all_wrong]], version=0, need=2, max_rounds=1)
     assert second.groups == informative[2:] and second.filtered_ids == ["q9/p0"]
     assert second.stats["dynamic_sampling/kept"] == 2 and second.stats["dynamic_sampling/all_wrong"] == 1
     assert _counted(first.stats) + _counted(second.stats) == 5  # 5 distinct groups, each counted once
@@ -60,7 +57,7 @@ def _simulate(steps: int, resume_at=None, need: int = 2) -> tuple:
     in order, ids finished, ids unfinished at the end, trained ids per step)."""
     from collections import Counter, deque
 
-    from driver.collect import Issued
+    from driver.step import Issued
     from driver.curriculum import CurriculumStream
 
     ids = [f"q{i}/p0" for i in range(40)]
@@ -88,8 +85,7 @@ def _simulate(steps: int, resume_at=None, need: int = 2) -> tuple:
     for step in range(steps):
         if not pending:
             pending.append(collector.issue(3, version))
-        keep = partial(filter_groups, version=version, max_staleness=1, dynamic=True)
-        got = collector.collect(pending.popleft(), version, need, keep, 2)
+        got = collector.collect(pending.popleft(), version, need, 2)
         pending.append(collector.issue(3, version))
         trained.append([g.task.prompt_id for g in got.groups])
         finished += trained[-1] + got.filtered_ids + got.stale_ids
@@ -128,7 +124,7 @@ def test_a_call_past_the_drivers_deadline_is_aborted_before_the_restart_sync(mon
     import ray
     from ray.exceptions import GetTimeoutError
 
-    from driver.collect import Issued
+    from driver.step import Issued
 
     events, deadlines = [], []
 

@@ -1,15 +1,17 @@
-"""Run._read_on_engine: every evaluation procedure (whole prompts, knockout, round robin) survives one engine death."""
+"""HeldOutReader._read_on_engine: every evaluation procedure (whole prompts, knockout, round robin) survives one
+engine death."""
+from types import SimpleNamespace
+
 import pytest
 from ray.exceptions import RayActorError
 
-from driver.run import Run, RunFailed
+from driver.fleet import RunFailed
+from driver.heldout import HeldOutReader
 
 
-def bare_run(restores: list) -> Run:
-    run = Run.__new__(Run)  # no Ray, no config: only what the helper touches
-    run._warn = lambda message: None
-    run._restore_worker = restores.append
-    return run
+def bare_run(restores: list) -> HeldOutReader:
+    """A reader with no Ray and no config: only what the helper touches (the fleet's restart of engine 0)."""
+    return HeldOutReader(None, SimpleNamespace(restore_worker=restores.append), [], [], warn=lambda message: None)
 
 
 def test_a_reading_is_taken_again_after_the_engine_restarted():

@@ -5,7 +5,7 @@ from types import SimpleNamespace
 
 from core.config import AlgorithmConfig, RolloutConfig
 from core.records import Rollout, RolloutGroup, SelectionTask
-from driver.collect import Issued, RolloutCollector
+from driver.step import Issued, RolloutCollector
 from driver.curriculum import CurriculumStream
 from driver.train import train_loop
 
@@ -18,31 +18,14 @@ def _group(pid: str, rewards: list, version: int) -> RolloutGroup:
     return RolloutGroup(task, rollouts, version)
 
 
-class FakeRun:
-    """What train_loop uses of driver.run.Run; every stage call is appended to `calls`."""
+class FakeFleet:
+    """What train_loop uses of driver.fleet.Fleet; stages 5 and 6 append to the run's `calls`."""
 
-    def __init__(self, max_staleness: int, flat: set):
-        ids = [f"q{i}/p0" for i in range(40)]
-        self.cfg = SimpleNamespace(max_staleness=max_staleness, prompts_per_step=2, checkpoint_every=100,
-                                   algorithm=AlgorithmConfig(overlong_buffer_len=2),
-                                   rollout=RolloutConfig(max_response_tokens=8))
-        self.handles = SimpleNamespace(learners=[None, None], rollouts=[None])
-        self.version, self.calls = 0, []
-        self.collector = RolloutCollector(self.handles, {}, CurriculumStream(ids, {i: 2 for i in ids}, [2]),
-                                          None, None)
-        self.collector._call = lambda worker, prompt_ids, version: Issued(worker, list(prompt_ids), None, version)
-
-        def wait(call):  # prompts in `flat` come back with equal rewards (dynamic sampling drops them)
-            self.collector.inflight.remove(call)
-            return [_group(p, [1.0, 1.0] if p in flat else [1.0, 0.0], call.version) for p in call.prompt_ids]
-        self.collector._wait = wait
+    def __init__(self, calls: list):
+        self.version, self.num_learners, self.calls = 0, 2, calls
 
     def policy_logprobs(self, sequences):  # only an off-policy estimator calls it (not this test's grpo)
         raise AssertionError("policy_logprobs called by an on-policy estimator")
-
-    def with_anchor_rows(self, sequences, groups, step):  # stage 3b: adds nothing unless configured (Run's)
-        self.calls.append(("with_anchor_rows", step, len(sequences.sequences), len(groups)))
-        return sequences
 
     def learner_step(self, batch, step):
         self.calls.append(("learner_step", step, [len(s) for s in batch.shards], batch.global_num_tokens))
@@ -52,6 +35,35 @@ class FakeRun:
         self.calls.append(("sync_weights", version))
         self.version = version
         return {"seconds": 0.0}
+
+
+class FakeRun:
+    """What train_loop uses of driver.run.Run; every stage call is appended to `calls`."""
+
+    def __init__(self, max_staleness: int, flat: set):
+        ids = [f"q{i}/p0" for i in range(40)]
+        self.cfg = SimpleNamespace(max_staleness=max_staleness, prompts_per_step=2, checkpoint_every=100,
+                                   algorithm=AlgorithmConfig(overlong_buffer_len=2),
+                                   rollout=RolloutConfig(max_response_tokens=8))
+        self.calls = []
+        self.fleet = FakeFleet(self.calls)
+        self.collector = RolloutCollector(SimpleNamespace(rollouts=[None]), {},
+                                          CurriculumStream(ids, {i: 2 for i in ids}, [2]), None, None,
+                                          max_staleness=max_staleness)
+        self.collector._call = lambda worker, prompt_ids, version: Issued(worker, list(prompt_ids), None, version)
+
+        def wait(call):  # prompts in `flat` come back with equal rewards (dynamic sampling drops them)
+            self.collector.inflight.remove(call)
+            return [_group(p, [1.0, 1.0] if p in flat else [1.0, 0.0], call.version) for p in call.prompt_ids]
+        self.collector._wait = wait
+
+    @property
+    def version(self):
+        return self.fleet.version
+
+    def extra_rows(self, sequences, groups, step):  # stage 3b's hook: adds nothing here
+        self.calls.append(("extra_rows", step, len(sequences.sequences), len(groups)))
+        return sequences
 
     def record_step(self, step, collected, metrics, times):
         self.calls.append(("record_step", step, [g.task.prompt_id for g in collected.groups],
@@ -68,9 +80,9 @@ def test_one_step_runs_the_stages_in_order():
     run = FakeRun(max_staleness=1, flat={"q0/p0"})
     train_loop(run, 0, 2)
     order = [c[0] for c in run.calls]
-    assert order == ["with_anchor_rows", "learner_step", "sync_weights", "record_step"] * 2 + ["checkpoint"]
-    assert [c[1:] for c in run.calls if c[0] == "with_anchor_rows"] == [(0, 4, 2), (1, 4, 2)]  # 2 groups of G=2
-    run.calls = [c for c in run.calls if c[0] != "with_anchor_rows"]
+    assert order == ["extra_rows", "learner_step", "sync_weights", "record_step"] * 2 + ["checkpoint"]
+    assert [c[1:] for c in run.calls if c[0] == "extra_rows"] == [(0, 4, 2), (1, 4, 2)]  # 2 groups of G=2
+    run.calls = [c for c in run.calls if c[0] != "extra_rows"]
     first_trained = run.calls[2][2]
     assert len(first_trained) == 2 and "q0/p0" not in first_trained  # the filter dropped it; a refill replaced it
     assert run.calls[2][3] == ["q0/p0"]

@@ -1,9 +1,9 @@
-"""driver/run.py: the no-cue held-out set. `unseen_tasks` drops every problem seen in training or pretraining, by
+"""driver/heldout.py: the no-cue held-out set. `unseen_tasks` drops every problem seen in training or pretraining, by
 the expression it computes (the procedural templates write one expression several ways); `nocue_due` says which
 evaluations read it."""
 from types import SimpleNamespace
 
-from driver.run import unseen_tasks
+from driver.heldout import unseen_tasks
 
 
 def test_a_problem_seen_under_another_template_is_dropped():
@@ -15,7 +15,7 @@ def test_a_problem_seen_under_another_template_is_dropped():
 
 
 def test_the_nocue_set_is_read_at_the_start_the_end_and_every_eval_without_cue_every_steps():
-    from driver.run import nocue_due
+    from driver.heldout import nocue_due
 
     assert [s for s in range(0, 101, 25) if nocue_due(s, 100, 0)] == [0, 100]
     assert [s for s in range(0, 101, 25) if nocue_due(s, 100, 50)] == [0, 50, 100]

@@ -1,5 +1,5 @@
 """`task=generator`, the pure parts (no Ray, no vLLM): a generator's scored groups go through the selector's
-stage 3 (`driver.batching.shape_and_advantage`) with every estimator and its config parameters, off-policy
+stage 3 (`driver.step.shape_and_advantage`) with every estimator and its config parameters, off-policy
 max@k included; the training signal it produces is the exact gradient of max@k for a tiny categorical
 generator (enumerated); held-out pass@k / max@k equal brute force over subsets; the worked solutions of the
 warm-start are correct; a solution's stated answer and program are read as the verifier reads them."""
@@ -16,7 +16,7 @@ from actors.solutions import code_program, stated_answer
 from core.algo.bon import make_estimator
 from core.config import AlgorithmConfig, DataConfig, estimator_params, load_config
 from core.records import Rollout, RolloutGroup, SolveTask
-from driver.batching import shape_and_advantage
+from driver.step import shape_and_advantage
 from driver.curriculum import mean_gain
 from driver.generator_run import eval_ks, pass_metrics
 

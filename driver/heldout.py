@@ -1,0 +1,208 @@
+"""The held-out readings of a selector run (`Run.evaluate`): GenSelect@N of the policy on rollout actor 0, greedy,
+on the held-out prompts read whole (plus sampled responses), by a knockout tournament and by a round robin of pairs
+when configured, next to majority@N, random@N and pass@N with 95% bootstrap CIs over problems (driver/evaluate.py
+holds the procedures and the metrics); and, when the training data carries the hedge cue, the same on a held-out set
+built without it from problems no stage saw (`nocue_heldout`).
+"""
+from __future__ import annotations
+
+import logging
+import time
+
+from core.algo.genselect import PromptStyle
+from driver.fleet import RunFailed
+
+log = logging.getLogger("genselect.heldout")
+
+
+def unseen_tasks(tasks: list, seen_problems) -> list:
+    """The tasks whose problem computes none of `seen_problems` (compared by `procedural.problem_key`, so the
+    same expression under another template counts as seen)."""
+    from driver.data.procedural import problem_key
+
+    seen = {problem_key(p) for p in seen_problems}
+    return [t for t in tasks if problem_key(t.problem) not in seen]
+
+
+def on_schedule(step: int, steps: int, every: int) -> bool:
+    """Whether `step` is the last one or a multiple of `every` (0: the last only)."""
+    return step == steps or (every > 0 and step % every == 0)
+
+
+def nocue_due(step: int, steps: int, every: int, at_start: bool = True) -> bool:
+    """Whether the evaluation at `step` also reads the no-cue held-out set: at the start (unless not `at_start`),
+    at the end, and at multiples of `every` (0: start and end only)."""
+    return at_start if step == 0 else on_schedule(step, steps, every)
+
+
+def nocue_heldout(cfg, model_dir, train_tasks: list) -> list:
+    """When the training data carries the hedge cue: held-out prompts built without it, from problems of
+    another seed (never seen in training or pretraining), tokenized by the model in `model_dir`. Else []."""
+    import dataclasses
+
+    from driver.data.dataset import load_dataset
+    from driver.models.pretrain import pretraining_problems
+    from driver.prepare import prepare
+
+    d = cfg.data
+    if not cfg.eval_without_cue or not (d.hedge_wrong_rate or d.hedge_correct_rate) or d.source == "model":
+        return []
+    data_cfg = dataclasses.replace(d, hedge_wrong_rate=0.0, hedge_correct_rate=0.0, seed=d.seed + 1,
+                                   num_problems=min(d.num_problems, 1000), heldout_fraction=0.5)
+    model_cfg = dataclasses.replace(cfg.model, name=str(model_dir))
+    built = prepare(data_cfg, model_cfg, with_model=False)
+    seen = {t.problem for t in train_tasks} | pretraining_problems(cfg.model.pretrain)
+    heldout = unseen_tasks(load_dataset(built.dataset_dir).heldout, seen)
+    return heldout[: cfg.eval_prompts] if cfg.eval_prompts else heldout
+
+
+def eval_lines(result: dict, cfg, step: int) -> list:
+    """The console lines of one held-out reading (`HeldOutReader.read`): the whole prompts, the own-answer breakdown
+    of a solve-then-point selector, the knockout, the round robin and the no-cue set, as far as they were read."""
+    lines = []
+    sampled = f"  sampled {result['sampled']:.3f}" if result.get("sampled") is not None else ""
+    by_n = " ".join(f"{n}:{r['genselect']:.2f}" for n, r in result["by_size"].items())
+    lines.append(f"[eval step {step}] GenSelect@N {result['genselect']:.3f} "
+                 f"[{result['genselect_lo']:.3f}, {result['genselect_hi']:.3f}]{sampled}  majority@N "
+                 f"{result['majority']:.3f}  random@N {result['random']:.3f}  parse failures "
+                 f"{result['parse_failure_rate']:.3f}  by N {by_n}")
+    if "own_answer/solved" in result:  # a solve-then-point selector: its solving apart from its pointing
+        lines.append(f"[eval step {step}, own answer] solved {result['own_answer/solved']:.3f}  stated "
+                     f"by a candidate {result['own_answer/stated']:.3f}  index follows it "
+                     f"{result['own_answer/follows']:.3f}  accuracy if it always did "
+                     f"{result['own_answer/follow_ceiling']:.3f}  accuracy where none states it "
+                     f"{result['own_answer/unstated_accuracy']:.3f}")
+    if "knockout/genselect" in result:
+        by_n = " ".join(f"{n}:{v:.2f}" for n, v in result["knockout/by_size"].items())
+        orders = ", both orders" if cfg.eval_knockout_both_orders else ""
+        lines.append(f"[eval step {step}, knockout of {cfg.eval_knockout_window}{orders}] GenSelect@N "
+                     f"{result['knockout/genselect']:.3f} [{result['knockout/genselect_lo']:.3f}, "
+                     f"{result['knockout/genselect_hi']:.3f}]  by N {by_n}")
+    if "round_robin/genselect" in result:
+        by_n = " ".join(f"{n}:{v:.2f}" for n, v in result["round_robin/by_size"].items())
+        lines.append(f"[eval step {step}, round robin of pairs by {cfg.eval_round_robin}] "
+                     f"GenSelect@N {result['round_robin/genselect']:.3f} "
+                     f"[{result['round_robin/genselect_lo']:.3f}, {result['round_robin/genselect_hi']:.3f}]"
+                     f"  by N {by_n}")
+    if "nocue/genselect" in result:
+        line = (f"[eval step {step}, no-cue held-out set] GenSelect@N {result['nocue/genselect']:.3f} "
+                f"[{result['nocue/genselect_lo']:.3f}, {result['nocue/genselect_hi']:.3f}]  majority@N "
+                f"{result['nocue/majority']:.3f}  random@N {result['nocue/random']:.3f}")
+        for name, label in (("knockout", "knockout"), ("round_robin", "round robin")):
+            if f"nocue/{name}/genselect" in result:
+                r = {k: result[f"nocue/{name}/{k}"] for k in ("genselect", "over_majority", "over_majority_lo",
+                                                             "over_majority_hi")}
+                line += (f"  {label} {r['genselect']:.3f} ({r['over_majority']:+.3f} [{r['over_majority_lo']:+.3f}, "
+                         f"{r['over_majority_hi']:+.3f}] over majority@N)")
+        lines.append(line)
+    return lines
+
+
+class HeldOutReader:
+    """Reads the policy on the held-out sets through rollout actor 0 of `fleet` (driver.fleet.Fleet); `warn(message)`
+    shows a warning to the user (a reading retried after its deadline)."""
+
+    def __init__(self, cfg, fleet, eval_tasks: list, nocue_tasks: list, warn):
+        self.cfg, self.fleet, self.eval_tasks, self.nocue_tasks, self.warn = cfg, fleet, eval_tasks, nocue_tasks, warn
+
+    def read(self, step: int) -> dict:
+        """Held-out accuracy (greedy and sampled, by N and by slip kind); at the start (`eval_without_cue_at_start`),
+        the end and every `eval_without_cue_every` steps also on the held-out set built without the hedge cue, when
+        the training data has one."""
+        result = self._evaluate_on(self.eval_tasks, self.cfg.eval_samples, step)
+        if self.nocue_tasks and nocue_due(step, self.cfg.steps, self.cfg.eval_without_cue_every,
+                                          self.cfg.eval_without_cue_at_start):
+            nocue = self._evaluate_on(self.nocue_tasks, 0, step)
+            result.update({f"nocue/{k}": v for k, v in nocue.items() if isinstance(v, (int, float))})
+        return result
+
+    def _evaluate_on(self, tasks: list, samples: int, step: int) -> dict:
+        """One held-out set's reading: the whole prompts (greedy, and `samples` sampled responses each), then the
+        knockout and the round robin when configured, one after the other (run at once they took as long: the
+        engine is busy either way). `eval_s`: its wall time."""
+        from driver.evaluate import by_size, by_slip_kind, selection_metrics
+
+        started = time.time()
+        choices, sampled, own_answer = self._choose_whole_prompts(tasks, samples, step)
+        result = selection_metrics(tasks, choices, seed=self.cfg.seed)
+        result.update({"sampled": sampled, "by_size": by_size(tasks, choices)})
+        result.update({f"own_answer/{k}": v for k, v in own_answer.items()})
+        if self.cfg.eval_knockout_window:
+            result.update(self._knockout_metrics(tasks, step))
+        if self.cfg.eval_round_robin != "none":
+            result.update(self._round_robin_metrics(tasks, step))
+        result["eval_s"] = time.time() - started
+        if self.cfg.data.source == "procedural_math":  # its mistakes can be read back from the text
+            result["by_slip_kind"] = by_slip_kind(tasks, choices)
+        return result
+
+    def _read_on_engine(self, call, what: str):
+        """`call()` (an evaluation procedure on rollout actor 0), again after its deadline while it times out
+        (`retry_on_timeout`) and once after the engine died and Ray restarted it (given the current weights:
+        Fleet.restore_worker); any other error, or a second death, is a RunFailed naming `what`."""
+        from driver.evaluate import retry_on_timeout
+
+        from ray.exceptions import RayActorError
+
+        for attempt in (1, 2):
+            try:
+                return retry_on_timeout(call, what, self.warn)
+            except RayActorError as err:  # the engine died (or its node): once Ray restarted it, read again
+                if attempt == 2:
+                    raise RunFailed(f"{what} failed ({type(err).__name__}: {err})") from err
+                log.warning("%s: rollout actor 0 failed (%s); waiting for its restart", what, type(err).__name__)
+                self.fleet.restore_worker(0)
+            except Exception as err:
+                raise RunFailed(f"{what} failed ({type(err).__name__}: {err})") from err
+
+    def _choose_whole_prompts(self, tasks: list, samples: int, step: int) -> tuple:
+        """(greedy choices, sampled accuracy or None, own-answer breakdown) of `tasks` read whole by rollout actor 0
+        (`driver.evaluate.choose_remote`)."""
+        from core.deadlines import generate_deadline_s
+        from driver.evaluate import choose_remote
+
+        deadline = generate_deadline_s(self.cfg.rollout, self.cfg.data.max_prompt_tokens, len(tasks) * max(1, samples))
+        return self._read_on_engine(lambda: choose_remote(self.fleet.handles.rollouts[0], tasks, deadline, samples),
+                                    f"evaluation at step {step}")
+
+    def _knockout_metrics(self, tasks: list, step: int) -> dict:
+        """`knockout/*`: the same tasks selected by a knockout tournament (driver.evaluate.choose_knockout)."""
+        from core.algo.knockout import rounds_needed
+        from core.deadlines import generate_deadline_s
+        from driver.evaluate import choose_knockout_remote
+
+        # each round is one generate call of at most N / 2 sub-prompts per task (twice that read in both orders),
+        # each shorter than the task's prompt
+        window, n, both = self.cfg.eval_knockout_window, self.cfg.data.max_candidates, self.cfg.eval_knockout_both_orders
+        deadline = rounds_needed(n, window) * generate_deadline_s(
+            self.cfg.rollout, self.cfg.data.max_prompt_tokens, len(tasks) * max(1, n // 2) * (2 if both else 1))
+        choices = self._read_on_engine(
+            lambda: choose_knockout_remote(self.fleet.handles.rollouts[0], tasks, window, PromptStyle.of(self.cfg.data),
+                                           deadline, both_orders=both),
+            f"knockout evaluation at step {step}")
+        return self._procedure_metrics("knockout", tasks, choices, ("parse_failure_rate", "over_majority",
+                                                                   "over_majority_lo", "over_majority_hi"))
+
+    def _round_robin_metrics(self, tasks: list, step: int) -> dict:
+        """`round_robin/*`: the same tasks selected by a round robin of pairs read in both orders
+        (driver.evaluate.choose_round_robin; wins pooled by final answer with eval_round_robin=answer)."""
+        from core.deadlines import generate_deadline_s
+        from driver.evaluate import choose_round_robin_remote
+
+        n = self.cfg.data.max_candidates  # one batch of at most N (N - 1) pair prompts per task
+        deadline = generate_deadline_s(self.cfg.rollout, self.cfg.data.max_prompt_tokens, len(tasks) * n * (n - 1))
+        choices = self._read_on_engine(
+            lambda: choose_round_robin_remote(self.fleet.handles.rollouts[0], tasks, PromptStyle.of(self.cfg.data),
+                                              deadline, by_answer=self.cfg.eval_round_robin == "answer"),
+            f"round-robin evaluation at step {step}")
+        return self._procedure_metrics("round_robin", tasks, choices,
+                                       ("over_majority", "over_majority_lo", "over_majority_hi"))
+
+    def _procedure_metrics(self, prefix: str, tasks: list, choices: list, extra: tuple) -> dict:
+        """`{prefix}/genselect` with its CI, the `extra` metrics and `{prefix}/by_size` of one selection procedure."""
+        from driver.evaluate import by_size, selection_metrics
+
+        metrics = selection_metrics(tasks, choices, seed=self.cfg.seed)
+        out = {f"{prefix}/{k}": metrics[k] for k in ("genselect", "genselect_lo", "genselect_hi") + extra}
+        out[f"{prefix}/by_size"] = {n: r["genselect"] for n, r in by_size(tasks, choices).items()}
+        return out
