@@ -85,13 +85,18 @@ def keep_in_flight(collector, pending: deque, depth: int, prompts: int, version:
 def main(argv=None) -> int:
     apply_defaults()
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
-    from core.config import ConfigError, describe, load_config
+    from core.config import ConfigError, describe, is_recipe_key, load_config
 
     args = list(sys.argv[1:] if argv is None else argv)
     if args and args[0] in ("-h", "--help"):
         print(__doc__)
-        for key, default, help_text in describe():
-            print(f"  {key} = {default!r}\n      {help_text}")
+        rows = describe()
+        for title, recipe in (("The system's keys", False), ("The embedded tiny recipe's keys (model.name=tiny: the "
+                                                              "model built here, its pretraining and warm-start, and "
+                                                              "the response forms only it uses)", True)):
+            print(f"{title}:")
+            for key, default, help_text in (r for r in rows if is_recipe_key(r[0]) == recipe):
+                print(f"  {key} = {default!r}\n      {help_text}")
         return 0
     plan_only = "--plan" in args
     args = [a for a in args if a != "--plan"]

@@ -1,4 +1,6 @@
 """The config schema: YAML files load, overrides apply, bad keys and types are rejected by name."""
+import re
+
 import pytest
 
 from core.config import CONFIG_DIR, ConfigError, describe, from_yaml, load_config, to_yaml
@@ -260,3 +262,20 @@ def test_cache_key_settings_leave_out_later_keys_only_at_their_defaults():
     assert "pool" not in plain and plain["steps"] == WarmStartConfig().steps
     assert cache_key_settings(WarmStartConfig(pool=800), {"pool": 0})["pool"] == 800
     assert cache_key_settings({"a": 1, "b": 2}, {"a": 1, "c": 3}) == {"b": 2}
+
+
+def test_help_lists_the_system_keys_apart_from_the_tiny_recipe_keys(capsys):
+    """`--help` prints every key once, the embedded tiny recipe's (RECIPE_KEY_PREFIXES) after the system's, and each
+    named recipe key exists."""
+    from core.config import RECIPE_KEY_PREFIXES, is_recipe_key
+    from driver.train import main
+
+    keys = [key for key, _, _ in describe()]
+    assert all(any(k.startswith(p) for k in keys) for p in RECIPE_KEY_PREFIXES)
+    assert main(["--help"]) == 0
+    out = capsys.readouterr().out
+    system, recipe = out.split("The embedded tiny recipe's keys")
+    printed = lambda text: re.findall(r"^  (\S+) = ", text, flags=re.MULTILINE)  # noqa: E731
+    assert sorted(printed(system) + printed(recipe)) == sorted(keys)
+    assert printed(recipe) and all(is_recipe_key(k) for k in printed(recipe))
+    assert not any(is_recipe_key(k) for k in printed(system)) and "algorithm.eps_high" in printed(system)

@@ -12,7 +12,7 @@ from driver.data.verify import verify_math_answer
 
 
 def test_every_configured_source_is_registered():
-    from core.config import _CHOICES
+    from core.config_rules import _CHOICES
 
     assert set(_CHOICES["data.source"]) == set(sources.SOURCES) | {"model"}  # model: driver.data.generated
     with pytest.raises(ValueError, match="not one of"):

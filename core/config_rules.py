@@ -1,0 +1,315 @@
+"""The rules a loaded config must obey beyond its types (`check`: ConfigError naming the key), the values derived
+after them (`resolve`), and the estimator parameters a config names (`estimator_params`)."""
+from __future__ import annotations
+
+from typing import Any
+
+from core.config_schema import AlgorithmConfig, TrainConfig
+
+
+# the warm-start target each tiny response needs
+_WARM_TARGET = {"solve_point": "pointer", "pick_point": "pick_point"}
+
+
+class ConfigError(ValueError):
+    """A config that cannot be used; the message names the offending key."""
+
+
+_CHOICES = {
+    "task": ("selector", "generator"),
+    "model.dtype": ("float32", "bfloat16"),
+    "learner.dtype": ("float32", "bfloat16"),
+    "model.warm_start.target": ("format", "oracle", "pointer", "pick_point"),
+    "model.tiny.response": ("index", "solve_point", "pick_point"),
+    "model.warm_start.pointer": ("own_answer", "uniform", "pick"),
+    "model.pretrain.lr_decay": ("constant", "cosine"),
+    "data.source": ("procedural_math", "reasoning_gym", "humaneval", "file", "model"),
+    "data.generator_problems": ("procedural_math", "reasoning_gym", "humaneval", "file"),
+    "data.bad_rows": ("skip", "error"),
+    "verifier.reward": ("binary", "partial"),
+    "verifier.sandbox_backend": ("bubblewrap", "docker"),
+    "learner.zero_stage": (2, 3),
+    "learner.lr_schedule": ("constant", "linear", "cosine"),
+    "algorithm.advantage_estimator": ("grpo", "loglik", "maxk", "bon_rlb", "bon_rlb_p"),
+    "algorithm.ratio_reference": ("auto", "behaviour", "proximal"),
+    "rollout.sync_mode": ("drain", "keep"),
+    "algorithm.maxk_baseline": ("loo", "mean", "none"),
+    "algorithm.bon_p_estimate": ("group", "loo"),
+    "weight_sync.backend": ("object_store", "nccl"),
+    "cluster.placement_strategy": ("PACK", "SPREAD", "STRICT_PACK", "STRICT_SPREAD"),
+}
+
+
+def check(cfg: TrainConfig) -> None:
+    """Semantic checks that types alone cannot express; raise ConfigError naming the key."""
+    for key, choices in _CHOICES.items():
+        value = _get(cfg, key)
+        if value not in choices:
+            raise ConfigError(f"{key}={value!r} is not one of {list(choices)}")
+    d, r, a = cfg.data, cfg.rollout, cfg.algorithm
+    rules = [
+        ("data.generator", d.source != "model" or bool(d.generator),
+         "is required when data.source=model (a local model folder)"),
+        ("data.candidates_per_problem", d.source != "model" or d.candidates_per_problem >= 2,
+         "is K, the solutions sampled per problem with data.source=model: must be >= 2"),
+        ("data.min_candidates", 2 <= d.min_candidates <= d.max_candidates, "must be >= 2 and <= max_candidates"),
+        ("data.max_candidates", d.max_candidates <= 16, "must be <= 16 (the paper's window)"),
+        ("data.train_max_candidates", d.train_max_candidates == 0
+         or d.min_candidates <= d.train_max_candidates <= d.max_candidates,
+         "must be 0 (max_candidates) or between min_candidates and max_candidates"),
+        ("eval_knockout_window", cfg.eval_knockout_window == 0 or cfg.eval_knockout_window >= 2,
+         "must be 0 (off) or at least 2 (candidates per knockout group)"),
+        ("serve.orders", cfg.serve.orders in (0, 1, 2), "must be 0 (the run decides), 1 or 2"),
+        ("serve.selection", cfg.serve.selection in ("", "knockout", "round_robin"),
+         "must be '' (the run decides), 'knockout' or 'round_robin'"),
+        ("serve.max_round_robin_candidates", cfg.serve.max_round_robin_candidates >= 2, "must be >= 2"),
+        ("eval_knockout_both_orders", not cfg.eval_knockout_both_orders or
+         (cfg.eval_knockout_window >= 2 and cfg.rollout.constrain_index),
+         "needs eval_knockout_window >= 2 and rollout.constrain_index=true (it reads the log-prob of every index)"),
+        ("eval_round_robin", cfg.eval_round_robin in ("none", "answer", "candidate")
+         and (cfg.eval_round_robin == "none" or cfg.rollout.constrain_index),
+         "must be 'none', 'answer' or 'candidate', and anything but 'none' needs rollout.constrain_index=true (it "
+         "reads the log-prob of every index)"),
+        ("data.candidates_per_problem", d.candidates_per_problem >= d.min_candidates,
+         "must be >= data.min_candidates"),
+        ("data.max_correct_fraction", 0 < d.max_correct_fraction <= 1, "must be in (0, 1]"),
+        ("data.heldout_fraction", 0 < d.heldout_fraction < 1, "must be in (0, 1)"),
+        ("data.candidate_error_rate", 0 <= d.candidate_error_rate <= 1, "must be in [0, 1]"),
+        ("data.hedge_wrong_rate", 0 <= d.hedge_wrong_rate <= 1, "must be in [0, 1]"),
+        ("data.hedge_correct_rate", 0 <= d.hedge_correct_rate <= 1, "must be in [0, 1]"),
+        ("data.train_no_cue_share", 0 <= d.train_no_cue_share <= 1, "must be in [0, 1]"),
+        ("data.path", d.source != "file" or bool(d.path), "is required when data.source=file"),
+        ("data.path", d.source != "model" or d.generator_problems != "file" or bool(d.path),
+         "is required when data.generator_problems=file"),
+        ("data.generator_temperature", d.generator_temperature > 0, "must be > 0"),
+        ("data.generator_max_tokens", d.generator_max_tokens >= 1, "must be >= 1"),
+        ("data.max_rows", d.max_rows >= 0, "must be >= 0 (0: every row of the file)"),
+        ("data.max_prompt_tokens", d.max_prompt_tokens >= 1, "must be >= 1"),
+        ("data.max_prompt_tokens", cfg.model.name != "tiny"
+         or d.max_prompt_tokens + r.max_response_tokens <= cfg.model.tiny.max_position_embeddings,
+         f"plus rollout.max_response_tokens={r.max_response_tokens} exceeds the model's context "
+         f"(model.tiny.max_position_embeddings={cfg.model.tiny.max_position_embeddings}): prompts that long "
+         f"could not be read"),
+        ("model.pretrain.steps", cfg.model.pretrain.steps >= 0, "must be >= 0 (0: off)"),
+        ("model.pretrain.steps", cfg.model.pretrain.steps == 0 or (cfg.model.name == "tiny"
+                                                               and d.source == "procedural_math"),
+         f"pretrains on procedural worked solutions: needs model.name=tiny and data.source=procedural_math "
+         f"(they are {cfg.model.name!r} and {d.source!r}); set model.pretrain.steps=0"),
+        ("model.pretrain.batch_size", cfg.model.pretrain.batch_size >= 1, "must be >= 1"),
+        ("model.pretrain.lr", cfg.model.pretrain.lr > 0, "must be > 0"),
+        ("model.pretrain.pointer_share", 0 <= cfg.model.pretrain.pointer_share < 1
+         and (cfg.model.pretrain.pointer_share == 0 or cfg.data.answer_labels),
+         "must be in [0, 1), and above 0 only with data.answer_labels (pointer rows read `Answer: X #i` lines)"),
+        ("model.pretrain.context_steps", cfg.model.pretrain.context_steps >= 0
+         and (cfg.model.pretrain.context_steps == 0 or cfg.model.pretrain.steps > 0),
+         "must be >= 0, and above 0 only after a first stage (model.pretrain.steps > 0)"),
+        ("model.pretrain.context_batch", cfg.model.pretrain.context_batch >= 1, "must be >= 1"),
+        ("model.pretrain.context_lr", cfg.model.pretrain.context_lr > 0, "must be > 0"),
+        ("verifier.pick_reward", 0.0 <= cfg.verifier.pick_reward <= 1.0, "must be in [0, 1]"),
+        ("model.pretrain.slipped_share", 0 <= cfg.model.pretrain.slipped_share < 1, "must be in [0, 1)"),
+        ("model.pretrain.pack_tokens", 0 <= cfg.model.pretrain.pack_tokens <= cfg.model.tiny.max_position_embeddings,
+         f"must be 0 (one text per row) or a row length up to model.tiny.max_position_embeddings "
+         f"({cfg.model.tiny.max_position_embeddings})"),
+        ("model.pretrain.solution_check", not cfg.model.pretrain.solution_check or cfg.model.pretrain.slipped_share > 0,
+         "needs model.pretrain.slipped_share > 0 (a check of correct solutions only says nothing)"),
+        ("rollout.samples_per_prompt", r.samples_per_prompt >= 2, "must be >= 2 (group advantages)"),
+        ("rollout.max_response_tokens", r.max_response_tokens > a.overlong_buffer_len,
+         "must exceed algorithm.overlong_buffer_len"),
+        ("rollout.num_workers", r.num_workers >= 1, "must be >= 1"),
+        ("rollout.min_decode_tokens_per_s", r.min_decode_tokens_per_s > 0, "must be > 0"),
+        ("rollout.request_timeout_s", r.request_timeout_s >= 0, "must be >= 0 (0: derived)"),
+        ("weight_sync.timeout_s", cfg.weight_sync.timeout_s >= 0, "must be >= 0 (0: derived)"),
+        ("weight_sync.transfer_timeout_s", cfg.weight_sync.transfer_timeout_s > 0, "must be > 0"),
+        ("learner.num_ranks", cfg.learner.num_ranks >= 1, "must be >= 1"),
+        ("weight_sync.backend", cfg.weight_sync.backend != "nccl"
+         or (cfg.learner.num_gpus >= 1 and r.num_gpus >= 1),
+         "nccl needs learner.num_gpus >= 1 and rollout.num_gpus >= 1 (use object_store on CPU)"),
+        ("algorithm.eps_low", 0 < a.eps_low < 1, "must be in (0, 1)"),
+        ("algorithm.eps_high", a.eps_high > 0, "must be > 0"),
+        ("algorithm.solution_anchor", a.solution_anchor >= 0, "must be >= 0 (0 = off)"),
+        ("algorithm.anchor_corpus_rows", a.anchor_corpus_rows == 0 or (
+            a.anchor_corpus_rows > 0 and a.solution_anchor > 0 and cfg.model.name == "tiny"
+            and cfg.model.tiny.response == "pick_point" and d.source == "procedural_math"),
+         "needs algorithm.solution_anchor > 0, model.tiny.response=pick_point and data.source=procedural_math "
+         "(0 = off)"),
+        ("algorithm.dual_clip_c", a.dual_clip_c > 1, "must be > 1"),
+        *_estimator_rules(cfg),
+        *_generator_rules(cfg),
+        ("algorithm.max_num_gen_batches", a.max_num_gen_batches >= 1, "must be >= 1"),
+        ("rollout.top_p", r.top_p == 1.0, "must be 1.0: the learner scores the full distribution "
+         "(logits / temperature), so a nucleus-renormalised behaviour policy makes the ratio wrong"),
+        ("rollout.temperature", r.temperature > 0, "must be > 0 (the learner scores logits / temperature)"),
+        ("algorithm.ratio_reference", a.ratio_reference != "behaviour" or cfg.model.dtype == cfg.learner.dtype,
+         f"with model.dtype={cfg.model.dtype!r} != learner.dtype={cfg.learner.dtype!r}: the engine's and the "
+         f"learner's numerics differ, use 'proximal' (or 'auto') or make the dtypes equal"),
+        ("max_staleness", cfg.max_staleness >= 0, "must be >= 0"),
+        ("rollout.sync_mode", r.sync_mode != "keep" or a.ratio_reference != "behaviour",
+         "'keep' lets a response span two policy versions: the ratio must be taken against the proximal policy "
+         "(algorithm.ratio_reference 'auto' or 'proximal'), not 'behaviour'"),
+        ("curriculum.start_candidates", d.min_candidates <= cfg.curriculum.start_candidates <= d.max_candidates,
+         "must be between data.min_candidates and data.max_candidates"),
+        ("curriculum.window", cfg.curriculum.window >= 1, "must be >= 1"),
+        ("model.warm_start.pool", cfg.model.warm_start.pool == 0 or
+         cfg.model.warm_start.pool >= cfg.model.warm_start.batch_size,
+         "must be 0 (steps x batch_size) or at least model.warm_start.batch_size (a step's rows)"),
+        ("model.warm_start.max_candidates", cfg.model.warm_start.max_candidates == 0 or
+         d.min_candidates <= cfg.model.warm_start.max_candidates, "must be 0 (every prompt) or at least "
+         "data.min_candidates"),
+        ("curriculum.max_candidates", cfg.curriculum.max_candidates == 0 or
+         cfg.curriculum.start_candidates <= cfg.curriculum.max_candidates,
+         "must be 0 (the data's largest) or at least curriculum.start_candidates"),
+        ("steps", cfg.steps >= 1, "must be >= 1"),
+        ("serve.live", not cfg.serve.live or cfg.weight_sync.backend == "object_store",
+         "needs weight_sync.backend=object_store (the serving replicas read the weights from Ray's object store)"),
+        ("serve.max_replicas", 1 <= cfg.serve.min_replicas <= cfg.serve.max_replicas or
+         (cfg.serve.min_replicas == 0 and cfg.serve.max_replicas >= 1), "must be >= serve.min_replicas and >= 1"),
+        ("prompts_per_step", cfg.prompts_per_step >= 1, "must be >= 1"),
+        ("checkpoint_every", cfg.checkpoint_every >= 0, "must be >= 0 (0: only after the last step)"),
+        ("model.tiny.response", cfg.model.tiny.response == "index" or cfg.data.answer_labels,
+         f"{cfg.model.tiny.response!r} ends a solution with `Answer: X #k`, which points only where the prompt's "
+         "answer lines carry their index: set data.answer_labels=true"),
+        ("model.warm_start.target", not cfg.model.warm_start.enabled or cfg.model.name != "tiny"
+         or cfg.model.warm_start.target == _WARM_TARGET.get(cfg.model.tiny.response, cfg.model.warm_start.target)
+         and (cfg.model.tiny.response != "index" or cfg.model.warm_start.target in ("format", "oracle")),
+         "must be 'pointer' with model.tiny.response=solve_point, 'pick_point' with pick_point, and 'format' or "
+         "'oracle' with index (those write `Judgment: IDX` alone)"),
+        ("rollout.sample_index_only", not r.sample_index_only or cfg.model.tiny.response != "pick_point" or
+         cfg.model.name != "tiny", "must be false with model.tiny.response=pick_point (its rollout samples both "
+         "indices and writes the solution between them greedily)"),
+        ("rollout.sample_index_only", not r.sample_index_only or (
+            cfg.task == "selector" and (cfg.model.name != "tiny" or cfg.model.tiny.response == "solve_point")),
+         "samples the index after a greedily written solution's `#`: it needs task=selector and, with the tiny "
+         "model, model.tiny.response=solve_point"),
+        ("model.tiny.induction_circuit", not cfg.model.tiny.induction_circuit or (
+            cfg.model.tiny.hidden_size, cfg.model.tiny.num_heads, cfg.model.tiny.num_kv_heads) == (256, 4, 2)
+         and cfg.model.tiny.num_layers >= 2, "is written for model.tiny hidden_size=256, num_heads=4, num_kv_heads=2 "
+         "and at least 2 layers"),
+        ("data.max_candidates", not (cfg.task == "selector" and cfg.model.name == "tiny" and r.constrain_index
+                                     and cfg.model.tiny.split_digits and d.max_candidates > 10),
+         "must be <= 10 with the tiny model and rollout.constrain_index (its tokenizer writes one digit per "
+         "token, so indices 10-15 are two tokens); or set rollout.constrain_index=false"),
+    ]
+    for key, ok, message in rules:
+        if not ok:
+            raise ConfigError(f"{key}={_get(cfg, key)!r} {message}")
+
+
+def _estimator_rules(cfg: TrainConfig) -> list:
+    """(key, ok, message) rules of the advantage estimator's parameters (core/algo/bon.py), checked before any
+    actor starts. Only the chosen estimator's keys are checked, except `maxk_off_policy`, a switch that means
+    nothing without 'maxk'."""
+    a, G = cfg.algorithm, cfg.rollout.samples_per_prompt
+    name = a.advantage_estimator
+    rules = [("algorithm.maxk_off_policy", not a.maxk_off_policy or name == "maxk",
+              f"needs algorithm.advantage_estimator=maxk (it is {name!r})")]
+    if name == "grpo":
+        rules.append(("algorithm.grpo_eps", a.grpo_eps > 0, "must be > 0"))
+    if name == "maxk":
+        top = G if a.maxk_baseline == "none" else G - 1
+        why = ("k samples out of G" if a.maxk_baseline == "none" else
+               f"algorithm.maxk_baseline={a.maxk_baseline!r} needs G > k: "
+               + ("the leave-one-out max@k of the other G-1 samples" if a.maxk_baseline == "loo"
+                  else "at k = G the centred gradient is exactly zero"))
+        rules += [
+            ("algorithm.maxk_k", 1 <= a.maxk_k <= top,
+             f"must be in [1, {top}] with rollout.samples_per_prompt={G} ({why})"),
+            ("algorithm.maxk_log_ratio_clip", a.maxk_log_ratio_clip > 0, "must be > 0"),
+            ("algorithm.maxk_off_policy", not a.maxk_off_policy or cfg.max_staleness >= 1,
+             f"needs max_staleness >= 1 (with max_staleness={cfg.max_staleness} every sample is on-policy: "
+             f"there is nothing to correct)"),
+        ]
+    if name == "loglik":
+        rules.append(("algorithm.advantage_estimator", a.overlong_filtering or a.overlong_penalty_factor == 0,
+                      "'loglik' needs rewards >= 0: set algorithm.overlong_filtering=true or "
+                      "overlong_penalty_factor=0 (the overlong penalty is negative)"))
+    if name.startswith("bon_"):
+        rules += [
+            ("algorithm.advantage_estimator", cfg.verifier.reward == "binary",
+             f"needs binary rewards, but verifier.reward={cfg.verifier.reward!r} gives fractional ones "
+             f"(use algorithm.advantage_estimator=maxk for continuous rewards, or verifier.reward=binary)"),
+            ("algorithm.advantage_estimator", a.overlong_filtering or a.overlong_penalty_factor == 0,
+             "needs binary rewards: set algorithm.overlong_filtering=true or overlong_penalty_factor=0"),
+            ("algorithm.bon_n", a.bon_n >= 1, "must be >= 1"),
+            ("algorithm.bon_n", a.bon_p_estimate != "loo" or a.bon_n <= G,
+             f"must be <= rollout.samples_per_prompt={G} with algorithm.bon_p_estimate='loo' (the leave-one-out "
+             f"estimate of p^(N-1) draws N-1 of the other G-1 samples)"),
+            ("algorithm.bon_p_min", 0 <= a.bon_p_min < a.bon_p_max <= 1,
+             f"must be >= 0 and < algorithm.bon_p_max={a.bon_p_max} (<= 1)"),
+            ("algorithm.bon_p_estimate", a.bon_p_estimate != "loo" or (a.bon_p_min, a.bon_p_max) == (0.0, 1.0),
+             f"'loo' uses no clipping: algorithm.bon_p_min={a.bon_p_min} / bon_p_max={a.bon_p_max} would be "
+             f"ignored (leave them at 0 and 1, or use bon_p_estimate=group)"),
+        ]
+    return rules
+
+
+PROBLEM_SOURCES = ("procedural_math", "reasoning_gym", "humaneval", "file")
+
+
+def _generator_rules(cfg: TrainConfig) -> list:
+    """(key, ok, message) rules of `task=generator` (the policy writes solutions; driver/generator_run.py),
+    checked before any actor starts. What needs the file system (the model folder, every code problem having
+    tests) is checked by `driver.generator_run.preflight`, also before any actor starts."""
+    if cfg.task != "generator":
+        return []
+    d = cfg.data
+    return [
+        ("data.source", d.source in PROBLEM_SOURCES,
+         f"cannot feed task=generator: the policy samples its own solutions; name where the problems come from "
+         f"({', '.join(PROBLEM_SOURCES)})"),
+        ("data.generator", not d.generator,
+         "is the sampler of data.source=model; with task=generator the generator trained is model.name ('tiny' or "
+         "a local model folder)"),
+        ("model.name", cfg.model.name != "tiny" or d.source == "procedural_math",
+         "with task=generator builds the embedded generator, warm-started on the worked solutions of "
+         "data.source=procedural_math (give a local model folder for other problem sources)"),
+        ("verifier.reward", cfg.verifier.reward == "binary" or d.source in ("humaneval", "file"),
+         f"'partial' is a unit-test pass fraction, but data.source={d.source!r} has math problems (use binary)"),
+        ("eval_samples", cfg.eval_samples >= 2,
+         "is K, the solutions sampled per held-out problem for pass@1..pass@K with task=generator: must be >= 2"),
+        ("curriculum.enabled", not cfg.curriculum.enabled,
+         "must be false with task=generator (the curriculum grows the number of candidates of selection prompts)"),
+        ("serve.live", not cfg.serve.live, "must be false with task=generator (the service serves a selector)"),
+    ]
+
+
+def estimator_params(algo: AlgorithmConfig) -> dict:
+    """Keyword parameters of `core.algo.bon.make_estimator(algo.advantage_estimator, **params)`, one config key
+    each (`AlgorithmConfig`'s `grpo_*`, `maxk_*`, `bon_*`)."""
+    name = algo.advantage_estimator
+    if name == "grpo":
+        return {"eps": algo.grpo_eps, "scale_by_std": algo.grpo_scale_by_std}
+    if name == "loglik":
+        return {}
+    if name == "maxk":
+        return {"k": algo.maxk_k, "baseline": algo.maxk_baseline, "off_policy": algo.maxk_off_policy,
+                "log_ratio_clip": algo.maxk_log_ratio_clip}
+    if name in ("bon_rlb", "bon_rlb_p"):
+        return {"n": algo.bon_n, "p_estimate": algo.bon_p_estimate, "p_min": algo.bon_p_min,
+                "p_max": algo.bon_p_max}
+    raise ValueError(f"unknown advantage estimator {name!r}")
+
+
+def resolve_ratio_reference(requested: str, max_staleness: int, engine_dtype: str, learner_dtype: str) -> str:
+    """The PPO ratio reference actually used. 'auto': 'proximal' (decoupled objective with truncated IS) when
+    samples may be off-policy (`max_staleness >= 1`) or the engine's numerics differ from the learner's
+    (different dtypes), else 'behaviour'. An explicit choice is kept."""
+    if requested != "auto":
+        return requested
+    return "proximal" if max_staleness >= 1 or engine_dtype != learner_dtype else "behaviour"
+
+
+def resolve(cfg: TrainConfig) -> TrainConfig:
+    """Fill in derived values ('auto' settings) after `check`; the resolved config is what runs and what
+    is written into the run folder."""
+    cfg.algorithm.ratio_reference = resolve_ratio_reference(cfg.algorithm.ratio_reference, cfg.max_staleness,
+                                                            cfg.model.dtype, cfg.learner.dtype)
+    from core.deadlines import sync_deadline_s
+
+    cfg.weight_sync.timeout_s = sync_deadline_s(cfg)  # 0: derived from the generation limits; else kept
+    return cfg
+
+
+def _get(cfg: Any, dotted: str) -> Any:
+    for part in dotted.split("."):
+        cfg = getattr(cfg, part)
+    return cfg
