@@ -5,21 +5,15 @@ and the same class can back a Ray Serve deployment. Every public method except `
 coroutine, so as a Ray actor it is an async actor and many `generate` calls run concurrently on one
 engine (continuous batching).
 
-Policy versions. `self.version` is the version of the weights in the engine. Every request passes an
-admission gate; `pause()` closes the gate and waits until no admitted request is left in the engine, so
-a weight update never happens while a request runs: each request runs entirely on one version, the one
-it was admitted under, and its rollouts carry that version. A `generate` call made while paused waits
-at the gate and runs (with the new version) after `resume()`.
+Policy versions and the admission gate: actors/engine_gate.py (a request runs entirely on the version it was
+admitted under). Response forms (free text, one index token, solve-then-point, pick-then-point):
+actors/response_forms.py. Weight updates: actors/weight_loading.py.
 
 Behaviour log-probs are the engine's *processed* log-probs (`logprobs_mode="processed_logprobs"`):
 log-probs of the distribution actually sampled from (after temperature and top-p), which is what the
 PPO ratio's denominator must be. The learner must therefore score with `logits / temperature`; with
 top_p < 1 the two differ by the nucleus renormalisation. `compute_logprobs` returns temperature-1
 log-probs of a fixed completion (prompt log-probs skip the sampling processors).
-
-Weight updates (`update_weights_from_object_store`): the arrays are written, bucket by bucket
-(`WeightSyncConfig.bucket_mb`), as safetensors files on /dev/shm and loaded by the worker extension
-(actors/vllm_extension.py) inside one layerwise-reload session; files are deleted on every path.
 
 Shutdown. The engine lives in child processes holding ~400 MB of /dev/shm. The launcher must call
 `shutdown()` (and wait for it) before `ray.kill` on this actor; `__del__` and an atexit hook try too,
@@ -29,22 +23,21 @@ from __future__ import annotations
 
 import asyncio
 import atexit
-import contextlib
 import json
 import os
-import shutil
-import tempfile
 import time
 import uuid
 import weakref
 from pathlib import Path
 from typing import Optional
 
-from actors.faults import maybe_crash, maybe_stall
-from actors.pick_point import ends_at_pointer_mark, index_ids, index_params, pick_then_point, solve_params
+from actors.engine_gate import TokenGate, VersionGate
+from actors.faults import maybe_crash
+from actors.response_forms import generate_group
 from actors.vllm_plugin import OWNER_ENV
-from core.chat import answer_prefix, full_response, index_token_ids, is_pick_point
-from core.records import Rollout, RolloutGroup, SelectionTask, SolveTask
+from actors.weight_loading import WeightLoading
+from core.chat import answer_prefix, index_token_ids
+from core.records import Rollout, SolveTask
 
 EXTENSION = "actors.vllm_extension.WeightReceiver"
 # KV block size on CPU. vLLM's CPU default is 128 and only full blocks are prefix-cached, so up to 127
@@ -70,10 +63,6 @@ class RolloutTimeout(TimeoutError):
 
 class RolloutAborted(RuntimeError):
     """A generate call was ended by `abort(call_id)` (its requests were aborted in the engine)."""
-
-
-class WeightUpdateError(RuntimeError):
-    """A weight update failed part-way; the engine's weights are inconsistent until the next update."""
 
 
 def configure_cpu_env(cfg) -> None:
@@ -124,46 +113,7 @@ def _model_config(model_path: str) -> dict:
         return {}
 
 
-def with_output_layer(weights: dict, tied: bool) -> dict:
-    """`weights` plus `lm_head.weight` = `model.embed_tokens.weight` for a tied model that lacks it.
-
-    vLLM's reload un-ties the two (each layer is reloaded on its own), so an update without
-    `lm_head.weight` leaves the output layer on the OLD weights (measured: logprob error 0.77).
-    """
-    if tied and "lm_head.weight" not in weights and "model.embed_tokens.weight" in weights:
-        return {**weights, "lm_head.weight": weights["model.embed_tokens.weight"]}
-    return weights
-
-
-class TokenGate:
-    """Admits requests while the prompt tokens in flight fit one engine step's budget (`budget` tokens; None:
-    no limit). vLLM on CPU cannot rewind a seeded request's random generator when it splits that request's
-    prefill over two steps (`CPU Generator does not use offset`: the engine dies), so seeded sampling keeps
-    every prefill within one step: a request of n samples of a p-token prompt costs n * (p + 1) tokens (its
-    prefills plus the decode token of each sample); one that alone exceeds the budget waits until nothing else
-    is in flight."""
-
-    def __init__(self, budget: Optional[int]):
-        self.budget, self.used = budget, 0
-        self._cond = asyncio.Condition()
-
-    @contextlib.asynccontextmanager
-    async def hold(self, cost: int):
-        if self.budget is None:
-            yield
-            return
-        async with self._cond:
-            await self._cond.wait_for(lambda: self.used == 0 or self.used + cost <= self.budget)
-            self.used += cost
-        try:
-            yield
-        finally:
-            async with self._cond:
-                self.used -= cost
-                self._cond.notify_all()
-
-
-class RolloutWorker:
+class RolloutWorker(VersionGate, WeightLoading):
     """vLLM engine: generate G samples per prompt, pause/resume, load weights, report policy version."""
 
     def __init__(self, cfg, model_path: str, dtype: str = "float32", seed: int = 0,
@@ -214,71 +164,6 @@ class RolloutWorker:
         self._aborted: set = set()   # call ids being aborted
         self._last_update: dict = {"state": "none"}
 
-    # ---- admission gate ---------------------------------------------------------------------------
-    def _condition(self) -> asyncio.Condition:
-        if self._cond is None:  # created lazily: must belong to the loop the methods run on
-            self._cond, self._update_lock = asyncio.Condition(), asyncio.Lock()
-        return self._cond
-
-    async def _admit(self) -> int:
-        """Wait until not paused; count the request in flight; return the version it runs under."""
-        if self.engine is None:
-            raise RuntimeError("rollout worker is shut down")
-        cond = self._condition()
-        async with cond:
-            await cond.wait_for(lambda: self._pause_depth == 0)
-            if self._broken:
-                raise WeightUpdateError(self._broken)
-            self._in_flight += 1
-            return self.version
-
-    async def _release(self) -> None:
-        cond = self._condition()
-        async with cond:
-            self._in_flight -= 1
-            cond.notify_all()
-
-    async def pause(self) -> None:
-        """Stop admitting requests and wait until every admitted request has finished. Nests."""
-        cond = self._condition()
-        async with cond:
-            self._pause_depth += 1
-            try:
-                await cond.wait_for(lambda: self._in_flight == 0)
-            except BaseException:
-                self._pause_depth -= 1
-                cond.notify_all()
-                raise
-
-    async def resume(self) -> None:
-        """Undo one pause(); requests waiting at the gate run when no pause is left."""
-        cond = self._condition()
-        async with cond:
-            self._pause_depth = max(0, self._pause_depth - 1)
-            cond.notify_all()
-
-    async def _freeze(self) -> None:
-        """`rollout.sync_mode: keep`: stop admitting requests (like pause) without waiting for the admitted
-        ones, and freeze those in the engine: vLLM's pause_generation(mode="keep", clear_cache=True) stops
-        scheduling and drops their KV cache, so that after `_thaw` they continue (their prefix recomputed) under
-        whatever weights were loaded meanwhile."""
-        cond = self._condition()
-        async with cond:
-            self._pause_depth += 1
-            self._counters["kept_requests"] += self._in_flight
-        try:
-            await self.engine.pause_generation(mode="keep", clear_cache=True)
-        except BaseException:
-            await self._thaw()
-            raise
-
-    async def _thaw(self) -> None:
-        """Undo `_freeze`: the engine schedules again (the frozen requests first), then the gate opens."""
-        try:
-            await asyncio.shield(self.engine.resume_generation())
-        finally:
-            await self.resume()
-
     # ---- generation -------------------------------------------------------------------------------
     def encode_prompt(self, prompt: str) -> list:
         """Token ids of the formatted prompt (see `encode_prompt`)."""
@@ -308,7 +193,7 @@ class RolloutWorker:
         prompts = [self.task_prompt_ids(task) for task in tasks]
         deadline = generate_deadline_s(self.cfg, max(map(len, prompts), default=0), len(tasks) * n,
                                        params.max_tokens)
-        calls = [self._generate_one(task, ids, params) for task, ids in zip(tasks, prompts)]
+        calls = [generate_group(self, task, ids, params) for task, ids in zip(tasks, prompts)]
         return await self._bounded(calls, deadline, call_id, f"generate of {len(tasks)} prompts")
 
     async def index_logprobs(self, tasks: list) -> list:
@@ -418,66 +303,6 @@ class RolloutWorker:
             await self._release()
         return final, version, start - queued, time.perf_counter() - start
 
-    async def _generate_one(self, task, prompt_ids: list, params) -> RolloutGroup:
-        if self.cfg.sample_index_only and isinstance(task, SelectionTask):
-            return await self._point_after_greedy_solution(task, prompt_ids, params)
-        if isinstance(task, SelectionTask) and is_pick_point(self.tokenizer):  # actors/pick_point.py
-            group, requests = await pick_then_point(self, task, prompt_ids, params)
-            self._counters["requests"] += requests
-            return group
-        solving = isinstance(task, SolveTask)  # a generator writes free text: no index constraint, no prefix
-        allowed = None if solving else self.allowed_token_ids(task.num_candidates)
-        if allowed is not None:  # one index token: the whole response, complete by construction
-            params = params.clone()
-            params.allowed_token_ids, params.max_tokens = allowed, 1
-        final, version, queue_s, seconds = await self.run_request(prompt_ids, params)
-        self._counters["requests"] += 1
-        timings = {"queue_s": queue_s, "generate_s": seconds}
-        rollouts = [Rollout(
-            prompt_id=task.prompt_id, prompt_token_ids=prompt_ids, response_token_ids=list(c.token_ids),
-            behaviour_logprobs=[c.logprobs[i][t].logprob for i, t in enumerate(c.token_ids)],
-            response_text=c.text if solving else full_response(self.tokenizer, c.text), policy_version=version,
-            finish_reason="stop" if allowed is not None else str(c.finish_reason),  # one index: complete
-            timings=dict(timings), allowed_token_ids=allowed,
-        ) for c in sorted(final.outputs, key=lambda c: c.index)]
-        return RolloutGroup(task=task, rollouts=rollouts, policy_version=version, generate_seconds=seconds,
-                            extras={"worker_index": self.worker_index, "prompt_tokens": len(prompt_ids),
-                                    "cached_prompt_tokens": final.num_cached_tokens or 0})
-
-    async def _point_after_greedy_solution(self, task, prompt_ids: list, params) -> RolloutGroup:
-        """`rollout.sample_index_only`: the worked solution greedily, up to the `#` of its `Answer: X #` line
-        (one request), then G index tokens sampled among 0..N-1 after it (a second request, `params`' n and
-        temperature). Each rollout's prompt is the prompt plus the solution (one shared list), its response the
-        one index token, its text the solution and the index, so the verifier reads `Answer: X #k`. A solution
-        that never reaches a `#` gives G empty responses (a parse failure each, nothing to train on)."""
-        final, version, queue_s, seconds = await self.run_request(prompt_ids, solve_params(params, 1), tag="s")
-        self._counters["requests"] += 1
-        solution_ids = list(final.outputs[0].token_ids)
-        finish_reason = str(final.outputs[0].finish_reason)
-        pointed = ends_at_pointer_mark(self.tokenizer, solution_ids)
-        allowed = index_ids(self.tokenizer, task.num_candidates, "rollout.sample_index_only") if pointed else None
-        shared = list(prompt_ids) + solution_ids
-        # unpointed: G empty responses, each the solution's text and finish reason
-        indices, logprobs, finish = [[] for _ in range(params.n)], [[] for _ in range(params.n)], finish_reason
-        if pointed:
-            final, version, queue_2, seconds_2 = await self.run_request(shared, index_params(params, params.n, allowed),
-                                                                        tag="p")
-            self._counters["requests"] += 1
-            queue_s, seconds = queue_s + queue_2, seconds + seconds_2
-            outputs = sorted(final.outputs, key=lambda c: c.index)
-            indices = [list(c.token_ids) for c in outputs]
-            logprobs = [[c.logprobs[i][t].logprob for i, t in enumerate(c.token_ids)] for c in outputs]
-            finish = "stop"  # one index: complete by construction
-        timings = {"queue_s": queue_s, "generate_s": seconds}
-        rollouts = [Rollout(
-            prompt_id=task.prompt_id, prompt_token_ids=shared, response_token_ids=ids, behaviour_logprobs=lp,
-            response_text=full_response(self.tokenizer, self.tokenizer.decode(solution_ids + ids)),
-            policy_version=version, finish_reason=finish, timings=dict(timings), allowed_token_ids=allowed,
-        ) for ids, lp in zip(indices, logprobs)]
-        return RolloutGroup(task=task, rollouts=rollouts, policy_version=version, generate_seconds=seconds,
-                            extras={"worker_index": self.worker_index, "prompt_tokens": len(prompt_ids),
-                                    "solution_tokens": len(solution_ids),
-                                    "cached_prompt_tokens": final.num_cached_tokens or 0})
 
     async def sample_solutions(self, problems: list, n: int, temperature: float, max_tokens: int,
                                seed: Optional[int] = None, call_id: Optional[str] = None) -> list:
@@ -535,155 +360,9 @@ class RolloutWorker:
         start = len(prompt_token_ids)
         return [final.prompt_logprobs[p][ids[p]].logprob for p in range(start, len(ids))]
 
-    # ---- weights ----------------------------------------------------------------------------------
-    async def update_weights_from_object_store(self, weights: dict, version: int) -> dict:
-        """Load a full HF-named state dict (name -> numpy array) and set the policy version.
-
-        Pauses generation (waits for in-flight requests), loads the weights bucket by bucket
-        (WeightSyncConfig.bucket_mb) through safetensors files on /dev/shm, resets the prefix cache,
-        sets `version`, resumes. Returns {"version", "bytes", "tensors", "buckets", "seconds", "pause_s",
-        "load_s", "write_s", "engine_load_s", "worker_index"}. Raises WeightUpdateError (weights left
-        inconsistent: generate refuses until a later update succeeds).
-        """
-        from actors.vllm_extension import plan_buckets
-
-        weights = with_output_layer(weights, self.tied_embeddings)
-        buckets = plan_buckets({k: int(v.nbytes) for k, v in weights.items()}, self.sync_cfg.bucket_mb << 20)
-        parts = {"write_s": 0.0, "engine_load_s": 0.0}
-
-        async def load():
-            workdir = Path(tempfile.mkdtemp(prefix=f"genselect-w{self.worker_index}-", dir=_shm_dir()))
-            try:
-                for i, names in enumerate(buckets):
-                    await self._load_bucket(workdir / f"bucket{i}.safetensors", {k: weights[k] for k in names},
-                                            parts)
-            finally:
-                shutil.rmtree(workdir, ignore_errors=True)
-
-        stats = await self._update(version, load)
-        return {**stats, **parts, "bytes": sum(int(v.nbytes) for v in weights.values()), "tensors": len(weights),
-                "buckets": len(buckets)}
-
-    async def _load_bucket(self, path: Path, arrays: dict, parts: dict) -> None:
-        """Write one bucket file, have the engine load it, delete it (on every path)."""
-        from actors.vllm_extension import write_safetensors
-
-        try:
-            start = time.perf_counter()
-            await asyncio.to_thread(write_safetensors, path, arrays)
-            written = time.perf_counter()
-            await self._rpc("load_weights_from_file", str(path), list(arrays))
-            parts["write_s"] += written - start
-            parts["engine_load_s"] += time.perf_counter() - written
-        finally:
-            path.unlink(missing_ok=True)
-
-    async def init_weight_update_group(self, master_address: str, master_port: int, rank_offset: int,
-                                       world_size: int) -> None:
-        """GPU path (UNTESTED here): join the learner's NCCL group as rank `rank_offset`."""
-        await self.engine.collective_rpc("init_weight_update_group",
-                                         args=(master_address, master_port, rank_offset, world_size))
-
-    async def update_weights_nccl(self, metadata: list, version: int) -> dict:
-        """GPU path (UNTESTED here): receive [(name, dtype, shape), ...] broadcast by the learner."""
-        names, dtypes, shapes = (list(x) for x in zip(*metadata))
-        stats = await self._update(version, lambda: self._rpc("update_weights_nccl", names, dtypes, shapes))
-        return {**stats, "tensors": len(names)}
-
-    async def _update(self, version: int, load) -> dict:
-        """drain -> load session -> version -> resume, each phase timed and its outcome kept (`update_state`).
-
-        drain: `pause()`, wait until every admitted request has finished (`rollout.sync_mode: keep`: `_freeze`
-        them instead, and `_thaw` where this resumes). Cancelling the update here (the sync's
-        deadline passed: the broadcaster cancels the call) touches nothing: the engine keeps its version, says so
-        (state "aborted", phase "drain") and serves again. load: begin the reload session, `await load()`,
-        finish it, reset the prefix cache. Not interruptible: stopped half-way the engine would hold a mix of
-        old and new layers, so a cancel waits for the session's end and the outcome stands (state "done" with
-        the new version, or "failed": `health()["ok"]` false and generate refuses until an update succeeds).
-        """
-        self._condition()
-        async with self._update_lock:
-            start = time.perf_counter()
-            old = self.version
-            self._last_update = {"state": "draining", "version": version, "engine_version": old}
-            keep = self.cfg.sync_mode == "keep"
-            pause, resume = (self._freeze, self._thaw) if keep else (self.pause, self.resume)
-            paused_here = False
-            try:
-                await pause()
-                paused_here = True
-                await maybe_stall("rollout_update_drain")  # tests: an in-flight request that does not finish
-            except BaseException as e:
-                if paused_here:
-                    await resume()
-                self._counters["updates_aborted"] += 1
-                self._last_update = {"state": "aborted", "phase": "drain", "version": version,
-                                     "engine_version": old, "error": repr(e)}
-                raise
-            paused = time.perf_counter()
-            self._last_update = {"state": "loading", "version": version, "engine_version": old}
-            session = asyncio.ensure_future(self._load_session(version, load))
-            try:
-                await asyncio.shield(session)
-            except asyncio.CancelledError:
-                await asyncio.wait([session])  # let the engine leave its reload session; its outcome stands
-                raise
-            finally:
-                await resume()
-            done = time.perf_counter()
-            return {"version": version, "seconds": done - start, "pause_s": paused - start, "drain_s": paused - start,
-                    "load_s": done - paused, "worker_index": self.worker_index}
-
-    async def _load_session(self, version: int, load) -> None:
-        """One reload session in the engine: begin, load(), finish, reset the prefix cache; then the version."""
-        try:
-            await self._rpc("genselect_begin_update")
-            try:
-                await maybe_stall("rollout_update_load")  # tests: a transfer that stalls inside the session
-                await load()
-            finally:
-                finish = await self._rpc("genselect_finish_update")
-            if finish["missing"]:
-                raise WeightUpdateError(f"engine parameters not updated: {finish['missing']}")
-            await self._reset_prefix_cache()
-            self.version, self._broken = version, None
-            self._counters["updates"] += 1
-            self._last_update = {"state": "done", "version": version, "engine_version": version}
-        except BaseException as e:
-            self._counters["update_failures"] += 1
-            self._broken = f"weight update to version {version} failed: {e!r}"
-            self._last_update = {"state": "failed", "phase": "load", "version": version, "engine_version": None,
-                                 "error": repr(e)}
-            raise
-
-    def update_state(self) -> dict:
-        """The last weight update's outcome: {"state": "none" | "draining" | "aborted" | "loading" | "done" |
-        "failed", "version" (the one asked for), "engine_version" (the version the engine's weights are at;
-        None when a failed load left them inconsistent), "phase", "error"}, plus "policy_version"."""
-        return {**self._last_update, "policy_version": self.version}
-
-    async def _rpc(self, method: str, *args):
-        """collective_rpc on the (single) worker; returns that worker's result."""
-        results = await self.engine.collective_rpc(method, args=args)
-        return results[0]
-
-    async def weights_checksum(self) -> dict:
-        """The engine's parameter checksum (debugging: do two engines hold the same weights?)."""
-        return await self._rpc("weights_checksum")
-
     # ---- status and lifecycle ---------------------------------------------------------------------
     def policy_version(self) -> int:
         return self.version
-
-    async def _reset_prefix_cache(self) -> None:
-        """Drop every cached KV block: they were computed with the old weights. vLLM refuses (returns False)
-        while blocks are still referenced, which would silently serve stale KV for repeated prompts, so
-        retry briefly and then fail the update loudly."""
-        for attempt in range(50):
-            if await self.engine.reset_prefix_cache():
-                return
-            await asyncio.sleep(0.1)
-        raise WeightUpdateError("vLLM refused to reset the prefix cache after the weight update")
 
     async def health(self) -> dict:
         """{"ok", "version", "paused", "in_flight", "error", counters...}; ok False if the engine died."""
@@ -719,6 +398,3 @@ def _on_cpu() -> bool:
     return current_platform.is_cpu()
 
 
-def _shm_dir() -> str:
-    """tmpfs for the weight files: /dev/shm when present (Linux), else the temp dir."""
-    return "/dev/shm" if os.path.isdir("/dev/shm") and os.access("/dev/shm", os.W_OK) else tempfile.gettempdir()

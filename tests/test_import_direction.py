@@ -11,6 +11,7 @@ or executed), and every import counts, at module level or inside a function (laz
 from __future__ import annotations
 
 import ast
+import gc
 from pathlib import Path
 
 import pytest
@@ -32,10 +33,23 @@ def _module_name(path: Path, root: Path) -> str:
     return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
 
 
+def parse(path: Path) -> ast.Module:
+    """`ast.parse` of the file with the garbage collector paused: a finalizer that runs Python code while CPython
+    3.11.7 converts the tree (objects left by earlier tests in the same process) fails the conversion with
+    "SystemError: AST constructor recursion depth mismatch" (seen after the vLLM engine tests in one process)."""
+    enabled = gc.isenabled()
+    gc.disable()
+    try:
+        return ast.parse(path.read_text(), filename=str(path))
+    finally:
+        if enabled:
+            gc.enable()
+
+
 def imported_modules(path: Path, root: Path = ROOT) -> list[tuple[int, str]]:
     """(line, absolute module name) of every import in the file at `path`, in line order; relative imports
     resolved against the file's package (its dotted path under `root`)."""
-    tree = ast.parse(path.read_text(), filename=str(path))
+    tree = parse(path)
     package = _module_name(path, root).split(".")
     if path.name != "__init__.py":
         package = package[:-1]
@@ -101,7 +115,7 @@ def module_graph(root: Path = ROOT) -> dict[str, set[str]]:
     graph = {}
     for module, path in files.items():
         targets = set()
-        tree = ast.parse(path.read_text(), filename=str(path))
+        tree = parse(path)
         from_names = {(n.lineno, n.module, a.name) for n in ast.walk(tree)
                       if isinstance(n, ast.ImportFrom) and not n.level for a in n.names}
         for line, name in imported_modules(path, root):

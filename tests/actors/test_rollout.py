@@ -14,7 +14,9 @@ import time
 import numpy as np
 import pytest
 
-from actors.rollout import RolloutTimeout, RolloutWorker, WeightUpdateError, with_output_layer
+from actors.engine_gate import WeightUpdateError
+from actors.rollout import RolloutTimeout, RolloutWorker
+from actors.weight_loading import with_output_layer
 from actors.vllm_extension import plan_buckets, write_safetensors
 from core.config import RolloutConfig, WeightSyncConfig
 
@@ -327,7 +329,7 @@ def test_pick_then_point_samples_a_pick_and_a_pointer_around_a_greedy_solution(e
     import torch
 
     import actors.pick_point as pick_point_module
-    import actors.rollout as rollout_module
+    import actors.response_forms as response_forms
     from actors.learner import _PolicyLogprobs
     from actors.packing import pack_sequences, unpack_per_sequence
     from core.chat import PICK_MARK, pick_point_head
@@ -339,7 +341,7 @@ def test_pick_then_point_samples_a_pick_and_a_pointer_around_a_greedy_solution(e
     prompt = worker.encode_prompt(task.prompt)
     head = tok(pick_point_head(task.problem), add_special_tokens=False)["input_ids"]
     allowed = [tok(str(i), add_special_tokens=False)["input_ids"][0] for i in range(2)]
-    monkeypatch.setattr(rollout_module, "is_pick_point", lambda tokenizer: True)
+    monkeypatch.setattr(response_forms, "is_pick_point", lambda tokenizer: True)
     monkeypatch.setattr(pick_point_module, "POINTER_MARK", "\u00a7never")
     unpointed = loop.run(worker.generate([task], temperature=1.0, max_tokens=64))[0]
     solutions = {}
@@ -385,14 +387,14 @@ def test_serving_a_pick_then_point_model_answers_through_the_same_rollout(engine
     import json
 
     import actors.pick_point as pick_point_module
-    import actors.rollout as rollout_module
+    import actors.response_forms as response_forms
     from actors.select_request import SelectorSettings
     from actors.serving import SelectorServer
     from core.chat import PICK_MARK, pick_point_head
 
     worker, loop, _ = engine
     task = rh.make_task(9)
-    monkeypatch.setattr(rollout_module, "is_pick_point", lambda tokenizer: True)
+    monkeypatch.setattr(response_forms, "is_pick_point", lambda tokenizer: True)
     monkeypatch.setattr(pick_point_module, "POINTER_MARK", "\u00a7never")
     server = SelectorServer(SelectorSettings(model="m", rollout=None, window=2, max_response_tokens=48,
                                              policy_version=worker.version), worker=worker)

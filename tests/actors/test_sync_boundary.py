@@ -16,7 +16,8 @@ from types import SimpleNamespace
 import numpy as np
 import pytest
 
-from actors.rollout import RolloutAborted, RolloutWorker, WeightUpdateError
+from actors.engine_gate import WeightUpdateError
+from actors.rollout import RolloutAborted, RolloutWorker
 from core.config import RolloutConfig, WeightSyncConfig
 from core.records import SelectionTask
 

@@ -1,7 +1,7 @@
-"""actors.rollout.TokenGate: seeded sampling keeps the prompt tokens in flight within one engine step."""
+"""actors.engine_gate.TokenGate: seeded sampling keeps the prompt tokens in flight within one engine step."""
 import asyncio
 
-from actors.rollout import TokenGate
+from actors.engine_gate import TokenGate
 
 
 def _peak(gate: TokenGate, costs: list) -> tuple:
