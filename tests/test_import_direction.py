@@ -34,9 +34,9 @@ def _module_name(path: Path, root: Path) -> str:
 
 
 def parse(path: Path) -> ast.Module:
-    """`ast.parse` of the file with the garbage collector paused: a finalizer that runs Python code while CPython
-    3.11.7 converts the tree (objects left by earlier tests in the same process) fails the conversion with
-    "SystemError: AST constructor recursion depth mismatch" (seen after the vLLM engine tests in one process)."""
+    """`ast.parse` of the file with the garbage collector paused. Run after the vLLM engine tests in the same process,
+    CPython 3.11.7's tree conversion once failed with "SystemError: AST constructor recursion depth mismatch"; a
+    finalizer running Python code during the conversion is the likely cause, and with the collector paused none runs."""
     enabled = gc.isenabled()
     gc.disable()
     try:
