@@ -12,8 +12,8 @@ admission gate (`run_request`), as every other request does. Client errors are `
 {"error": {"message", "field", "type"}} 4xx as /v1/select (actors/select_request.py); `model` must name the served
 selector (its id, or the folder it serves) or be left out, else 404. Not supported, and refused naming the field:
 streaming, beam search, `echo`, `suffix`, tools, `response_format` other than text, a request's own chat template,
-and chat with a model that has no chat template (the tiny selectors read raw text: /v1/completions or
-/v1/select serve them).
+and chat with a model that has no chat template (the plain tiny selector reads raw text: /v1/completions or
+/v1/select serve it).
 
 Each function takes the replica (`actors.serving.SelectorServer`): its settings `s`, `worker`, `model_path`,
 `counters` and `started`.
