@@ -19,6 +19,7 @@ class SelectorSettings:
     """Everything a replica needs, resolved by driver/serve.py (plain values: travels as Serve init args)."""
     model: str
     rollout: Any                      # core.config.RolloutConfig of the engine
+    name: str = "genselect-selector"  # the model id of the OpenAI endpoints (GET /v1/models): the Serve app's name
     dtype: str = "float32"
     seed: int = 0
     policy_version: int = 0           # version of the weights in `model`

@@ -7,7 +7,9 @@ core/algo/genselect.py and the knockout rules of core/algo/knockout.py. Nothing 
 
 Endpoints (docs/serving.md has a curl example for each):
     POST /v1/select          problem + N candidates -> chosen index, votes, judgments, policy_version, rounds
-    POST /v1/completions     OpenAI completions (vLLM's own request/response types), raw generation
+    GET  /v1/models          OpenAI's model list: the served selector, its policy version and folder
+    POST /v1/completions     OpenAI completions, raw generation         } actors/openai_api.py (vLLM's own
+    POST /v1/chat/completions  OpenAI chat, the model's chat template   }   request and response types)
     GET  /healthz            replica health, policy version and model served
     POST /admin/reload       swap the weights of every replica to a model folder, without a restart
 
@@ -20,8 +22,9 @@ answer names the version it ran on. A replica started later (autoscaling, or Ser
 up from the board at start-up.
 
 Errors (validation: actors/select_request.py). Bad requests get a 4xx whose JSON body names the field: {"error":
-{"message", "field", "type"}} (400 malformed JSON, 413 over a size limit, 422 invalid field, 401 admin without
-the token); a request that outlives `request_timeout_s` gets 504; an engine failure 503.
+{"message", "field", "type"}} (400 malformed JSON, 404 a `model` not served here, 413 over a size limit, 422
+invalid field, 401 admin without the token); a request that outlives `request_timeout_s` gets 504; an engine
+failure 503.
 """
 from __future__ import annotations
 
@@ -36,8 +39,9 @@ from typing import Optional
 from fastapi import FastAPI, Request
 from fastapi.responses import JSONResponse
 
-from actors.select_request import (RequestError, SelectorSettings, _client_errors, _field_of, _is_int,
-                                   error_response, parse_json, parse_select)
+from actors import openai_api
+from actors.select_request import (RequestError, SelectorSettings, _client_errors, _is_int, error_response,
+                                   parse_json, parse_select)
 from actors.weight_board import BOARD_NAMESPACE, check_same_shape, read_model_weights
 from core.algo.genselect import build_prompt, parse_judgment, read_prompt_style
 from core.algo.knockout import DoesNotFit, advance, both_orders_pick, both_orders_scores, majority, plan_round
@@ -67,7 +71,7 @@ class SelectorServer:
         self.model_path = settings.model
         self.style = read_prompt_style(settings.model)  # as the model was trained
         self.started = time.time()
-        self.counters = {"select": 0, "completions": 0, "client_errors": 0, "server_errors": 0, "swaps": 0,
+        self.counters = {"select": 0, "completions": 0, "chat": 0, "client_errors": 0, "server_errors": 0, "swaps": 0,
                          "swap_failures": 0, "board_errors": 0, "knockout_fallbacks": 0}
         self.last_swap: dict = {}
         self._follower: Optional[asyncio.Task] = None
@@ -195,9 +199,24 @@ class SelectorServer:
     async def select_http(self, request: Request) -> JSONResponse:
         return await self._guarded(self._select, await request.body())
 
+    @app.get("/v1/models")
+    async def models_http(self) -> JSONResponse:
+        await self._ready()
+        return JSONResponse(openai_api.model_list(self))
+
     @app.post("/v1/completions")
     async def completions_http(self, request: Request) -> JSONResponse:
         return await self._guarded(self._completions, await request.body())
+
+    @app.post("/v1/chat/completions")
+    async def chat_http(self, request: Request) -> JSONResponse:
+        return await self._guarded(self._chat, await request.body())
+
+    async def _completions(self, body: bytes) -> dict:
+        return await openai_api.completions(self, body)
+
+    async def _chat(self, body: bytes) -> dict:
+        return await openai_api.chat_completions(self, body)
 
     @app.post("/admin/reload")
     async def reload_http(self, request: Request) -> JSONResponse:
@@ -363,84 +382,6 @@ class SelectorServer:
                              "parse_errors": [p.status for p in parsed if not p.ok],
                              "policy_version": result.policy_version})
         return verdicts
-
-    # ---- /v1/completions -------------------------------------------------------------------------------
-    async def _completions(self, body: bytes) -> dict:
-        from pydantic import ValidationError
-        from vllm.entrypoints.openai.completion.protocol import (CompletionLogProbs, CompletionRequest,
-                                                                 CompletionResponse, CompletionResponseChoice)
-        from vllm.entrypoints.serve.engine.protocol import UsageInfo
-
-        data = parse_json(body, self.s.max_body_bytes)
-        try:
-            req = CompletionRequest.model_validate(data)
-        except ValidationError as e:
-            err = e.errors()[0]
-            raise RequestError(422, _field_of(err["loc"]), err["msg"]) from None
-        except Exception as e:  # vLLM's own request checks (VLLMValidationError names its parameter)
-            raise RequestError(422, getattr(e, "parameter", None) or "body", str(e)) from None
-        if req.stream:
-            raise RequestError(422, "stream", "streaming is not supported; send stream=false")
-        if req.echo or req.use_beam_search or req.suffix:
-            name = "echo" if req.echo else "use_beam_search" if req.use_beam_search else "suffix"
-            raise RequestError(422, name, "not supported")
-        prompts = req.prompt
-        if prompts is None or prompts == "" or prompts == []:
-            raise RequestError(422, "prompt", "required, a string, a list of strings or token ids")
-        if isinstance(prompts, str) or (isinstance(prompts, list) and prompts and isinstance(prompts[0], int)):
-            prompts = [prompts]
-        if len(prompts) > self.s.max_candidates:
-            raise RequestError(413, "prompt", f"{len(prompts)} prompts; the limit is {self.s.max_candidates}")
-        max_tokens = req.max_tokens if req.max_tokens is not None else 16
-        if not 1 <= max_tokens <= self.s.max_completion_tokens:
-            raise RequestError(422, "max_tokens", f"must be in 1..{self.s.max_completion_tokens}")
-        if not 1 <= req.n <= self.s.max_samples:
-            raise RequestError(422, "n", f"must be in 1..{self.s.max_samples}")
-        if req.logprobs is not None and not 0 <= req.logprobs <= 5:
-            raise RequestError(422, "logprobs", "must be in 0..5")
-        try:
-            params = req.to_sampling_params(max_tokens, {})
-        except Exception as e:  # vLLM's own parameter checks (e.g. temperature < 0)
-            raise RequestError(422, "body", str(e)) from None
-        ids = []
-        for i, p in enumerate(prompts):
-            tokens = list(p) if isinstance(p, list) else self.worker.tokenizer(p, add_special_tokens=False)["input_ids"]
-            if not tokens:
-                raise RequestError(422, f"prompt[{i}]", "is empty")
-            if len(tokens) + max_tokens > self._context():
-                raise RequestError(413, f"prompt[{i}]", f"{len(tokens)} tokens + max_tokens {max_tokens} exceed "
-                                                        f"the model's context of {self._context()}")
-            vocab = self.worker.tokenizer.vocab_size if isinstance(p, list) else None
-            if vocab and max(tokens) >= len(self.worker.tokenizer):
-                raise RequestError(422, f"prompt[{i}]", f"token id {max(tokens)} is outside the vocabulary")
-            ids.append(tokens)
-        self.counters["completions"] += 1
-        calls = [self.worker.run_request(t, params, tag="c") for t in ids]
-        outs = await asyncio.wait_for(asyncio.gather(*calls), self.s.request_timeout_s)
-        choices, completion_tokens, versions = [], 0, set()
-        for i, (final, version, _, _) in enumerate(outs):
-            versions.add(version)
-            for c in sorted(final.outputs, key=lambda c: c.index):
-                completion_tokens += len(c.token_ids)
-                logprobs = None
-                if req.logprobs is not None and c.logprobs is not None:
-                    toks = [self.worker.tokenizer.decode([t]) for t in c.token_ids]
-                    logprobs = CompletionLogProbs(
-                        tokens=toks, token_logprobs=[c.logprobs[j][t].logprob for j, t in enumerate(c.token_ids)],
-                        top_logprobs=[{self.worker.tokenizer.decode([tid]): lp.logprob for tid, lp in step.items()}
-                                      for step in c.logprobs],
-                        text_offset=[])
-                choices.append(CompletionResponseChoice(index=len(choices), text=c.text, logprobs=logprobs,
-                                                        finish_reason=c.finish_reason, stop_reason=c.stop_reason))
-        prompt_tokens = sum(len(t) for t in ids)
-        response = CompletionResponse(model=req.model or self.model_path, choices=choices,
-                                      usage=UsageInfo(prompt_tokens=prompt_tokens, completion_tokens=completion_tokens,
-                                                      total_tokens=prompt_tokens + completion_tokens))
-        return {**response.model_dump(exclude_none=True), "policy_version": max(versions),
-                "policy_versions": sorted(versions)}
-
-    def _context(self) -> int:
-        return int(self.worker.engine.model_config.max_model_len)
 
     # ---- /admin/reload ---------------------------------------------------------------------------------
     async def _reload(self, body: bytes) -> dict:

@@ -9,19 +9,18 @@ held 2.4 GB RSS for as long as the machine ran, and a later run's engine start-u
 
 vLLM loads general plugins in every process it starts (front end, engine core, workers). `RolloutWorker`
 sets `GENSELECT_VLLM_OWNER_PID` to its own pid before it creates its engine; in every *other* process that
-inherits the variable, `die_with_parent` starts a daemon thread that exits the process (SIGKILL of itself)
-as soon as its parent process is gone (its parent pid changes). The worker process already dies with the
-engine core through vLLM's own death pipe; the watch covers it too. Without the variable it does nothing.
+inherits the variable, `die_with_parent` starts a daemon thread (`core.lifetime.start_parent_watch`) that
+exits the process (SIGKILL of itself) as soon as its parent process is gone (its parent pid changes). The
+worker process already dies with the engine core through vLLM's own death pipe; the watch covers it too.
+Without the variable it does nothing.
 """
 from __future__ import annotations
 
 import os
-import signal
-import threading
-import time
+
+from core.lifetime import start_parent_watch
 
 OWNER_ENV = "GENSELECT_VLLM_OWNER_PID"
-POLL_SECONDS = 1.0
 
 
 def die_with_parent() -> None:
@@ -30,16 +29,3 @@ def die_with_parent() -> None:
     if not owner.isdigit() or int(owner) == os.getpid():
         return
     start_parent_watch(os.getppid())
-
-
-def start_parent_watch(parent_pid: int, poll_seconds: float = POLL_SECONDS) -> threading.Thread:
-    """Daemon thread: when this process's parent is no longer `parent_pid`, SIGKILL this process (nothing
-    it holds can be cleaned up by it anyway once its owner is gone)."""
-    def watch():
-        while os.getppid() == parent_pid:
-            time.sleep(poll_seconds)
-        os.kill(os.getpid(), signal.SIGKILL)
-
-    thread = threading.Thread(target=watch, name="genselect-parent-watch", daemon=True)
-    thread.start()
-    return thread

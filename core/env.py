@@ -6,6 +6,7 @@ environment that `cluster.placement` passes.
 """
 import logging
 import os
+import sys
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -35,6 +36,11 @@ def default_env(cache: Path = CACHE) -> dict:
         # Serve gives its proxy actor 5 s from creation to ready, then kills it: on 2 busy cores the actor's
         # process alone took ~53 s to start (CI failed so; docs/serving.md, "Starting the proxy on a busy machine")
         "RAY_SERVE_PROXY_READY_CHECK_TIMEOUT_S": "60",
+        # Serve's HAProxy binds its statistics page (8404) and Prometheus exporter (9101) on every interface; this
+        # launcher puts them on GENSELECT_INGRESS_ADMIN_HOST, then runs the real binary (cluster/ingress.py)
+        "RAY_SERVE_HAPROXY_BINARY_PATH": str(ROOT / "cluster" / "serve" / "haproxy"),
+        "GENSELECT_INGRESS_ADMIN_HOST": "127.0.0.1",
+        "GENSELECT_PYTHON": sys.executable,  # the interpreter that launcher runs with
     }
     if not _has_cuda():
         env["DS_ACCELERATOR"] = "cpu"

@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Optional
 
 from core.env import ROOT, apply_defaults
+from core.lifetime import guarded
 
 log = logging.getLogger("genselect.serve")
 DEPLOYMENT = "SelectorServer"
@@ -105,7 +106,8 @@ def resolve_settings(model: str, serve_cfg, train_cfg=None, policy_version: Opti
         max_prompt = min(max_prompt, context - max_response)
     window = serve_cfg.window or served_window(model, train_cfg)
     return SelectorSettings(
-        model=str(model), rollout=rollout, dtype=train_cfg.model.dtype, seed=train_cfg.seed,
+        model=str(model), name=serve_cfg.app_name, rollout=rollout, dtype=train_cfg.model.dtype,
+        seed=train_cfg.seed,
         policy_version=exported_version(model) if policy_version is None else policy_version,
         board=board_name(serve_cfg.app_name), window=window,
         orders=serve_cfg.orders or served_orders(window, train_cfg),
@@ -283,11 +285,18 @@ def _parse(argv) -> tuple:
 
 
 def main(argv=None) -> int:
+    """The command line. The process a user starts only guards the server, which runs in its child
+    (core/lifetime.py): whichever of the two is killed, every process the server started (Ray's, HAProxy, the
+    engines) is stopped with it, so the port is free again for the next start."""
+    argv = sys.argv[1:] if argv is None else list(argv)
+    status = guarded("driver.serve", argv)
+    if status is not None:
+        return status
     apply_defaults()
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     from core.config import ConfigError, load_config
 
-    args = _parse(sys.argv[1:] if argv is None else argv)
+    args = _parse(argv)
     model = Path(args.model)
     if not (model / "config.json").is_file():
         print(f"error: {model} is not a model folder (no config.json); train first (`make train`) or pass "
@@ -319,11 +328,10 @@ def main(argv=None) -> int:
 
     from core.env import default_env, quiet_local_ray_auth_notice
 
-    def _interrupt(signum, frame):
+    def _interrupt(signum, frame):  # once: Ctrl-C reaches this process both from the terminal and the guard
+        signal.signal(signal.SIGTERM, signal.SIG_IGN)
+        signal.signal(signal.SIGINT, signal.SIG_IGN)
         raise KeyboardInterrupt
-
-    signal.signal(signal.SIGTERM, _interrupt)  # `kill` stops it as cleanly as Ctrl-C
-    signal.signal(signal.SIGINT, _interrupt)   # also when started in the background (SIGINT ignored there)
 
     env = {"env_vars": default_env()}
     if args.address:
@@ -331,6 +339,9 @@ def main(argv=None) -> int:
     else:
         quiet_local_ray_auth_notice()
         ray.init(address="local", include_dashboard=False, runtime_env=env)
+    # after ray.init, which sets its own SIGTERM handler (sys.exit, past the `except` below)
+    signal.signal(signal.SIGTERM, _interrupt)  # `kill` stops it as cleanly as Ctrl-C
+    signal.signal(signal.SIGINT, _interrupt)   # also when started in the background (SIGINT ignored there)
     try:
         _, settings = start(str(model.resolve()), serve_cfg, train_cfg, args.policy_version)
         url = f"http://{serve_cfg.host}:{serve_cfg.port}"

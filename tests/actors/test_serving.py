@@ -282,7 +282,12 @@ def test_healthz(served):
     # the project's default ingress (core/env.py): HAProxy, running, in front of the replica's own HTTP server
     import psutil
     assert body["ingress"] == "haproxy"
-    assert any(p.info["name"] == "haproxy" for p in psutil.process_iter(["name"]))
+    haproxy = [p for p in psutil.Process().children(recursive=True) if p.name() == "haproxy"]
+    assert haproxy
+    # its HTTP frontend where serve.host says (127.0.0.1), and its statistics and metrics on loopback too
+    listening = {(c.laddr.ip, c.laddr.port) for p in haproxy for c in p.net_connections("tcp") if c.status == "LISTEN"}
+    assert ("127.0.0.1", served.serve_cfg.port) in listening and len(listening) >= 3, listening
+    assert {ip for ip, _ in listening} == {"127.0.0.1"}, listening
 
 
 @pytest.mark.slow
@@ -370,6 +375,24 @@ def test_completions_openai_format(served):
     assert ids.status_code == 200 and ids.json()["usage"]["prompt_tokens"] == 5, ids.text
 
 
+@pytest.mark.slow
+def test_the_openai_client_on_a_model_without_a_chat_template(served):
+    """The official client finds the selector through /v1/models and completes raw text; its chat call gets a 422
+    naming `messages` (the tiny selector has no chat template), and the service goes on serving."""
+    import openai
+
+    client = openai.OpenAI(base_url=served.url + "/v1", api_key="unused", max_retries=0, timeout=60)
+    [model] = client.models.list().data
+    assert model.id == served.settings.name == "genselect-selector" and model.owned_by == "genselect"
+    assert model.model_extra["root"] == served.model and model.model_extra["policy_version"] == 0
+    completion = client.completions.create(model=model.id, prompt=["Problem: 2 + 2", "Problem: 3 + 3"], max_tokens=3)
+    assert len(completion.choices) == 2 and completion.model == model.id and completion.usage.prompt_tokens > 0
+    with pytest.raises(openai.UnprocessableEntityError, match="no chat template") as err:
+        client.chat.completions.create(model=model.id, messages=[{"role": "user", "content": "What is 2 + 2?"}])
+    assert err.value.body["field"] == "messages"
+    assert client.completions.create(model=model.id, prompt="Problem: 1 + 1", max_tokens=1).choices
+
+
 HTTP_BAD = [  # (path, body, status, field) checked over HTTP: never 5xx, never a hang
     ("/v1/select", b"{oops", 400, "body"),
     ("/v1/select", {"problem": "p", "candidates": ["a"]}, 422, "candidates"),
@@ -385,6 +408,10 @@ HTTP_BAD = [  # (path, body, status, field) checked over HTTP: never 5xx, never 
     ("/v1/completions", {"max_tokens": 3}, 422, "prompt"),
     ("/v1/completions", {"prompt": [999999], "max_tokens": 3}, 422, "prompt[0]"),
     ("/v1/completions", {"prompt": "x", "n": 50}, 422, "n"),
+    ("/v1/completions", {"prompt": "x", "model": "gpt-4o"}, 404, "model"),
+    ("/v1/chat/completions", b"{oops", 400, "body"),
+    ("/v1/chat/completions", {"messages": [{"role": "user", "content": "x"}], "stream": True}, 422, "stream"),
+    ("/v1/chat/completions", {"messages": [{"role": "user", "content": "x"}]}, 422, "messages"),  # no chat template
     ("/admin/reload", {"model": "/nonexistent/model"}, 422, "model"),
     ("/admin/reload", {}, 422, "model"),
 ]

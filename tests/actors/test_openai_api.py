@@ -1,0 +1,283 @@
+"""The OpenAI endpoints (actors/openai_api.py) and the service as a user runs it (`python -m driver.serve`).
+
+First without an engine: the chat request table (every bad request a 4xx naming the field, before any engine
+call) and the answer's shape, checked with the official `openai` package's own types, over a replica whose
+engine is scripted. Then the real thing: `python -m driver.serve` on the tiny model with a chat template added,
+queried with the `openai` client (models, completions, chat, errors); then that server's guard is SIGKILLed:
+nothing it started survives (HAProxy included), and a new server comes up on the same ports.
+"""
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+from types import SimpleNamespace
+
+import psutil
+import pytest
+
+from actors import openai_api
+from actors.select_request import RequestError, SelectorSettings
+from core.env import ROOT
+from core.net import free_port
+
+# a chat template for the tiny model (which has none): one `role: content` line per message
+TEMPLATE = ("{% for m in messages %}{{ m['role'] }}: {{ m['content'] }}\n{% endfor %}"
+            "{% if add_generation_prompt %}assistant:{% endif %}")
+USER = [{"role": "user", "content": "What is 2 + 2?"}]
+
+
+@pytest.fixture(scope="module")
+def chat_model(rollout_model_path, tmp_path_factory) -> str:
+    """The tiny model's folder with `TEMPLATE` as its chat template."""
+    folder = tmp_path_factory.mktemp("chat") / "tiny-chat"
+    shutil.copytree(rollout_model_path, folder)
+    config = json.loads((folder / "tokenizer_config.json").read_text())
+    (folder / "tokenizer_config.json").write_text(json.dumps({**config, "chat_template": TEMPLATE}))
+    return str(folder)
+
+
+# ---- without an engine --------------------------------------------------------------------------------------
+class ScriptedEngine:
+    """`run_request` as RolloutWorker's: answers every choice with the same scripted tokens, records the prompts."""
+
+    def __init__(self, tokenizer, version: int = 3):
+        self.tokenizer, self.version, self.prompts = tokenizer, version, []
+        self.engine = SimpleNamespace(model_config=SimpleNamespace(max_model_len=64))
+
+    async def run_request(self, prompt_token_ids, params, tag="w"):
+        self.prompts.append(list(prompt_token_ids))
+        ids = self.tokenizer(" 4", add_special_tokens=False)["input_ids"][:params.max_tokens]
+        steps = [{t: SimpleNamespace(logprob=-0.25), t + 1: SimpleNamespace(logprob=-1.5)} for t in ids]
+        outputs = [SimpleNamespace(index=i, text=self.tokenizer.decode(ids), token_ids=ids,
+                                   logprobs=steps if params.logprobs is not None else None,
+                                   finish_reason="length", stop_reason=None) for i in range(params.n)]
+        return SimpleNamespace(outputs=outputs), self.version, 0.0, 0.0
+
+
+def _replica(model: str) -> SimpleNamespace:
+    from transformers import AutoTokenizer
+
+    s = SelectorSettings(model=model, rollout=None, max_samples=4, max_completion_tokens=32, max_body_bytes=10_000)
+    return SimpleNamespace(s=s, worker=ScriptedEngine(AutoTokenizer.from_pretrained(model)), model_path=model,
+                           counters={"completions": 0, "chat": 0}, started=time.time())
+
+
+def _chat(replica, body):
+    return asyncio.run(openai_api.chat_completions(replica, body if isinstance(body, bytes) else
+                                                   json.dumps(body).encode()))
+
+
+CHAT_BAD = [  # (body, status, field)
+    (b"{oops", 400, "body"),
+    ({}, 422, "messages"),
+    ({"messages": "hi"}, 422, "messages"),
+    ({"messages": []}, 422, "messages"),
+    ({"messages": USER, "model": "gpt-4o"}, 404, "model"),
+    ({"messages": USER, "stream": True}, 422, "stream"),
+    ({"messages": USER, "tools": [{"type": "function", "function": {"name": "f"}}]}, 422, "tools"),
+    ({"messages": USER, "response_format": {"type": "json_object"}}, 422, "response_format"),
+    ({"messages": USER, "chat_template": "{{ 1 }}"}, 422, "chat_template"),
+    ({"messages": USER, "n": 5}, 422, "n"),
+    ({"messages": USER, "max_tokens": 0}, 422, "max_tokens"),
+    ({"messages": USER, "max_completion_tokens": 33}, 422, "max_completion_tokens"),
+    ({"messages": USER, "max_tokens": "many"}, 422, "max_tokens"),
+    ({"messages": USER, "logprobs": True, "top_logprobs": 6}, 422, "top_logprobs"),
+    ({"messages": USER, "temperature": -1}, 422, "temperature"),
+    ({"messages": [{"role": "user", "content": [{"type": "image_url", "image_url": {"url": "http://x/y.png"}}]}]},
+     422, "messages[0].content[0]"),
+    ({"messages": [{"role": "user", "content": "1 2 3 " * 30}], "max_tokens": 8}, 413, "messages"),
+]
+
+
+@pytest.mark.parametrize("body,status,field", CHAT_BAD, ids=[f"{i}-{b[2]}" for i, b in enumerate(CHAT_BAD)])
+def test_bad_chat_requests_name_the_field_before_any_engine_call(chat_model, body, status, field):
+    replica = _replica(chat_model)
+    with pytest.raises(RequestError) as err:
+        _chat(replica, body)
+    assert (err.value.status, err.value.field) == (status, field), err.value.message
+    assert replica.worker.prompts == []
+
+
+def test_chat_without_a_chat_template_is_refused_by_name(rollout_model_path):
+    with pytest.raises(RequestError) as err:
+        _chat(_replica(rollout_model_path), {"messages": USER})
+    assert (err.value.status, err.value.field) == (422, "messages") and "no chat template" in err.value.message
+
+
+def test_chat_renders_the_template_and_answers_in_openais_shape(chat_model):
+    from openai.types.chat import ChatCompletion
+
+    replica = _replica(chat_model)
+    messages = [{"role": "system", "content": "Be brief."},
+                {"role": "user", "content": [{"type": "text", "text": "What is "}, {"type": "text", "text": "2 + 2?"}]}]
+    out = _chat(replica, {"messages": messages, "model": "genselect-selector", "n": 2, "max_tokens": 3,
+                          "logprobs": True, "top_logprobs": 2})
+    parsed = ChatCompletion.model_validate(out)  # the official client's own type
+    tok = replica.worker.tokenizer
+    assert replica.worker.prompts == [tok("system: Be brief.\nuser: What is 2 + 2?\nassistant:",
+                                          add_special_tokens=False)["input_ids"]]
+    assert [c.index for c in parsed.choices] == [0, 1] and parsed.model == "genselect-selector"
+    assert parsed.choices[0].message.role == "assistant" and parsed.choices[0].message.content == tok.decode(
+        tok(" 4", add_special_tokens=False)["input_ids"])
+    tokens = parsed.choices[0].logprobs.content
+    assert tokens and all(t.logprob == -0.25 and [a.logprob for a in t.top_logprobs] == [-0.25, -1.5] for t in tokens)
+    assert parsed.usage.prompt_tokens == len(replica.worker.prompts[0])
+    assert parsed.usage.completion_tokens == 2 * len(tokens) and out["policy_version"] == 3
+    assert replica.counters["chat"] == 1
+
+
+def test_the_model_list_names_the_selector_its_version_and_folder(chat_model):
+    from openai.types import Model
+
+    replica = _replica(chat_model)
+    listing = openai_api.model_list(replica)
+    assert listing["object"] == "list" and len(listing["data"]) == 1
+    card = Model.model_validate(listing["data"][0])
+    assert (card.id, card.owned_by) == ("genselect-selector", "genselect")
+    assert listing["data"][0]["root"] == chat_model and listing["data"][0]["policy_version"] == 3
+
+
+# ---- `python -m driver.serve`, as a user starts it -----------------------------------------------------------
+class Server:
+    """One `python -m driver.serve` process (the guard) and its output file."""
+
+    def __init__(self, model: str, port: int, env: dict, log: Path):
+        self.port, self.log = port, log
+        with open(log, "w") as out:
+            self.proc = subprocess.Popen([sys.executable, "-m", "driver.serve", "--model", model, "--port", str(port)],
+                                         cwd=ROOT, env=env, stdout=out, stderr=subprocess.STDOUT,
+                                         start_new_session=True)
+
+    def wait_healthy(self, timeout_s: float = 420) -> float:
+        """Seconds until the command said it serves (`Ctrl-C stops`) and /healthz answers 200."""
+        import requests
+
+        started = time.monotonic()
+        while time.monotonic() - started < timeout_s and self.proc.poll() is None:
+            try:
+                if "Ctrl-C stops" in self.log.read_text() and \
+                        requests.get(f"http://127.0.0.1:{self.port}/healthz", timeout=5).status_code == 200:
+                    return time.monotonic() - started
+            except requests.RequestException:
+                pass
+            time.sleep(1)
+        raise AssertionError(f"no healthy server on port {self.port} (exit {self.proc.poll()}):\n"
+                             + self.log.read_text()[-4000:])
+
+    def processes(self) -> list:
+        return psutil.Process(self.proc.pid).children(recursive=True)
+
+    def client(self):
+        import openai
+
+        return openai.OpenAI(base_url=f"http://127.0.0.1:{self.port}/v1", api_key="unused", max_retries=0,
+                             timeout=120)
+
+    def kill_all(self) -> None:
+        """What a test leaves behind, stopped (the guard's processes first, while they can be found)."""
+        for proc in [*self.processes(), psutil.Process(self.proc.pid)] if self.proc.poll() is None else []:
+            try:
+                proc.kill()
+            except psutil.NoSuchProcess:
+                pass
+        self.proc.wait(30)
+
+
+def _alive(procs: list) -> list:
+    out = []
+    for p in procs:
+        try:
+            if p.is_running() and p.status() != psutil.STATUS_ZOMBIE:
+                out.append(p)
+        except psutil.NoSuchProcess:
+            pass
+    return out
+
+
+@pytest.fixture(scope="module")
+def server_env() -> dict:
+    """The environment of the servers: HAProxy's statistics and metrics on free ports (another server on this
+    machine may hold Serve's defaults), the same for every server of the module."""
+    return {**os.environ, "RAY_SERVE_HAPROXY_STATS_PORT": str(free_port()),
+            "RAY_SERVE_HAPROXY_METRICS_PORT": str(free_port())}
+
+
+@pytest.fixture(scope="module")
+def server(chat_model, server_env, tmp_path_factory):
+    srv = Server(chat_model, free_port(), server_env, tmp_path_factory.mktemp("serve") / "serve.out")
+    try:
+        print(f"\ndriver.serve healthy after {srv.wait_healthy():.0f} s")
+        yield srv
+    finally:
+        srv.kill_all()
+
+
+@pytest.mark.slow
+def test_the_openai_client_lists_completes_and_chats(server, chat_model):
+    import openai
+    from transformers import AutoTokenizer
+
+    client = server.client()
+    models = client.models.list().data
+    assert [m.id for m in models] == ["genselect-selector"]
+    assert models[0].model_extra["root"] == chat_model and models[0].model_extra["policy_version"] == 0
+    completion = client.completions.create(model=models[0].id, prompt="Problem: what is 3 + 4?", max_tokens=4,
+                                           temperature=0)
+    assert completion.model == "genselect-selector" and 1 <= completion.usage.completion_tokens <= 4
+    assert completion.model_extra["policy_version"] == 0
+    chat = client.chat.completions.create(model=models[0].id, messages=USER, max_tokens=4, temperature=1.0, n=2,
+                                          seed=0, logprobs=True, top_logprobs=2)
+    tok = AutoTokenizer.from_pretrained(chat_model)
+    assert chat.usage.prompt_tokens == len(tok("user: What is 2 + 2?\nassistant:", add_special_tokens=False)
+                                           ["input_ids"])
+    assert [c.index for c in chat.choices] == [0, 1] and all(c.message.role == "assistant" for c in chat.choices)
+    assert chat.usage.completion_tokens == sum(len(c.logprobs.content) for c in chat.choices)
+    assert chat.choices[0].finish_reason in ("stop", "length") and chat.model_extra["policy_version"] == 0
+    assert all(len(t.top_logprobs) == 2 and t.logprob <= 0 for t in chat.choices[0].logprobs.content)
+    with pytest.raises(openai.NotFoundError, match="not served here"):
+        client.chat.completions.create(model="gpt-4o", messages=USER)
+    with pytest.raises(openai.UnprocessableEntityError) as err:
+        client.chat.completions.create(model=models[0].id, messages=USER, max_tokens=10_000)
+    assert err.value.body["field"] == "max_tokens"
+
+
+@pytest.mark.slow
+def test_a_sigkilled_server_leaves_nothing_and_the_next_one_starts_on_its_ports(server, chat_model, server_env,
+                                                                                tmp_path):
+    """SIGKILL of `python -m driver.serve`: every process it started (Ray's, HAProxy, the engine) ends within
+    seconds and nothing listens on its ports; a new server on the same ports comes up and answers; SIGTERM stops
+    that one and leaves nothing either."""
+    procs = server.processes()
+    names = sorted({p.name() for p in procs})
+    assert "haproxy" in names and "raylet" in names and "VLLM::EngineCore" in names, names
+    server.proc.send_signal(signal.SIGKILL)
+    started, alive = time.monotonic(), _alive(procs)
+    while alive and time.monotonic() - started < 30:
+        time.sleep(0.2)
+        alive = _alive(procs)
+    gone_s = time.monotonic() - started
+    assert not alive, f"outlived the SIGKILLed server: {[(p.pid, p.name()) for p in alive]}"
+    ports = {server.port, int(server_env["RAY_SERVE_HAPROXY_STATS_PORT"]),
+             int(server_env["RAY_SERVE_HAPROXY_METRICS_PORT"])}
+    listening = {c.laddr.port for c in psutil.net_connections("tcp") if c.status == "LISTEN"}
+    assert not ports & listening
+    print(f"\nSIGKILL: {len(procs)} processes ({', '.join(names)}) gone in {gone_s:.1f} s")
+
+    again = Server(chat_model, server.port, server_env, tmp_path / "again.out")
+    try:
+        print(f"the next server on port {server.port} healthy after {again.wait_healthy():.0f} s")
+        chat = again.client().chat.completions.create(model="genselect-selector", messages=USER, max_tokens=2)
+        assert chat.choices and chat.model_extra["policy_version"] == 0
+        procs = again.processes()
+        again.proc.send_signal(signal.SIGTERM)
+        assert again.proc.wait(120) == 0, again.log.read_text()[-3000:]
+        assert not _alive(procs), [(p.pid, p.name()) for p in _alive(procs)]
+    finally:
+        again.kill_all()
