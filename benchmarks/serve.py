@@ -5,9 +5,10 @@ under load, a replica killed under load, and knockout accuracy for N = 8..64.
     python benchmarks/serve.py [--model PATH] [--requests 2000] [--problems 40] [--stages ...]
     # -> benchmarks/results/serve.json (and a markdown summary on stdout)
 
-Model: the plain selector's warm-started model (driver.prepare on configs/selector.yaml, cached; the embedded default
-until session 34, whose serving numbers BENCHMARKS.md reports), or --model (e.g. runs/default/export). Candidates: procedural problems of the default's generator drawn with a
-seed the training data never used (unseen problems, 64 candidates each); N = 8 for the throughput runs.
+Model: the plain selector's warm-started model (driver.prepare on configs/selector.yaml, cached; the model whose
+serving figures BENCHMARKS.md reports), or --model (e.g. runs/default/export). Candidates: procedural problems of the
+default's generator drawn with a seed the training data never used (unseen problems, 64 candidates each); N = 8 for the
+throughput runs.
 """
 from __future__ import annotations
 
