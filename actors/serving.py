@@ -3,7 +3,8 @@
 One replica = one `RolloutWorker` (actors/rollout.py) in the replica's process: the same vLLM engine
 settings, chat formatting (core/chat.py, through `RolloutWorker.encode_prompt`), admission gate and
 weight-update path the trainer uses, with the GenSelect prompt builder and `Judgment:` parser of
-core/algo/genselect.py and the knockout rules of core/algo/knockout.py. Nothing here re-implements them.
+core/algo/genselect.py and the selection procedures of core/algo/selection.py (the ones the held-out evaluation
+runs). Nothing here re-implements them.
 
 Endpoints (docs/serving.md has a curl example for each):
     POST /v1/select          problem + N candidates -> chosen index, votes, judgments, policy_version, rounds
@@ -44,8 +45,9 @@ from actors.select_request import (RequestError, SelectorSettings, _client_error
                                    parse_json, parse_select)
 from actors.weight_board import BOARD_NAMESPACE, check_same_shape, read_model_weights
 from core.algo.genselect import build_prompt, parse_judgment, read_prompt_style
-from core.algo.knockout import DoesNotFit, advance, both_orders_pick, both_orders_scores, majority, plan_round
-from core.algo.round_robin import all_pairs, read_in_both_orders, round_robin_pick, win_probs
+from core.algo.knockout import DoesNotFit, both_orders_pick, both_orders_scores, majority
+from core.algo.round_robin import all_pairs
+from core.algo.selection import knockout, round_robin
 from core.records import SelectionTask
 
 log = logging.getLogger("genselect.serving")
@@ -258,35 +260,23 @@ class SelectorServer:
         if req["selection"] == "round_robin":
             return await self._round_robin(req)
         problem, candidates = req["problem"], req["candidates"]
-        members, rounds, versions = list(range(len(candidates))), [], set()
         started = time.perf_counter()
-        while True:
-            try:
-                groups = plan_round(members, self.s.window,
-                                    lambda g: self._prompt_fits(problem, candidates, g))
-            except DoesNotFit as e:
-                raise RequestError(413, "candidates", f"candidates {e.members} together exceed the prompt budget "
-                                                      f"of {self.s.max_prompt_tokens} tokens") from None
-            judged = [g for g in groups if len(g) > 1]
-            # every group of the round in flight at once: the engine batches them (continuous batching)
-            by_group = dict(zip(map(tuple, judged), await self._judge(req, judged)))
-            record, winners, final = {"groups": [], "winners": []}, [], len(groups) == 1
-            for g in groups:
-                verdict = by_group.get(tuple(g))
-                winner = g[0] if verdict is None else advance(g, verdict["local"], final)
-                if verdict is not None:
-                    versions.add(verdict["policy_version"])
-                    if verdict["local"] is None and not final:
-                        self.counters["knockout_fallbacks"] += 1
-                    if final:
-                        last = dict(verdict, group=g, winner=winner)
-                record["groups"].append(g)
-                record["winners"].append(winner)
-                winners.append(winner)
-            rounds.append(record)
-            if final:
-                break
-            members = winners
+
+        async def judge(judged: list) -> list:  # every group of a round in flight at once: the engine batches them
+            return await self._judge(req, [g for _, g in judged])
+
+        try:
+            _, (bracket,) = await knockout([len(candidates)], self.s.window, judge,
+                                           fits=lambda _, g: self._prompt_fits(problem, candidates, g))
+        except DoesNotFit as e:
+            raise RequestError(413, "candidates", f"candidates {e.members} together exceed the prompt budget "
+                                                  f"of {self.s.max_prompt_tokens} tokens") from None
+        versions = {v["policy_version"] for r in bracket for v in r["verdicts"] if v is not None}
+        self.counters["knockout_fallbacks"] += sum(v is not None and v["local"] is None
+                                                   for r in bracket[:-1] for v in r["verdicts"])
+        rounds = [{"groups": r["groups"], "winners": r["winners"]} for r in bracket]
+        final = bracket[-1]
+        last = dict(final["verdicts"][0], group=final["groups"][0], winner=final["winners"][0])
         votes, scores = [0] * len(candidates), [None] * len(candidates)
         for j, v in zip(last["group"], last["votes"]):
             votes[j] = v
@@ -326,8 +316,8 @@ class SelectorServer:
                                            "read in one order")
 
     async def _round_robin(self, req: dict) -> dict:
-        """A round robin of pairs (core/algo/round_robin.py): every pair read as given and reversed, in one batch;
-        wins pooled by `answers` when the request sent them. 413 when a pair does not fit the prompt budget."""
+        """A round robin of pairs (`core.algo.selection.round_robin`): every pair read as given and reversed, in one
+        batch; wins pooled by `answers` when the request sent them. 413 when a pair does not fit the prompt budget."""
         problem, candidates = req["problem"], req["candidates"]
         started = time.perf_counter()
         pairs = all_pairs(len(candidates))
@@ -335,14 +325,19 @@ class SelectorServer:
         if too_long is not None:
             raise RequestError(413, "candidates", f"candidates {list(too_long)} together exceed the prompt budget "
                                                   f"of {self.s.max_prompt_tokens} tokens")
-        tasks = [self._group_task(req, list(order), k) for k, order in enumerate(read_in_both_orders(pairs))]
-        try:
-            readings = await self.worker.index_logprobs(tasks)
-        except ValueError as e:  # a model that answers in free text has no index log-probs
-            raise RequestError(422, "selection", f"round_robin needs the log-prob of every index: {e}") from None
-        win_prob = win_probs(pairs, [logprobs for logprobs, _version in readings])
-        index, wins = round_robin_pick(len(candidates), win_prob, req["answers"])
-        versions = sorted({version for _, version in readings})
+        versions = set()
+
+        async def read(orders: list) -> list:
+            try:
+                readings = await self.worker.index_logprobs([self._group_task(req, list(order), k)
+                                                             for k, (_, order) in enumerate(orders)])
+            except ValueError as e:  # a model that answers in free text has no index log-probs
+                raise RequestError(422, "selection", f"round_robin needs the log-prob of every index: {e}") from None
+            versions.update(version for _, version in readings)
+            return [logprobs for logprobs, _version in readings]
+
+        ((index, wins),) = await round_robin([len(candidates)], read, [req["answers"]])
+        versions = sorted(versions)
         return {"index": index, "selection": "round_robin", "wins": [round(w, 6) for w in wins],
                 "pooled_by_answer": req["answers"] is not None, "pairs": len(pairs),
                 "policy_version": versions[-1], "policy_versions": versions, "rounds": 1, "orders": 2,

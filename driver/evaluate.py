@@ -26,8 +26,8 @@ from typing import Optional, Sequence
 
 from core.algo import metrics as M
 from core.algo.genselect import OWN_ANSWER_RE, PromptStyle, parse_judgment, reordered_task
-from core.algo.knockout import advance, both_orders_pick, plan_round
-from core.algo.round_robin import all_pairs, read_in_both_orders, round_robin_pick, win_probs
+from core.algo.knockout import both_orders_pick
+from core.algo.selection import knockout, round_robin
 
 CHUNK_PROMPTS = 64  # prompts per batch of the command line's evaluation: one progress update each
 
@@ -160,48 +160,36 @@ def sub_task(task, members: Sequence[int], style: PromptStyle):
 async def choose_knockout(worker, tasks: Sequence, window: int, style: PromptStyle,
                           max_tokens: Optional[int] = None, both_orders: bool = False) -> list:
     """Greedy knockout selections (indices into each task's candidates; None = the final judgment did not
-    parse). Each round judges every task's groups in one batch; a group whose judgment does not parse
-    advances its first member (the serving rule, docs/serving.md). `both_orders`: each group is judged as
-    given and reversed from the log-probs of every index (`worker.index_logprobs`), and the candidate with
-    the higher summed log-prob advances (core.algo.knockout.both_orders_pick: a position preference cancels)."""
-    members = [list(range(t.num_candidates)) for t in tasks]
-    while any(len(m) > 1 for m in members):
-        plans = {i: plan_round(m, window, lambda g: True) for i, m in enumerate(members) if len(m) > 1}
-        judged = [(i, g) for i, plan in plans.items() for g in plan if len(g) > 1]
+    parse): `core.algo.selection.knockout`, the procedure the HTTP service runs, with every round's groups of
+    every task judged in one batch. `both_orders`: each group is judged as given and reversed from the log-probs
+    of every index (`worker.index_logprobs`), and the candidate with the higher summed log-prob advances
+    (core.algo.knockout.both_orders_pick: a position preference cancels); else one greedy judgment a group."""
+    async def judge(judged: list) -> list:
         if both_orders:
-            picks = await _judge_both_orders(worker, tasks, judged, style)
-        else:
-            results = await worker.generate([sub_task(tasks[i], g, style) for i, g in judged], n=1,
-                                            temperature=0.0, max_tokens=max_tokens)
-            picks = {(i, tuple(g)): parse_judgment(result.rollouts[0].response_text, len(g)).index
-                     for (i, g), result in zip(judged, results)}
-        for i, plan in plans.items():
-            members[i] = [g[0] if len(g) == 1 else advance(g, picks[(i, tuple(g))], final=len(plan) == 1)
-                          for g in plan]
-    return [m[0] if m else None for m in members]
+            prompts = [sub_task(tasks[i], order, style) for i, g in judged for order in (g, g[::-1])]
+            logprobs = await worker.index_logprobs(prompts)
+            return [{"local": both_orders_pick(logprobs[2 * k][0], logprobs[2 * k + 1][0])}
+                    for k in range(len(judged))]
+        results = await worker.generate([sub_task(tasks[i], g, style) for i, g in judged], n=1, temperature=0.0,
+                                        max_tokens=max_tokens)
+        return [{"local": parse_judgment(r.rollouts[0].response_text, len(g)).index}
+                for (_, g), r in zip(judged, results)]
 
-
-async def _judge_both_orders(worker, tasks: Sequence, judged: list, style: PromptStyle) -> dict:
-    """{(task index, group): pick within the group} for groups judged as given and reversed."""
-    prompts = [sub_task(tasks[i], order, style) for i, g in judged for order in (g, g[::-1])]
-    logprobs = await worker.index_logprobs(prompts)
-    return {(i, tuple(g)): both_orders_pick(logprobs[2 * k][0], logprobs[2 * k + 1][0])
-            for k, (i, g) in enumerate(judged)}
+    choices, _ = await knockout([t.num_candidates for t in tasks], window, judge)
+    return choices
 
 
 async def choose_round_robin(worker, tasks: Sequence, style: PromptStyle, by_answer: bool = True) -> list:
-    """Round-robin selections (core/algo/round_robin.py): every pair of every task judged as given and reversed
-    from the log-probs of its two indices (`worker.index_logprobs`, one batch for all tasks), wins pooled by the
-    candidates' final answers (`by_answer`; else every candidate alone). Indices into each task's candidates."""
-    pairs = [all_pairs(task.num_candidates) for task in tasks]
-    prompts = [sub_task(task, order, style) for task, p in zip(tasks, pairs) for order in read_in_both_orders(p)]
-    readings = [logprobs for logprobs, _version in await worker.index_logprobs(prompts)] if prompts else []
-    choices, start = [], 0
-    for task, p in zip(tasks, pairs):
-        probs = win_probs(p, readings[start:start + 2 * len(p)])
-        start += 2 * len(p)
-        choices.append(round_robin_pick(task.num_candidates, probs, task.candidate_answers if by_answer else None)[0])
-    return choices
+    """Round-robin selections (`core.algo.selection.round_robin`, the procedure the HTTP service runs): every pair
+    of every task judged as given and reversed from the log-probs of its two indices (`worker.index_logprobs`, one
+    batch for all tasks), wins pooled by the candidates' final answers (`by_answer`; else every candidate alone).
+    Indices into each task's candidates."""
+    async def read(orders: list) -> list:
+        readings = await worker.index_logprobs([sub_task(tasks[i], order, style) for i, order in orders])
+        return [logprobs for logprobs, _version in readings]
+
+    answers = [t.candidate_answers for t in tasks] if by_answer else None
+    return [index for index, _wins in await round_robin([t.num_candidates for t in tasks], read, answers)]
 
 
 EVAL_TIMEOUT_RETRIES = 2  # a held-out evaluation past its deadline is run again this many times before the run stops
