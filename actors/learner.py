@@ -26,6 +26,7 @@ import logging
 import os
 import time
 from pathlib import Path
+from typing import Optional
 
 import deepspeed
 import numpy as np
@@ -225,10 +226,12 @@ class Learner(NcclWeightSender):
 
     def __init__(self, cfg, algo, model_path: str, rank: int = 0, world_size: int = 1,
                  master_addr: str = "127.0.0.1", master_port: int = 29500, seed: int = 0,
-                 total_train_steps: int = 0, temperature: float = 1.0):
+                 total_train_steps: int = 0, temperature: float = 1.0, frozen: Optional[dict] = None):
+        """frozen: {parameter name: bool array, True where the entry never trains} (core/frozen.py), the entries the
+        model folder declares frozen (driver.models.tiny.frozen_entries for the embedded tiny model); None: none."""
         from transformers import AutoModelForCausalLM
 
-        from core.induction import freeze_circuit, wired_circuit
+        from core.frozen import freeze_entries
 
         if algo.ratio_reference not in ("behaviour", "proximal"):  # 'auto' is resolved by core.config
             raise ValueError(f"algorithm.ratio_reference={algo.ratio_reference!r}: the learner needs 'behaviour' or "
@@ -248,12 +251,11 @@ class Learner(NcclWeightSender):
         bf16 = cfg.dtype == "bfloat16"
         hf = AutoModelForCausalLM.from_pretrained(str(model_path), dtype=torch.bfloat16 if bf16 else torch.float32,
                                                   attn_implementation="sdpa")
-        circuit = wired_circuit(model_path)
-        if circuit:  # a tiny model's hand-written induction circuit stays as written
+        if frozen:  # entries the model folder declares frozen stay as they are
             if cfg.zero_stage == 3:
-                raise ValueError("learner.zero_stage=3 partitions the parameters, so the wired induction circuit's "
-                                 "gradient masks cannot apply; use zero_stage 0-2 with model.tiny.induction_circuit")
-            freeze_circuit(hf, circuit)
+                raise ValueError("learner.zero_stage=3 partitions the parameters, so the gradient masks of the entries "
+                                 "the model declares frozen cannot apply; use zero_stage 0-2 with this model")
+            freeze_entries(hf, frozen)
         if cfg.gradient_checkpointing:
             enable_gradient_checkpointing(hf)
         self.tied = bool(getattr(hf.config, "tie_word_embeddings", False))

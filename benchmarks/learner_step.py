@@ -210,9 +210,10 @@ def deepspeed_steps(model_dir, cfg, batches: list, repeats: int, warmup: int) ->
     from actors.learner import Learner
     from actors.packing import count_loss_tokens
     from core.net import free_port
+    from driver.models.tiny import frozen_entries
 
     learner = Learner(cfg.learner, cfg.algorithm, str(model_dir), master_port=free_port(),
-                      total_train_steps=cfg.steps)
+                      total_train_steps=cfg.steps, frozen=frozen_entries(model_dir))  # as a run hands it
     out = []
     try:
         for k in range(warmup + repeats):

@@ -22,8 +22,9 @@ class Handles:
     placement_group: Any = None
 
 
-def launch(cfg, model_path: str, actor_env: dict, domains: tuple = ("math",)) -> Handles:
+def launch(cfg, model_path: str, actor_env: dict, domains: tuple = ("math",), frozen: dict | None = None) -> Handles:
     """Start every actor of `cfg` (a TrainConfig) on the running Ray cluster; PlacementError if it cannot fit.
+    `frozen`: the entries of the model that never train (core/frozen.py), handed to every learner rank.
 
     Rollout actors are restartable (Ray restarts a dead one; the driver re-issues its prompts and pushes the
     current weights into it); learner ranks are not (a learner failure stops the run; resume=auto goes on).
@@ -55,7 +56,8 @@ def launch(cfg, model_path: str, actor_env: dict, domains: tuple = ("math",)) ->
         handles.learners.append(cls.remote(cfg.learner, cfg.algorithm, model_path, rank=slot.index,
                                            world_size=len(learner_slots), master_addr=master_addr,
                                            master_port=master_port, seed=cfg.seed,
-                                           total_train_steps=cfg.steps, temperature=cfg.rollout.temperature))
+                                           total_train_steps=cfg.steps, temperature=cfg.rollout.temperature,
+                                           frozen=frozen))
     for slot in placement.of("rollout"):
         cls = ray.remote(**options(slot, max_restarts=3, max_concurrency=16))(RolloutWorker)
         handles.rollouts.append(cls.remote(cfg.rollout, model_path, dtype=cfg.model.dtype,

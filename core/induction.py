@@ -169,11 +169,11 @@ def circuit_masks(model, context: int = 3) -> dict:
 
 
 def freeze_circuit(model, context: int = 3) -> list:
-    """Zero the gradient of every circuit entry (`circuit_masks`) on each backward pass; returns the hook handles.
-    With AdamW and no weight decay, an entry whose gradient is always 0 never moves."""
-    params = dict(model.named_parameters())
-    return [params[name].register_hook(lambda grad, m=mask: grad.masked_fill(m, 0.0))
-            for name, mask in circuit_masks(model, context).items() if mask.any()]
+    """Zero the gradient of every circuit entry (`circuit_masks`) on each backward pass (core.frozen.freeze_entries);
+    returns the hook handles. With AdamW and no weight decay, an entry whose gradient is always 0 never moves."""
+    from core.frozen import freeze_entries
+
+    return freeze_entries(model, circuit_masks(model, context))
 
 
 def check_shape(shape) -> None:

@@ -148,8 +148,11 @@ class Run:
         from driver.fleet import Fleet
         from driver.step import RolloutCollector
 
+        from driver.models.tiny import frozen_entries
+
         self.handles = launch(self.cfg, str(self.prepared.model_dir), default_env(),
-                              domains=tuple(sorted({t.domain for t in self.train_tasks})))
+                              domains=tuple(sorted({t.domain for t in self.train_tasks})),
+                              frozen=frozen_entries(self.prepared.model_dir))
         self.fleet = Fleet(self.cfg, self.handles, None, self.run_dir)
         self._wait_until_started()
         board = self._start_serving() if self.cfg.serve.live else None

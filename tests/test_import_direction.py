@@ -179,3 +179,15 @@ def test_the_module_graph_resolves_from_imports_of_modules_and_names(tmp_path):
     graph = module_graph(tmp_path)
     assert graph["driver.x"] == {"driver.y"} and graph["driver.y"] == {"driver.x"}
     assert import_circles(graph) == [["driver.x", "driver.y"]]
+
+
+#: modules of the embedded tiny recipe that no actor may import: the learner and the rollout engines serve any model,
+#: and a model's own needs reach them through small hooks (frozen entries handed to the learner, extra rows a step)
+RECIPE_MODULES = ("core.induction", "driver.models")
+
+
+def test_actors_import_nothing_of_the_tiny_recipe():
+    bad = [f"{path.relative_to(ROOT)}:{line}: imports {name}"
+           for path in sorted((ROOT / "actors").rglob("*.py")) for line, name in imported_modules(path)
+           if name.startswith(RECIPE_MODULES)]
+    assert not bad, "actors/ must not import the tiny recipe:\n  " + "\n  ".join(bad)

@@ -120,3 +120,18 @@ def _remove(path: Path) -> None:
 
     if path.exists():
         shutil.rmtree(path)
+
+
+def frozen_entries(model_dir) -> dict | None:
+    """The entries a tiny model folder keeps frozen in every training stage, as the learner takes them
+    (core/frozen.py: {parameter name: bool array}): its hand-written induction circuit when one was written
+    (`core.induction.circuit_masks`, the context its folder records); None for any other folder."""
+    from core.induction import circuit_masks, wired_circuit
+
+    context = wired_circuit(model_dir)
+    if not context:
+        return None
+    from transformers import AutoModelForCausalLM
+
+    model = AutoModelForCausalLM.from_pretrained(str(model_dir))
+    return {name: mask.numpy() for name, mask in circuit_masks(model, context).items() if bool(mask.any())}

@@ -188,22 +188,35 @@ def test_shutdown_releases_the_model_under_zero2(tiny_model_path):
     assert model() is None
 
 
+def tiny_model_folder_without_circuit(tmp_path):
+    from core.config import TinyModelConfig
+    from driver.models.tiny import build_tiny_model
+
+    from .conftest import tiny_texts
+
+    return build_tiny_model(TinyModelConfig(), tiny_texts(), tmp_path / "plain", seed=0)
+
+
 def test_a_wired_induction_circuit_stays_as_written_through_learner_steps(vocab, tmp_path):
-    """A model built with `model.tiny.induction_circuit` (recorded in its folder) keeps every circuit entry exactly
-    as written through DeepSpeed steps (gradient masks); the rest of the model trains. ZeRO-3 is refused."""
+    """A model built with `model.tiny.induction_circuit` (recorded in its folder) declares the circuit's entries
+    frozen (driver.models.tiny.frozen_entries); handed to the learner, they stay exactly as written through
+    DeepSpeed steps (gradient masks) while the rest of the model trains. ZeRO-3 is refused with frozen entries."""
     from transformers import AutoModelForCausalLM
 
     from core.config import TinyModelConfig
     from core.induction import circuit_masks
-    from driver.models.tiny import build_tiny_model
+    from driver.models.tiny import build_tiny_model, frozen_entries
 
     from .conftest import tiny_texts
 
     path = build_tiny_model(TinyModelConfig(induction_circuit=True), tiny_texts(), tmp_path / "wired", seed=0)
     masks = {k: m.numpy() for k, m in circuit_masks(AutoModelForCausalLM.from_pretrained(path)).items()}
+    frozen = frozen_entries(path)  # what the run hands the learner for this folder
+    assert frozen is not None and all(np.array_equal(frozen[k], masks[k]) for k in frozen)
+    assert frozen_entries(tiny_model_folder_without_circuit(tmp_path)) is None
     with pytest.raises(ValueError, match="zero_stage=3"):
-        new_learner(path, cfg=learner_cfg(zero_stage=3))
-    learner = new_learner(path, cfg=learner_cfg(zero_stage=2))
+        new_learner(path, cfg=learner_cfg(zero_stage=3), frozen=frozen)
+    learner = new_learner(path, cfg=learner_cfg(zero_stage=2), frozen=frozen)
     try:
         before = learner.export_weights()
         seqs = on_policy(learner, make_batch(6, seed=5, vocab=vocab, group=3))
