@@ -6,7 +6,7 @@ configs/selector.yaml, cached under .cache/) and a GenSelect-shaped batch from i
 its prompts_per_step) x `--samples` responses (8), each response one constrained index token, as its rollout samples
 them. The batch is packed by `actors.packing.pack_sequences` (the learner's
 `micro_batch_tokens`, 8192) and one learner step is run as the learner runs it: per micro-batch the forward of
-`actors.learner._PolicyLogprobs`, `actors.learner.micro_batch_loss`, backward; then global-norm clipping and
+`actors.policy_forward._PolicyLogprobs`, `actors.policy_forward.micro_batch_loss`, backward; then global-norm clipping and
 AdamW (torch; DeepSpeed left out). Modes (`--attention`, comma-separated, run interleaved step by step on
 copies of the same weights, and their log-probs compared): `dense` is the dense-mask-rows layout (rows as wide as
 the longest unit, a dense (rows, 1, W, W) boolean mask into SDPA, the whole last layer); `blocks` the packed-blocks
@@ -111,7 +111,7 @@ def load_model(model_dir, mode: str, dtype: str = "float32", device: str = "cpu"
     import torch
     from transformers import AutoModelForCausalLM
 
-    from actors.learner import _PolicyLogprobs, enable_gradient_checkpointing
+    from actors.policy_forward import _PolicyLogprobs, enable_gradient_checkpointing
     from core.induction import freeze_if_wired
 
     hf = AutoModelForCausalLM.from_pretrained(str(model_dir), dtype=getattr(torch, dtype), attn_implementation="sdpa")
@@ -158,7 +158,7 @@ class Step:
         """Forward of one micro-batch and the loss `Learner.train_step` backpropagates with one mini-batch: the
         decoupled ratio's proximal policy is the forward's own values (`ratio_reference: proximal`), and the solution
         anchor is added when the batch has anchor tokens."""
-        from actors.learner import anchor_loss, micro_batch_loss
+        from actors.policy_forward import anchor_loss, micro_batch_loss
 
         prox = None if self.algo.ratio_reference == "proximal" else False
         logprobs, _ = self.module(**inputs(mb, attention, self.device))

@@ -161,9 +161,7 @@ class Run:
         self.stream = self._curriculum()
         self.collector = RolloutCollector(self.handles, self._tasks_by_id(), self.stream, self.cfg.rollout,
                                           self.fleet.restore_worker,
-                                          deadline_s=lambda prompts: collect_deadline_s(self.cfg, prompts),
-                                          max_staleness=self.cfg.max_staleness,
-                                          dynamic_sampling=self.cfg.algorithm.dynamic_sampling)
+                                          deadline_s=lambda prompts: collect_deadline_s(self.cfg, prompts))
         self.extra_rows = self._extra_rows()
         self.reader = HeldOutReader(self.cfg, self.fleet, self.eval_tasks, self.nocue_tasks, self._warn)
 

@@ -64,12 +64,10 @@ class Collected:
 class RolloutCollector:
     """Issues generation + verification and assembles batches; see the module docstring."""
 
-    def __init__(self, handles, tasks_by_id: dict, stream, rollout_cfg, on_worker_restart, deadline_s=None,
-                 max_staleness: int = 1, dynamic_sampling: bool = True):
+    def __init__(self, handles, tasks_by_id: dict, stream, rollout_cfg, on_worker_restart, deadline_s=None):
         """on_worker_restart(worker index): push the current weights into a restarted engine (Fleet.restore_worker);
         deadline_s(prompts) -> seconds the driver waits for one call of that many prompts (generation and
-        scoring; core.deadlines.collect_deadline_s); default: rollout_cfg.request_timeout_s; max_staleness and
-        dynamic_sampling: stage 2's filter (`filter_groups`)."""
+        scoring; core.deadlines.collect_deadline_s); default: rollout_cfg.request_timeout_s."""
         self.handles = handles
         self.deadline_s = deadline_s or (lambda prompts: rollout_cfg.request_timeout_s)
         self.tasks = tasks_by_id
@@ -80,7 +78,6 @@ class RolloutCollector:
         self.inflight: list = []    # Issued calls
         self._next_worker = 0
         self.counters = Counter()
-        self.max_staleness, self.dynamic_sampling = max_staleness, dynamic_sampling
 
     # -- issuing --------------------------------------------------------------------------------------
     def issue(self, count: int, version: int) -> list:
@@ -145,16 +142,17 @@ class RolloutCollector:
             log.warning("rollout worker %d: aborting call %s failed (%s)", call.worker, call.call_id,
                         type(err).__name__)
 
-    def collect(self, calls: list, version: int, need: int, max_rounds: int) -> Collected:
+    def collect(self, calls: list, version: int, need: int, max_rounds: int, max_staleness: int = 1,
+                dynamic_sampling: bool = True) -> Collected:
         """Wait for `calls`, then refill with fresh generation rounds (issued at `version`) until `need`
         usable groups exist.
 
-        Usable: kept by stage 2's `filter_groups` against the learner's `version` (not stale and, with dynamic
-        sampling, rewards not all equal). At most `max_rounds` generation rounds in all (DAPO's
-        max_num_gen_batches); a batch still short then trains as it is.
+        Usable: kept by stage 2's `filter_groups` against the learner's `version` (at most `max_staleness` versions
+        old and, with `dynamic_sampling`, rewards not all equal). At most `max_rounds` generation rounds in all
+        (DAPO's max_num_gen_batches); a batch still short then trains as it is.
         """
         def keep(groups: list) -> Filtered:
-            return filter_groups(groups, version, self.max_staleness, self.dynamic_sampling)
+            return filter_groups(groups, version, max_staleness, dynamic_sampling)
 
         started = time.time()
         stats = Counter()

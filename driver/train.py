@@ -50,7 +50,7 @@ def train_loop(run, start_step: int, steps: int) -> None:
         keep_in_flight(run.collector, pending, max(1, cfg.max_staleness), cfg.prompts_per_step, fleet.version)
         # 1. collect the oldest batch in flight, refilled by fresh rounds while 2. the filter leaves it short
         collected = run.collector.collect(pending.popleft(), fleet.version, cfg.prompts_per_step,
-                                          algo.max_num_gen_batches)
+                                          algo.max_num_gen_batches, cfg.max_staleness, algo.dynamic_sampling)
         waited = time.time() - started
         if cfg.max_staleness >= 1:  # the next batch generates while this one trains
             keep_in_flight(run.collector, pending, cfg.max_staleness, cfg.prompts_per_step, fleet.version)

@@ -184,7 +184,7 @@ def test_learner_logprobs_match_engine_at_the_paper_temperature(engine, referenc
     behaviour log-probs of the sampled tokens: the PPO ratio is 1 on-policy."""
     import torch
 
-    from actors.learner import _PolicyLogprobs
+    from actors.policy_forward import _PolicyLogprobs
     from actors.packing import pack_sequences, unpack_per_sequence
     from core.records import TrainSequence
 
@@ -219,7 +219,7 @@ def test_constrained_index_sampling_and_learner_normalisation(engine, reference,
 
     import torch
 
-    from actors.learner import _PolicyLogprobs
+    from actors.policy_forward import _PolicyLogprobs
     from actors.packing import pack_sequences, unpack_per_sequence
     from core.records import TrainSequence
 
@@ -263,7 +263,7 @@ def test_sample_index_only_points_after_a_greedy_solution(engine, reference, rh,
     import torch
 
     import actors.pick_point as pick_point_module
-    from actors.learner import _PolicyLogprobs
+    from actors.policy_forward import _PolicyLogprobs
     from actors.packing import pack_sequences, unpack_per_sequence
     from core.chat import full_response
     from core.records import TrainSequence
@@ -330,7 +330,7 @@ def test_pick_then_point_samples_a_pick_and_a_pointer_around_a_greedy_solution(e
 
     import actors.pick_point as pick_point_module
     import actors.response_forms as response_forms
-    from actors.learner import _PolicyLogprobs
+    from actors.policy_forward import _PolicyLogprobs
     from actors.packing import pack_sequences, unpack_per_sequence
     from core.chat import PICK_MARK, pick_point_head
     from core.records import TrainSequence

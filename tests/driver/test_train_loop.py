@@ -48,8 +48,7 @@ class FakeRun:
         self.calls = []
         self.fleet = FakeFleet(self.calls)
         self.collector = RolloutCollector(SimpleNamespace(rollouts=[None]), {},
-                                          CurriculumStream(ids, {i: 2 for i in ids}, [2]), None, None,
-                                          max_staleness=max_staleness)
+                                          CurriculumStream(ids, {i: 2 for i in ids}, [2]), None, None)
         self.collector._call = lambda worker, prompt_ids, version: Issued(worker, list(prompt_ids), None, version)
 
         def wait(call):  # prompts in `flat` come back with equal rewards (dynamic sampling drops them)
