@@ -6,8 +6,8 @@ configs/selector.yaml, cached under .cache/) and a GenSelect-shaped batch from i
 its prompts_per_step) x `--samples` responses (8), each response one constrained index token, as its rollout samples
 them. The batch is packed by `actors.packing.pack_sequences` (the learner's
 `micro_batch_tokens`, 8192) and one learner step is run as the learner runs it: per micro-batch the forward of
-`actors.policy_forward._PolicyLogprobs`, `actors.policy_forward.micro_batch_loss`, backward; then global-norm clipping and
-AdamW (torch; DeepSpeed left out). Modes (`--attention`, comma-separated, run interleaved step by step on
+`actors.policy_forward._PolicyLogprobs`, `actors.policy_forward.micro_batch_loss`, backward; then global-norm clipping
+and AdamW (torch; DeepSpeed left out). Modes (`--attention`, comma-separated, run interleaved step by step on
 copies of the same weights, and their log-probs compared): `dense` is the dense-mask-rows layout (rows as wide as
 the longest unit, a dense (rows, 1, W, W) boolean mask into SDPA, the whole last layer); `blocks` the packed-blocks
 layout (one padding-free row, attention by blocks, actors/packed_attention.py, the last layer at the targets);

@@ -120,4 +120,5 @@ def cache_key_settings(section, added_later: dict) -> dict:
 __all__ = ["TrainConfig", "ModelConfig", "TinyModelConfig", "WarmStartConfig", "PretrainConfig", "DataConfig",
            "RolloutConfig", "VerifierConfig", "LearnerConfig", "AlgorithmConfig", "WeightSyncConfig", "ClusterConfig",
            "CurriculumConfig", "ServeConfig", "ConfigError", "CONFIG_DIR", "load_config", "resolve_config_path",
-           "estimator_params", "resolve_ratio_reference", "to_yaml", "from_yaml", "describe", "is_recipe_key", "cache_key_settings"]
+           "estimator_params", "resolve_ratio_reference", "to_yaml", "from_yaml", "describe", "is_recipe_key",
+           "cache_key_settings"]

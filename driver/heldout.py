@@ -173,7 +173,8 @@ class HeldOutReader:
 
         # each round is one generate call of at most N / 2 sub-prompts per task (twice that read in both orders),
         # each shorter than the task's prompt
-        window, n, both = self.cfg.eval_knockout_window, self.cfg.data.max_candidates, self.cfg.eval_knockout_both_orders
+        cfg = self.cfg
+        window, n, both = cfg.eval_knockout_window, cfg.data.max_candidates, cfg.eval_knockout_both_orders
         deadline = rounds_needed(n, window) * generate_deadline_s(
             self.cfg.rollout, self.cfg.data.max_prompt_tokens, len(tasks) * max(1, n // 2) * (2 if both else 1))
         choices = self._read_on_engine(

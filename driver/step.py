@@ -267,9 +267,9 @@ def shape_and_advantage(groups: list, algo, max_response_tokens: int, policy_log
     scored rollouts).
 
     `policy_logprobs(sequences) -> per-token log-probs` under the policy being trained (the learner's current
-    weights; `driver.fleet.Fleet.policy_logprobs`) is needed only by an off-policy estimator (`algorithm.maxk_off_policy`):
-    its sequence log-ratio is `sum(policy log-probs) - sum(behaviour log-probs)` per response, over the tokens
-    the policy sampled (`loss_mask` 1)."""
+    weights; `driver.fleet.Fleet.policy_logprobs`) is needed only by an off-policy estimator
+    (`algorithm.maxk_off_policy`): its sequence log-ratio is `sum(policy log-probs) - sum(behaviour log-probs)` per
+    response, over the tokens the policy sampled (`loss_mask` 1)."""
     if not groups:
         raise ValueError("shape_and_advantage needs at least one group")
     rollouts = [r for g in groups for r in g.rollouts]

@@ -2,7 +2,8 @@
 command, script, config and link that the docs name exists.
 
 - No session or issue number (the word, singular or plural, in any case, then a number, with or without "#") in any
-  tracked text file or path: the reason and its figure belong there, and the history of how a choice was made is in git (tag `notebook-archive`).
+  tracked text file or path: the reason and its figure belong there, and the history of how a choice was made is in
+  git (tag `notebook-archive`).
   Another project's tracker is cited as owner/repo#N, which this does not match.
 - No path outside the checkout: `../shared` (notes beside a developer's checkout that a user does not have) or the
   absolute path of the folder holding the checkout.
