@@ -40,4 +40,4 @@ VLLM_CACHE_ROOT="${VLLM_CACHE_ROOT:-$PWD/.cache/vllm}" .venv/bin/python -c \
   "from vllm.model_executor.models.registry import ModelRegistry as r; assert r._try_inspect_model_cls('Qwen3ForCausalLM')" \
   > .venv/vllm-inspect.log 2>&1 || echo "[setup] warning: inspecting vLLM's Qwen3 class failed (see .venv/vllm-inspect.log); the first engine start does it instead"
 echo "$recipe_hash" > "$stamp"
-echo "[setup] done in $(( $(date +%s) - start )) s; environment $(du -sh .venv | cut -f1)"
+echo "[setup] done in $(( $(date +%s) - start )) s; environment $(du -sh .venv/ | cut -f1)"

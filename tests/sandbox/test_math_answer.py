@@ -1,7 +1,7 @@
 """(answer, reference, expected) cases for `sandbox.math_answer.check_answer`, grouped by where the convention
 comes from. Sources of the case classes:
 
-* [issue12]  the three false "wrong" labels reported in issue #12 (a public competition-math set, transcripts).
+* [prose]    three answers in prose that were once labelled wrong (a public competition-math set, transcripts).
 * [MATH]     Hendrycks et al. 2021, "Measuring Mathematical Problem Solving With the MATH Dataset": answers in
              `\\boxed{}`, `\\frac`, `\\sqrt`, intervals, sets, `^\\circ`, `\\text{}` units, `\\$`, `\\%`.
 * [Minerva]  Lewkowycz et al. 2022, "Solving Quantitative Reasoning Problems with Language Models": its final
@@ -19,7 +19,7 @@ import pytest
 from sandbox.math_answer import check_answer, extract_answer, is_formula
 
 CASES = [
-    # --- [issue12] prose answers marked wrong before
+    # --- [prose] prose answers marked wrong before
     ("2*C(10, 5), or equivalently 504", "504", True),
     ("The limit exists and is equal to 4", "Therefore the limit is 4.", True),
     ("2^(m+1)", "So the number of such subsets is 2^(m+1).", True),
