@@ -4,14 +4,14 @@ container of the project image (cluster/image/build.sh) running `ray start --blo
     python -m cluster.containers TOPOLOGY [--image genselect-rl:0.1.0-cpu] [--dashboard-port 8265]
                                           [--token-file FILE] [--shared DIR] [--state FILE]
 
-The containers use the host's network (no bridge: the nodes talk over 127.0.0.1) with ports of their own, and
-each has its own file system, /tmp/ray and /dev/shm, as machines of their own would. What a job's nodes must
-share (the model and data folders, the run folder) goes under `--shared DIR`, mounted at the same path in every
-container. Each node offers its type's resources plus one unit of a resource named after its container, so a
-node id can be told apart from the state API (`ray list nodes`). With `--token-file FILE` every node runs with
-`RAY_AUTH_MODE=token` and the token of FILE (written if missing), as `cluster.local` does. Blocks until
-SIGTERM or SIGINT, then removes the containers; `docker kill <container>` kills a node as a machine's death
-would. With `--state FILE`: the dashboard address and the containers, as JSON.
+The containers use the host's network (no bridge) with ports of their own; each node has a loopback address of
+its own (127.0.0.10, .11, ...: all traffic stays on loopback, and `ray list nodes` tells the nodes apart by
+`node_ip`) and its own file system, /tmp/ray and /dev/shm, as machines of their own would. What a job's nodes
+must share (the model and data folders, the run folder) goes under `--shared DIR`, mounted at the same path in
+every container. With `--token-file FILE` every node runs with `RAY_AUTH_MODE=token` and the token of FILE
+(written if missing), as `cluster.local` does. Blocks until SIGTERM or SIGINT, then removes the containers;
+`docker kill <container>` kills a node as a machine's death would. With `--state FILE`: the cluster's
+description (dashboard address, containers and their addresses) as JSON.
 """
 from __future__ import annotations
 
@@ -36,11 +36,10 @@ def container_name(prefix: str, node_type: str, index: int) -> str:
     return f"{prefix}-{node_type}-{index}"
 
 
-def ray_start(node: topology.NodeType, name: str, head_address: str | None, ports: dict) -> list[str]:
-    """The `ray start --block` command of one node (the head when `head_address` is None)."""
-    resources = {**node.custom_resources(), name: 1}
-    cmd = ["ray", "start", "--block", "--node-ip-address=127.0.0.1", f"--num-cpus={int(node.resources['CPU'])}",
-           f"--num-gpus={int(node.resources.get('GPU', 0))}", f"--resources={json.dumps(resources)}",
+def ray_start(node: topology.NodeType, ip: str, head_address: str | None, ports: dict) -> list[str]:
+    """The `ray start --block` command of one node at `ip` (the head when `head_address` is None)."""
+    cmd = ["ray", "start", "--block", f"--node-ip-address={ip}", f"--num-cpus={int(node.resources['CPU'])}",
+           f"--num-gpus={int(node.resources.get('GPU', 0))}", f"--resources={json.dumps(node.custom_resources())}",
            f"--object-store-memory={OBJECT_STORE_BYTES}", "--min-worker-port=0", "--max-worker-port=0",
            f"--dashboard-agent-listen-port={ports['agent']}", "--disable-usage-stats"]
     if head_address is None:
@@ -48,6 +47,12 @@ def ray_start(node: topology.NodeType, name: str, head_address: str | None, port
                       f"--dashboard-port={ports['dashboard']}", f"--ray-client-server-port={ports['client']}",
                       f"--system-config={json.dumps(FAST_HEALTH_CHECKS)}"]
     return cmd + [f"--address={head_address}"]
+
+
+def node_ip(index: int) -> str:
+    """The loopback address of the `index`-th node (127.0.0.1 itself would not do: `ray start` replaces it, as an
+    address other machines cannot reach, with the host's first interface address)."""
+    return f"127.0.0.{10 + index}"
 
 
 def docker_run(image: str, name: str, command: list[str], env: dict, shared: str | None) -> None:
@@ -75,19 +80,19 @@ def start(topo: topology.Topology, image: str, dashboard_port: int, token_file: 
           shared: str | None = None, prefix: str = "genselect") -> dict:
     """Start the head and `replicas` nodes of every worker type; the cluster's description."""
     env = node_env(token_file)
-    gcs = rendezvous_port()
-    head = container_name(prefix, "head", 0)
-    ports = {"gcs": gcs, "dashboard": dashboard_port, "client": rendezvous_port(), "agent": rendezvous_port()}
-    nodes = [{"type": "head", "container": head}]
-    docker_run(image, head, ray_start(topo.head, head, None, ports), env, shared)
-    for node_type in topo.workers:
-        for i in range(node_type.replicas):
-            name = container_name(prefix, node_type.name, i)
-            command = ray_start(node_type, name, f"127.0.0.1:{gcs}", {"agent": rendezvous_port()})
-            docker_run(image, name, command, env, shared)
-            nodes.append({"type": node_type.name, "container": name})
-    return {"dashboard": f"http://127.0.0.1:{dashboard_port}", "gcs_address": f"127.0.0.1:{gcs}", "nodes": nodes,
-            "image": image, "time": time.time()}
+    kinds = [("head", topo.head, 0)] + [(w.name, w, i) for w in topo.workers for i in range(w.replicas)]
+    gcs = f"{node_ip(0)}:{rendezvous_port()}"
+    nodes = []
+    for index, (kind, node_type, replica) in enumerate(kinds):
+        name, ip = container_name(prefix, kind, replica), node_ip(index)
+        ports = {"agent": rendezvous_port()}
+        if kind == "head":
+            ports.update(gcs=gcs.split(":")[1], dashboard=dashboard_port, client=rendezvous_port())
+        command = ray_start(node_type, ip, None if kind == "head" else gcs, ports)
+        docker_run(image, name, command, {**env, "VLLM_HOST_IP": ip}, shared)  # vLLM's guess: the host's interface
+        nodes.append({"type": kind, "container": name, "ip": ip})
+    return {"dashboard": f"http://127.0.0.1:{dashboard_port}", "gcs_address": gcs, "nodes": nodes, "image": image,
+            "time": time.time()}
 
 
 def remove(cluster: dict) -> None:

@@ -34,7 +34,12 @@ if [ "$FLAVOUR" = cpu ]; then
   LINKS="${PIP_FIND_LINKS:-} $("$PY" -m pip config get global.find-links 2>/dev/null || true)"
   for dir in $LINKS; do
     if ls "$dir"/torch-"$TORCH"-cp311-*.whl >/dev/null 2>&1; then
-      PORT=$("$PY" -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
+      # the same port every time when free: the URL is part of the build cache's key for the pip layer
+      PORT=$("$PY" -c 'import socket, sys, zlib
+s = socket.socket()
+try: s.bind(("127.0.0.1", 20000 + zlib.crc32(sys.argv[1].encode()) % 10000))
+except OSError: s.bind(("127.0.0.1", 0))
+print(s.getsockname()[1])' "$dir")
       "$PY" -m http.server --bind 127.0.0.1 --directory "$dir" "$PORT" >/dev/null 2>&1 &
       SERVER=$!
       echo "torch $TORCH from $dir (served on 127.0.0.1:$PORT for the build)"

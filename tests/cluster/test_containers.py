@@ -26,7 +26,8 @@ from tests.cluster.test_multinode import _stream_order
 pytestmark = [pytest.mark.slow, pytest.mark.docker, pytest.mark.e2e]
 ROOT = Path(__file__).resolve().parent.parent.parent
 SMOKE_SHM = "8g"  # Ray's object store (30% of memory) falls back to slower /tmp when /dev/shm is smaller
-STEPS, PROMPTS = 30, 4  # a smoke step takes ~0.2 s here: enough of them to kill a node in the middle
+STEPS, PROMPTS = 100, 4  # a smoke step takes ~0.2 s here: enough of them to find the actors and kill a node mid-run
+ROLES = {"Learner": "learner", "RolloutWorker": "rollout", "VerifierPool": "verifier"}
 # The digest of the code an image holds (run in the image against /app, and here against the checkout)
 DIGEST = """
 import hashlib, pathlib, sys
@@ -160,6 +161,17 @@ def container_cluster(cpu_image, shared, tmp_path):
         containers.remove(cluster)
 
 
+def _actor_containers(names: list[str]) -> dict:
+    """Actor class -> the containers running a process of it (Ray titles an actor's process ray::<class>)."""
+    found = {}
+    for name in names:
+        top = subprocess.run(["docker", "top", name, "-eo", "pid,args"], capture_output=True, text=True, timeout=60)
+        for role in ROLES:
+            if f"ray::{role}" in top.stdout:
+                found.setdefault(role, []).append(name)
+    return found
+
+
 def _submit(client, submission_id: str, *args) -> None:
     for _ in range(30):  # a fresh head's job server answers before its job agent is up
         proc = client.run("job", "submit", "--no-wait", "--submission-id", submission_id, "--", *args, check=False)
@@ -176,39 +188,45 @@ def test_a_cluster_of_containers_runs_the_smoke_job_and_survives_a_killed_node(c
     client = h["RayClient"](cluster["dashboard"], {"RAY_AUTH_MODE": "token", "RAY_AUTH_TOKEN_PATH": str(token)})
     h["wait_for"](lambda: client.run("job", "list", check=False).returncode == 0, 240, "the head's job server", every=2)
     assert client.refuses_a_wrong_token()
-    alive = lambda: {n: r for n, (s, r) in client.nodes().items() if s == "ALIVE"}  # noqa: E731
+    alive = lambda: {n["node_id"]: n["node_ip"] for n in client._state_list("nodes") if n["state"] == "ALIVE"}  # noqa
     h["wait_for"](lambda: len(alive()) == len(cluster["nodes"]), 240, "every container's node", every=3)
-    container_of = {nid: next(n for n in cluster["nodes"] if n["container"] in res) for nid, res in alive().items()}
+    by_ip = {n["ip"]: n for n in cluster["nodes"]}
+    container_of = {nid: by_ip[ip] for nid, ip in alive().items()}  # each node at its own loopback address
+    assert sorted(by_ip) == sorted(alive().values()) and all(ip.startswith("127.") for ip in by_ip)
 
     nodes_up_s = time.time() - cluster["time"]  # from the first `docker run`
     run_dir = shared / "run"
     submitted = time.time()
     _submit(client, "containers", "python", "-m", "driver.train", "smoke", f"run_dir={run_dir}",
             f"model.cache_dir={shared}/models", f"data.out_dir={shared}/datasets", f"steps={STEPS}",
-            f"prompts_per_step={PROMPTS}", "checkpoint_every=10", "algorithm.dynamic_sampling=false", *h["PINS"])
-    roles = ("Learner", "RolloutWorker", "VerifierPool")
-    where = h["wait_for"](lambda: (lambda a: set(roles) <= set(a) and a)(client.alive_actors()), 900, "the actors")
-    placed = {cls: container_of[where[cls]]["type"] for cls in roles}
-    assert placed == {"Learner": "learner", "RolloutWorker": "rollout", "VerifierPool": "verifier"}, where
-
-    dead = container_of[where["RolloutWorker"]]["container"]
+            f"prompts_per_step={PROMPTS}", "checkpoint_every=50", "algorithm.dynamic_sampling=false", *h["PINS"])
     h["wait_for_step"](client, "containers", run_dir, 0, 900)
-    subprocess.run(["docker", "kill", dead], check=True, capture_output=True, timeout=60)  # as a machine's death
+    names = [n["container"] for n in cluster["nodes"]]
+    where = h["wait_for"](lambda: (lambda f: set(ROLES) <= set(f) and f)(_actor_containers(names)), 60,
+                          "the actors' processes", every=0.2)
+    node_type = {n["container"]: n["type"] for n in cluster["nodes"]}
+    assert {role: [node_type[c] for c in found] for role, found in where.items()} == \
+        {role: [kind] for role, kind in ROLES.items()}, where
+
+    dead = where["RolloutWorker"][0]
+    # frozen at once (a kill takes seconds here, and a smoke step ~0.2 s), then killed: as a machine that dies
+    subprocess.run(["docker", "pause", dead], check=True, capture_output=True, timeout=60)
     killed_at, done_before = time.time(), len(h["train_records"](run_dir))
+    subprocess.run(["docker", "kill", dead], check=True, capture_output=True, timeout=60)
     assert done_before < STEPS, "the run ended before the node died"
     h["wait_for_step"](client, "containers", run_dir, done_before, 600)
     kill_to_next_step_s = time.time() - killed_at
     assert client.wait("containers") == "SUCCEEDED", client.logs("containers")
     moved = client.alive_actors(alive=False)["RolloutWorker"]  # the node it ran on last (restarted there)
     assert container_of[moved]["type"] == "rollout" and container_of[moved]["container"] != dead
-    assert client.nodes()[where["RolloutWorker"]][0] == "DEAD"
+    assert [client.nodes()[n][0] for n, c in container_of.items() if c["container"] == dead] == ["DEAD"]
 
     train = h["train_records"](run_dir)
     assert [r["step"] for r in train] == list(range(1, STEPS + 1))
     assert train[-1].get("rollout/reissued_calls", 0) + train[-1].get("rollout/sync_retries", 0) >= 1, train[-1]
     rows = [json.loads(line) for line in (run_dir / "consumed.jsonl").read_text().splitlines() if line.strip()]
     used = [i for row in rows for key in ("trained", "filtered", "stale") for i in row[key]]
-    # 120 prompts from a 100-prompt split: the stream's second epoch repeats some, and only those
+    # 400 prompts from a 100-prompt split: the stream's later epochs repeat them, and only as it orders them
     assert Counter(used) == Counter(_stream_order(run_dir)[:len(used)]), "a prompt was lost or used twice"
     assert len([i for row in rows for i in row["trained"]]) == STEPS * PROMPTS
     _report("container_cluster", {"nodes_alive_s": nodes_up_s, "submit_to_end_s": time.time() - submitted,
