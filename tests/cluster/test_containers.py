@@ -166,6 +166,7 @@ def _actor_containers(names: list[str]) -> dict:
     found = {}
     for name in names:
         top = subprocess.run(["docker", "top", name, "-eo", "pid,args"], capture_output=True, text=True, timeout=60)
+        assert top.returncode == 0, f"docker top {name}: {top.stderr}"
         for role in ROLES:
             if f"ray::{role}" in top.stdout:
                 found.setdefault(role, []).append(name)
