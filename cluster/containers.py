@@ -78,21 +78,26 @@ def node_env(token_file: str | None) -> dict:
 
 def start(topo: topology.Topology, image: str, dashboard_port: int, token_file: str | None = None,
           shared: str | None = None, prefix: str = "genselect") -> dict:
-    """Start the head and `replicas` nodes of every worker type; the cluster's description."""
+    """Start the head and `replicas` nodes of every worker type; the cluster's description. If a container cannot
+    be started, those already started are removed and the error is raised."""
     env = node_env(token_file)
     kinds = [("head", topo.head, 0)] + [(w.name, w, i) for w in topo.workers for i in range(w.replicas)]
     gcs = f"{node_ip(0)}:{rendezvous_port()}"
-    nodes = []
-    for index, (kind, node_type, replica) in enumerate(kinds):
-        name, ip = container_name(prefix, kind, replica), node_ip(index)
-        ports = {"agent": rendezvous_port()}
-        if kind == "head":
-            ports.update(gcs=gcs.split(":")[1], dashboard=dashboard_port, client=rendezvous_port())
-        command = ray_start(node_type, ip, None if kind == "head" else gcs, ports)
-        docker_run(image, name, command, {**env, "VLLM_HOST_IP": ip}, shared)  # vLLM's guess: the host's interface
-        nodes.append({"type": kind, "container": name, "ip": ip})
-    return {"dashboard": f"http://127.0.0.1:{dashboard_port}", "gcs_address": gcs, "nodes": nodes, "image": image,
-            "time": time.time()}
+    cluster = {"dashboard": f"http://127.0.0.1:{dashboard_port}", "gcs_address": gcs, "nodes": [], "image": image,
+               "time": time.time()}
+    try:
+        for index, (kind, node_type, replica) in enumerate(kinds):
+            name, ip = container_name(prefix, kind, replica), node_ip(index)
+            ports = {"agent": rendezvous_port()}
+            if kind == "head":
+                ports.update(gcs=gcs.split(":")[1], dashboard=dashboard_port, client=rendezvous_port())
+            command = ray_start(node_type, ip, None if kind == "head" else gcs, ports)
+            cluster["nodes"].append({"type": kind, "container": name, "ip": ip})
+            docker_run(image, name, command, {**env, "VLLM_HOST_IP": ip}, shared)  # vLLM would guess the interface
+    except BaseException:
+        remove(cluster)
+        raise
+    return cluster
 
 
 def remove(cluster: dict) -> None:
