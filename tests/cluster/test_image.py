@@ -1,14 +1,16 @@
-"""The image recipes (cluster/image/Dockerfile.gpu, .cpu) are validated, not built (no registry is reachable
-here to pull the official Ray base image): the base is the official Ray image pinned to the Ray version of
-the requirements, every requirement is pinned, every COPY source exists, and the tag the KubeRay
-manifests use is the one the recipe documents, with the project's version."""
+"""The image recipes (cluster/image/Dockerfile.gpu, .cpu) without building them: the default base is the official
+Ray image pinned to the Ray version of the requirements and can be replaced (ARG BASE), every requirement is
+pinned, every COPY source exists, and the tag that cluster/image/build.sh gives the GPU image is the one every
+KubeRay manifest names, with the project's version. Building and running the images: tests/cluster/test_containers.py."""
 import re
+import subprocess
 import tomllib
 from pathlib import Path
 
 import pytest
+import yaml
 
-from cluster import topology
+from cluster.kuberay import generate
 
 ROOT = Path(__file__).resolve().parent.parent.parent
 IMAGE = ROOT / "cluster" / "image"
@@ -37,23 +39,56 @@ def _pins(requirements: Path) -> dict:
     return out
 
 
+def _version() -> str:
+    return tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["version"]
+
+
+def built_tag(flavour: str) -> str:
+    """The tag `sh cluster/image/build.sh FLAVOUR` builds (it prints it and stops with TAG_ONLY=1)."""
+    done = subprocess.run(["sh", str(IMAGE / "build.sh"), flavour], env={"TAG_ONLY": "1", "PATH": "/usr/bin:/bin"},
+                          capture_output=True, text=True, timeout=30)
+    assert done.returncode == 0, done.stderr
+    return done.stdout.strip()
+
+
 @pytest.mark.parametrize("flavour", ["gpu", "cpu"], ids=["nvidia-recipe", "cpu-recipe"])
 def test_image_recipe_is_pinned_and_complete(flavour):
     recipe = IMAGE / f"Dockerfile.{flavour}"
     steps = _instructions(recipe)
-    base = [arg for op, arg in steps if op == "FROM"]
     ray_version = _pins(ROOT / "requirements" / f"{flavour}.txt")["ray"]
-    assert base == [f"rayproject/ray:{ray_version}-py311-{flavour}"]
+    assert steps[0] == ("ARG", f"BASE=rayproject/ray:{ray_version}-py311-{flavour}")
+    assert [arg for op, arg in steps if op == "FROM"] == ["${BASE}"]
     for op, arg in steps:
         if op == "COPY":
             for source in arg.split()[:-1]:
                 assert (ROOT / source).exists(), f"{recipe.name}: COPY {source} does not exist"
     assert any(op == "RUN" and f"requirements/{flavour}.txt" in arg for op, arg in steps)
     assert any(op == "RUN" and "pip install" in arg and "-e ." in arg for op, arg in steps)
-    version = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["version"]
-    assert f"-t genselect-rl:{version}-{flavour}" in recipe.read_text()
+    assert f"-t genselect-rl:{_version()}-{flavour}" in recipe.read_text()
+    assert built_tag(flavour) == f"genselect-rl:{_version()}-{flavour}"
 
 
-def test_kuberay_image_is_the_gpu_recipe_tag():
-    version = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["version"]
-    assert topology.load("paper_gpu").image == f"genselect-rl:{version}-gpu"
+def _images(node) -> list:
+    if isinstance(node, dict):
+        return [v for k, v in node.items() if k == "image"] + [i for v in node.values() for i in _images(v)]
+    return [i for v in node for i in _images(v)] if isinstance(node, list) else []
+
+
+def test_every_kuberay_manifest_names_the_gpu_tag_that_build_sh_builds():
+    manifests = sorted((ROOT / "cluster" / "kuberay").glob("*.yaml"))
+    images = {m.name: set(_images(yaml.safe_load(m.read_text()))) for m in manifests}
+    assert len(images) >= 4 and all(images.values()), images
+    assert images == {name: {built_tag("gpu")} for name in images}
+    assert generate.default_image() == built_tag("gpu")
+
+
+def test_the_build_context_holds_what_the_recipes_copy_and_not_the_virtualenv():
+    patterns = [l for l in (ROOT / ".dockerignore").read_text().splitlines() if l and not l.startswith("#")]
+    assert patterns[0] == "*"
+    kept = {p.strip("!/") for p in patterns if p.startswith("!")}
+    for flavour in ("cpu", "gpu"):
+        for op, arg in _instructions(IMAGE / f"Dockerfile.{flavour}"):
+            if op == "COPY":
+                for source in arg.split()[:-1]:
+                    assert source.split("/")[0] in kept, f"Dockerfile.{flavour}: COPY {source} is not in the context"
+    assert not kept & {".venv", ".cache", "runs", ".git"}

@@ -72,9 +72,12 @@ def _prestarted_mount_markers(pool: SandboxPool) -> list[str]:
     markers = []
     for launch in _prestarted(pool):
         info = pool.backend.api.inspect_container(launch.cid)
-        markers += [info["GraphDriver"]["Data"].get("MergedDir") or launch.cid, launch.cid,
-                    info["NetworkSettings"].get("SandboxKey") or launch.cid]
+        network = info.get("NetworkSettings") or {}  # None for a container created with networking disabled
+        markers += [(info.get("GraphDriver") or {}).get("Data", {}).get("MergedDir") or launch.cid, launch.cid,
+                    network.get("SandboxKey") or launch.cid]
     return markers
+
+
 def processes_with(token: str) -> list[int]:
     """Pids of live processes whose command line contains ``token``."""
     me, found = os.getpid(), []

