@@ -85,7 +85,7 @@ class Learner(NcclWeightSender):
                  master_addr: str = "127.0.0.1", master_port: int = 29500, seed: int = 0,
                  total_train_steps: int = 0, temperature: float = 1.0, frozen: Optional[dict] = None):
         """frozen: {parameter name: bool array, True where the entry never trains} (core/frozen.py), the entries the
-        model folder declares frozen (driver.models.tiny.frozen_entries for the embedded tiny model); None: none."""
+        model folder declares frozen (tiny_recipe.model.frozen_entries for the embedded tiny model); None: none."""
         from transformers import AutoModelForCausalLM
 
         from core.frozen import freeze_entries

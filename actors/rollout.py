@@ -6,8 +6,8 @@ coroutine, so as a Ray actor it is an async actor and many `generate` calls run 
 engine (continuous batching).
 
 Policy versions and the admission gate: actors/engine_gate.py (a request runs entirely on the version it was
-admitted under). Response forms (free text, one index token, solve-then-point, pick-then-point):
-actors/response_forms.py. Weight updates: actors/weight_loading.py.
+admitted under). Response forms (how one task's G rollouts are sampled; free text or one index token by default, a
+model's own form handed in by the launcher): actors/response_forms.py. Weight updates: actors/weight_loading.py.
 
 Behaviour log-probs are the engine's *processed* log-probs (`logprobs_mode="processed_logprobs"`):
 log-probs of the distribution actually sampled from (after temperature and top-p), which is what the
@@ -33,7 +33,7 @@ from typing import Optional
 
 from actors.engine_gate import TokenGate, VersionGate
 from actors.faults import maybe_crash
-from actors.response_forms import generate_group
+from actors.response_forms import FreeText, generate_group
 from actors.vllm_plugin import OWNER_ENV
 from actors.weight_loading import WeightLoading
 from core.chat import answer_prefix, index_token_ids
@@ -117,8 +117,9 @@ class RolloutWorker(VersionGate, WeightLoading):
     """vLLM engine: generate G samples per prompt, pause/resume, load weights, report policy version."""
 
     def __init__(self, cfg, model_path: str, dtype: str = "float32", seed: int = 0,
-                 worker_index: int = 0, weight_sync=None):
-        """cfg: RolloutConfig. weight_sync: WeightSyncConfig (bucket size); default WeightSyncConfig()."""
+                 worker_index: int = 0, weight_sync=None, response_form=None):
+        """cfg: RolloutConfig. weight_sync: WeightSyncConfig (bucket size); default WeightSyncConfig().
+        response_form: how a selection task's G rollouts are sampled (actors/response_forms.py); default FreeText."""
         configure_cpu_env(cfg)
         from transformers import AutoTokenizer
         from vllm.engine.arg_utils import AsyncEngineArgs
@@ -127,6 +128,7 @@ class RolloutWorker(VersionGate, WeightLoading):
         from core.config import WeightSyncConfig
 
         self.cfg = cfg
+        self.response_form = response_form or FreeText()
         self.sync_cfg = weight_sync or WeightSyncConfig()
         self.model_path = str(model_path)
         self.worker_index = worker_index

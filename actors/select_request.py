@@ -39,6 +39,7 @@ class SelectorSettings:
     max_completion_tokens: int = 512
     request_timeout_s: float = 120.0
     admin_token: str = ""
+    response_form: Any = None         # how a selection is sampled (actors/response_forms.py); None: free text
     extra: dict = field(default_factory=dict)
 
 

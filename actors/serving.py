@@ -68,7 +68,7 @@ class SelectorServer:
 
         self.s = settings
         self.worker = worker or RolloutWorker(settings.rollout, settings.model, dtype=settings.dtype,
-                                              seed=settings.seed)
+                                              seed=settings.seed, response_form=settings.response_form)
         self.worker.version = settings.policy_version
         self.model_path = settings.model
         self.style = read_prompt_style(settings.model)  # as the model was trained

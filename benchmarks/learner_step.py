@@ -112,7 +112,7 @@ def load_model(model_dir, mode: str, dtype: str = "float32", device: str = "cpu"
     from transformers import AutoModelForCausalLM
 
     from actors.policy_forward import _PolicyLogprobs, enable_gradient_checkpointing
-    from core.induction import freeze_if_wired
+    from tiny_recipe.induction import freeze_if_wired
 
     hf = AutoModelForCausalLM.from_pretrained(str(model_dir), dtype=getattr(torch, dtype), attn_implementation="sdpa")
     freeze_if_wired(hf, model_dir)  # as the learner does: a wired induction circuit's entries get no gradient
@@ -210,7 +210,7 @@ def deepspeed_steps(model_dir, cfg, batches: list, repeats: int, warmup: int) ->
     from actors.learner import Learner
     from actors.packing import count_loss_tokens
     from core.net import free_port
-    from driver.models.tiny import frozen_entries
+    from tiny_recipe.model import frozen_entries
 
     learner = Learner(cfg.learner, cfg.algorithm, str(model_dir), master_port=free_port(),
                       total_train_steps=cfg.steps, frozen=frozen_entries(model_dir))  # as a run hands it

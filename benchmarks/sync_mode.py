@@ -58,7 +58,7 @@ async def main_async(args) -> dict:
 
     from actors.rollout import RolloutWorker
     from core.config import RolloutConfig, TinyModelConfig
-    from driver.models.tiny import build_tiny_model
+    from tiny_recipe.model import build_tiny_model
 
     texts = [f"Problem: what is {a} + {b}? Solution: {a + b}. Judgment: {a % 4}" for a in range(40) for b in range(10)]
     path = str(build_tiny_model(TinyModelConfig(), texts, Path(tempfile.mkdtemp()) / "tiny", seed=0))

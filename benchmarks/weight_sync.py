@@ -47,7 +47,7 @@ def build_models(out: Path, large_layers: int) -> dict:
     from transformers import Qwen3Config, Qwen3ForCausalLM
 
     from core.config import TinyModelConfig
-    from driver.models.tiny import build_tiny_model
+    from tiny_recipe.model import build_tiny_model
 
     texts = [f"Problem: what is {a} + {b}? Solution: {a + b}. Judgment: {a % 4}"
              for a in range(40) for b in range(10)]

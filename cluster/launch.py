@@ -22,9 +22,12 @@ class Handles:
     placement_group: Any = None
 
 
-def launch(cfg, model_path: str, actor_env: dict, domains: tuple = ("math",), frozen: dict | None = None) -> Handles:
+def launch(cfg, model_path: str, actor_env: dict, domains: tuple = ("math",), frozen: dict | None = None,
+           response_form=None) -> Handles:
     """Start every actor of `cfg` (a TrainConfig) on the running Ray cluster; PlacementError if it cannot fit.
-    `frozen`: the entries of the model that never train (core/frozen.py), handed to every learner rank.
+    `frozen`: the entries of the model that never train (core/frozen.py), handed to every learner rank;
+    `response_form`: how the rollout workers sample a selection task's group (actors/response_forms.py; None: free
+    text).
 
     Rollout actors are restartable (Ray restarts a dead one; the driver re-issues its prompts and pushes the
     current weights into it); learner ranks are not (a learner failure stops the run; resume=auto goes on).
@@ -62,7 +65,7 @@ def launch(cfg, model_path: str, actor_env: dict, domains: tuple = ("math",), fr
         cls = ray.remote(**options(slot, max_restarts=3, max_concurrency=16))(RolloutWorker)
         handles.rollouts.append(cls.remote(cfg.rollout, model_path, dtype=cfg.model.dtype,
                                            seed=cfg.seed + 1000 * slot.index, worker_index=slot.index,
-                                           weight_sync=cfg.weight_sync))
+                                           weight_sync=cfg.weight_sync, response_form=response_form))
     for slot in placement.of("verifier"):
         cls = ray.remote(**options(slot, max_restarts=3))(VerifierPool)
         handles.verifiers.append(cls.remote(cfg.verifier, domains=tuple(domains)))

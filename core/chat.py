@@ -9,10 +9,7 @@ decision (format tokens in the response were where the tiny model lost its forma
 sides of RL must format identically, or the learner's log-probs are of a different sequence than the rollout
 engine's.
 
-A tiny model built with `model.tiny.response=solve_point` carries `SOLVE_POINT_TEMPLATE` as its chat template: the
-selection prompt, then the problem restated and `Solution:`, so the model writes a worked solution of its own and
-ends it with `Answer: X #k`, the index of a candidate stating X (the beside layout, `data.answer_labels`), which
-`parse_judgment` reads when no `Judgment:` line is written.
+The embedded tiny recipe's own templates (solve-then-point, pick-then-point) are in tiny_recipe/chat.py.
 """
 from __future__ import annotations
 
@@ -23,30 +20,8 @@ ANSWER_PREFIX = "Judgment: "
 # the hedge cue (0.47 -> 0.78 on held-out pairs) while one sampled after it collapsed onto one index (0.405).
 PICK_MARK = "Pick: #"
 # What precedes the index in a solve-then-point or pick-then-point answer line (`Answer: 24 #3`,
-# core.algo.genselect): the rollout's greedy solution stops at it (actors/pick_point.py).
+# core.algo.genselect): the rollout's greedy solution stops at it (tiny_recipe/pick_point.py).
 POINTER_MARK = "#"
-# The solve-then-point tiny model's chat template: its user message (a selection prompt: `Problem:\n{problem}`, then
-# `Solution 0:`... or `Solutions 0 to`...), a blank line, the problem again and `Solution:` (a worked solution's head,
-# as `driver.models.pretrain` writes its texts).
-SOLVE_POINT_TEMPLATE = (
-    "{%- set text = messages[0]['content'] -%}"
-    "{{- text + '\\n\\nProblem:\\n' + text.split('\\nProblem:\\n', 1)[1].split('\\n\\nSolution', 1)[0]"
-    " + '\\n\\nSolution:\\n' -}}")
-# The pick-then-solve-and-point tiny model's chat template (`model.tiny.response=pick_point`): its user message, a blank
-# line and `PICK_MARK`. The model writes the pick's index; the rollout then writes the problem's head
-# (`pick_point_head`) and the model its worked solution, ending `Answer: X #k` (actors/rollout.py).
-PICK_POINT_TEMPLATE = "{%- set text = messages[0]['content'] -%}{{- text + '\\n\\n' + '" + PICK_MARK + "' -}}"
-
-
-def is_pick_point(tokenizer) -> bool:
-    """Whether the tokenizer is a pick-then-solve-and-point model's (its chat template is `PICK_POINT_TEMPLATE`)."""
-    return getattr(tokenizer, "chat_template", None) == PICK_POINT_TEMPLATE
-
-
-def pick_point_head(problem: str) -> str:
-    """What follows the pick's index in a pick-then-solve-and-point response: a blank line and the problem's worked
-    solution head, `Problem:\n{problem}\n\nSolution:\n` (as the pretraining's context rows after `Pick: #g`)."""
-    return f"\n\nProblem:\n{problem}\n\nSolution:\n"
 
 
 def has_chat_template(tokenizer) -> bool:

@@ -32,16 +32,16 @@ class TinyModelConfig:
                                   "tokens (false: a line like `7 * 8 = 56` is then a lookup over whole tokens).")
     max_position_embeddings: int = _f(4096, "Longest sequence (prompt + response) the model accepts.")
     induction_circuit: bool = _f(False, "Write an induction circuit into the initial weights (copy the token that "
-                                        "followed the last three tokens' earlier occurrence; core/induction.py) and "
+                                        "followed the last three tokens' earlier occurrence; tiny_recipe/induction.py) and "
                                         "keep it frozen in every training stage (pretraining, warm-start, learner). "
                                         "Needs the default shape (hidden 256, 4 heads, 2 KV heads).")
     response: str = _f("index", "'index': the response is the index alone, after the prompt's `Judgment: ` "
                                 "(core/chat.py); 'solve_point': the problem is restated after the prompt and the "
                                 "model writes a worked solution ending in `Answer: X #k`, k a candidate stating X "
-                                "(needs data.answer_labels; core.chat.SOLVE_POINT_TEMPLATE); 'pick_point': the model "
+                                "(needs data.answer_labels; tiny_recipe.chat.SOLVE_POINT_TEMPLATE); 'pick_point': the model "
                                 "writes `Pick: #g` after the prompt, its own worked solution with that line in its "
-                                "context, then ` #k` (core.chat.PICK_POINT_TEMPLATE); both indices are sampled, the "
-                                "solution between them written greedily (actors/pick_point.py; needs data.answer_labels "
+                                "context, then ` #k` (tiny_recipe.chat.PICK_POINT_TEMPLATE); both indices are sampled, the "
+                                "solution between them written greedily (tiny_recipe/pick_point.py; needs data.answer_labels "
                                 "and model.warm_start.target=pick_point).")
 
 
@@ -58,7 +58,7 @@ class WarmStartConfig:
                                "the index towards uniform (the format only); 'pick_point' "
                                "(model.tiny.response=pick_point): the pick towards uniform and, after the model's "
                                "own greedy solution, the pointer towards the candidates stating its answer, or the "
-                               "pick where none does (a label-free rule; driver/models/pick_point_start.py).")
+                               "pick where none does (a label-free rule; tiny_recipe/pick_point_start.py).")
     prompt_lm: float = _f(0.0, "Weight of next-token language modelling on the training prompts' own text "
                                "(problem and candidates; no selection labels): pretraining that builds "
                                "arithmetic and in-context copying before RL. 0 = response tokens only.")
@@ -81,7 +81,7 @@ class WarmStartConfig:
 @dataclass
 class PretrainConfig:
     """Language modelling on correct worked solutions of fresh procedural problems, before the warm-start
-    (tiny model, procedural_math data; driver/models/pretrain.py). No selection labels; held-out problems
+    (tiny model, procedural_math data; tiny_recipe/pretrain.py). No selection labels; held-out problems
     are excluded."""
     steps: int = _f(0, "Optimizer steps (each text is used once: steps x batch_size problems); 0 = off.")
     batch_size: int = _f(32, "Worked solutions per step.")
@@ -103,7 +103,7 @@ class PretrainConfig:
     pointer_share: float = _f(0.0, "Share of the pretraining steps (both stages) that are pointer steps: a training "
                                    "selection prompt in the beside layout (needs data.answer_labels), then "
                                    "`Answer: X #i` for its distinct final answers in random order; answers only, no "
-                                   "correctness read (driver/models/selection_rows.py).")
+                                   "correctness read (tiny_recipe/selection_rows.py).")
     context_steps: int = _f(0, "Steps of a second stage: correct worked solutions of further fresh problems, each "
                                "after another training problem's selection prompt (text only, no label), so the "
                                "model solves where a selector writes (after a selection prompt it solved 0.3-17% of "

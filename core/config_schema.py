@@ -132,7 +132,7 @@ class AlgorithmConfig:
                                     "the pretraining's text, never a held-out problem) added after the step's "
                                     "prompts as anchor-only sequences, which `solution_anchor` trains by "
                                     "likelihood: the solver taught on during RL, as PPO-ptx mixes pretraining "
-                                    "data (driver/anchor_rows.py). Needs model.tiny.response=pick_point. 0 = off.")
+                                    "data (tiny_recipe/anchor_rows.py). Needs model.tiny.response=pick_point. 0 = off.")
     grpo_eps: float = _f(1e-6, "Estimator 'grpo': eps in (r - mean) / (std + eps).")
     grpo_scale_by_std: bool = _f(True, "Estimator 'grpo': divide by the group's std (false: centring only, "
                                        "as in Dr. GRPO).")

@@ -1,7 +1,7 @@
 """Parameter entries a model folder declares frozen: they keep their values through every training step.
 
 A model may need some of its weights to stay exactly as they are (the embedded tiny model's hand-written induction
-circuit is one: driver.models.tiny.frozen_entries). The learner takes them as `{parameter name: bool array, True
+circuit is one: tiny_recipe.model.frozen_entries). The learner takes them as `{parameter name: bool array, True
 where the entry never trains}` and zeroes their gradients on every backward pass (`freeze_entries`); with AdamW and
 no weight decay an entry whose gradient is always 0 never moves. The learner knows nothing else of the model.
 """

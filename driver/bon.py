@@ -231,10 +231,12 @@ def knockout_chooser(selector: str, window: int, style: PromptStyle, dtype: str 
     from actors.rollout import RolloutWorker
     from core.config import RolloutConfig
     from driver.evaluate import choose_knockout
+    from driver.models.registry import response_form
 
     def choose_batch(tasks: list) -> list:
         async def run() -> list:
-            worker = RolloutWorker(RolloutConfig(samples_per_prompt=1), selector, dtype=dtype)
+            cfg = RolloutConfig(samples_per_prompt=1)
+            worker = RolloutWorker(cfg, selector, dtype=dtype, response_form=response_form(selector, cfg))
             try:
                 return await choose_knockout(worker, tasks, window, style)
             finally:

@@ -328,6 +328,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     apply_defaults()
     from actors.rollout import RolloutWorker
+    from driver.models.registry import response_form
     from core.config import RolloutConfig
     from driver.data.dataset import load_dataset
 
@@ -364,7 +365,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     async def run() -> list:
         from tqdm import tqdm
 
-        worker = RolloutWorker(cfg, args.model, dtype=args.dtype)
+        worker = RolloutWorker(cfg, args.model, dtype=args.dtype, response_form=response_form(args.model, cfg))
         choices = []
         try:  # chunks of prompts (each prompt's selection is its own: the same choices as one batch)
             with tqdm(total=len(tasks), desc="evaluate", unit="prompt", file=sys.stderr, dynamic_ncols=True) as bar:

@@ -41,7 +41,7 @@ def nocue_heldout(cfg, model_dir, train_tasks: list) -> list:
     import dataclasses
 
     from driver.data.dataset import load_dataset
-    from driver.models.pretrain import pretraining_problems
+    from tiny_recipe.pretrain import pretraining_problems
     from driver.prepare import prepare
 
     d = cfg.data

@@ -94,7 +94,7 @@ def prepare(data_cfg, model_cfg, with_model: bool = True, sandbox_cfg=None, prog
         base = _pretrained(base, model_cfg, ds.load_dataset(built.path), progress)
         model_dir = base
     if with_model and model_cfg.name == "tiny" and model_cfg.warm_start.enabled:
-        from driver.models.warmstart import warm_start, warm_start_dir
+        from tiny_recipe.warmstart import warm_start, warm_start_dir
 
         out = warm_start_dir(base, model_cfg.warm_start, built.manifest["hash"], model_cfg.dtype, model_cfg.seed)
         if progress and not out.exists():
@@ -109,7 +109,7 @@ def prepare(data_cfg, model_cfg, with_model: bool = True, sandbox_cfg=None, prog
 
 def _pretrained(base, model_cfg, data, progress: bool) -> Path:
     """The base model pretrained on worked solutions (cached), the held-out problems excluded."""
-    from driver.models.pretrain import pretrain, pretrain_dir
+    from tiny_recipe.pretrain import pretrain, pretrain_dir
 
     exclude = frozenset(t.problem for t in data.heldout)
     out = pretrain_dir(base, model_cfg.pretrain, exclude, data.manifest["hash"])

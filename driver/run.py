@@ -146,13 +146,14 @@ class Run:
         from core.deadlines import collect_deadline_s
         from core.env import default_env
         from driver.fleet import Fleet
+        from driver.models import registry
         from driver.step import RolloutCollector
 
-        from driver.models.tiny import frozen_entries
-
-        self.handles = launch(self.cfg, str(self.prepared.model_dir), default_env(),
+        model_dir = self.prepared.model_dir
+        self.handles = launch(self.cfg, str(model_dir), default_env(),
                               domains=tuple(sorted({t.domain for t in self.train_tasks})),
-                              frozen=frozen_entries(self.prepared.model_dir))
+                              frozen=registry.frozen_entries(model_dir),
+                              response_form=registry.response_form(model_dir, self.cfg.rollout))
         self.fleet = Fleet(self.cfg, self.handles, None, self.run_dir)
         self._wait_until_started()
         board = self._start_serving() if self.cfg.serve.live else None
@@ -162,19 +163,9 @@ class Run:
         self.collector = RolloutCollector(self.handles, self._tasks_by_id(), self.stream, self.cfg.rollout,
                                           self.fleet.restore_worker,
                                           deadline_s=lambda prompts: collect_deadline_s(self.cfg, prompts))
-        self.extra_rows = self._extra_rows()
-        self.reader = HeldOutReader(self.cfg, self.fleet, self.eval_tasks, self.nocue_tasks, self._warn)
-
-    def _extra_rows(self):
-        """Stage 3b's hook: `algorithm.anchor_corpus_rows` anchor-only worked solutions a step
-        (driver/anchor_rows.py), or nothing."""
-        from driver.anchor_rows import AnchorRows, no_extra_rows
-
-        count = self.cfg.algorithm.anchor_corpus_rows
-        if count <= 0:
-            return no_extra_rows
         heldout = [t.problem for t in list(self.heldout) + list(self.nocue_tasks)]
-        return AnchorRows(count, self.cfg.seed, self.prepared.model_dir, heldout)
+        self.extra_rows = registry.extra_rows(self.cfg, model_dir, heldout)
+        self.reader = HeldOutReader(self.cfg, self.fleet, self.eval_tasks, self.nocue_tasks, self._warn)
 
     def _start_serving(self):
         """serve.live: the selection service (driver/serve.py) beside the trainer, on the starting weights;

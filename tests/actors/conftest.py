@@ -1,7 +1,7 @@
 """Fixtures for the rollout / weight-sync tests: a tiny Qwen3 built locally, an event loop in a thread,
 transformers reference log-probs, and process / shared-memory snapshots for leak checks.
 
-The model builder (driver/models/tiny.py) belongs to another module and is used as it is.
+The model builder (tiny_recipe/model.py) belongs to another module and is used as it is.
 """
 from __future__ import annotations
 
@@ -41,7 +41,7 @@ def make_task(i: int, words: int = 1) -> SelectionTask:
 def rollout_model_path(tmp_path_factory):
     """A tiny Qwen3 (tied embeddings, fp32) saved as a Hugging Face folder."""
     from core.config import TinyModelConfig
-    from driver.models.tiny import build_tiny_model
+    from tiny_recipe.model import build_tiny_model
 
     return str(build_tiny_model(TinyModelConfig(), arithmetic_texts(), tmp_path_factory.mktemp("rollout") / "tiny",
                                 seed=0))
@@ -161,7 +161,7 @@ def tiny_texts() -> list:
 def tiny_model_path(tmp_path_factory):
     """The tiny Qwen3 (tied embeddings) the learner and packing tests share, built once per session."""
     from core.config import TinyModelConfig
-    from driver.models.tiny import build_tiny_model
+    from tiny_recipe.model import build_tiny_model
 
     path = tmp_path_factory.getbasetemp() / "tiny-learner-model"
     build_tiny_model(TinyModelConfig(), tiny_texts(), path, seed=0)

@@ -190,7 +190,7 @@ def test_shutdown_releases_the_model_under_zero2(tiny_model_path):
 
 def tiny_model_folder_without_circuit(tmp_path):
     from core.config import TinyModelConfig
-    from driver.models.tiny import build_tiny_model
+    from tiny_recipe.model import build_tiny_model
 
     from .conftest import tiny_texts
 
@@ -199,13 +199,13 @@ def tiny_model_folder_without_circuit(tmp_path):
 
 def test_a_wired_induction_circuit_stays_as_written_through_learner_steps(vocab, tmp_path):
     """A model built with `model.tiny.induction_circuit` (recorded in its folder) declares the circuit's entries
-    frozen (driver.models.tiny.frozen_entries); handed to the learner, they stay exactly as written through
+    frozen (tiny_recipe.model.frozen_entries); handed to the learner, they stay exactly as written through
     DeepSpeed steps (gradient masks) while the rest of the model trains. ZeRO-3 is refused with frozen entries."""
     from transformers import AutoModelForCausalLM
 
     from core.config import TinyModelConfig
-    from core.induction import circuit_masks
-    from driver.models.tiny import build_tiny_model, frozen_entries
+    from tiny_recipe.induction import circuit_masks
+    from tiny_recipe.model import build_tiny_model, frozen_entries
 
     from .conftest import tiny_texts
 

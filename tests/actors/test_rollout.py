@@ -258,15 +258,14 @@ def test_sample_index_only_points_after_a_greedy_solution(engine, reference, rh,
     response the index token, its text the solution and the index; the behaviour log-probs are the learner's
     constrained ones after that prompt. A solution that never writes the mark gives G empty responses.
     (The untrained model never writes `#`: the mark is set to a token its greedy solution does write.)"""
-    import dataclasses
-
     import torch
 
-    import actors.pick_point as pick_point_module
+    import tiny_recipe.pick_point as pick_point_module
     from actors.policy_forward import _PolicyLogprobs
     from actors.packing import pack_sequences, unpack_per_sequence
     from core.chat import full_response
     from core.records import TrainSequence
+    from tiny_recipe.solve_point import SolveThenPoint
 
     worker, loop, _ = engine
     tok = worker.tokenizer
@@ -285,13 +284,10 @@ def test_sample_index_only_points_after_a_greedy_solution(engine, reference, rh,
     cut = first_printable(ids)
     mark = tok.decode(ids[cut:cut + 1])
     monkeypatch.setattr(pick_point_module, "POINTER_MARK", mark)
-    worker.cfg = dataclasses.replace(worker.cfg, sample_index_only=True)
-    try:
-        group = loop.run(worker.generate([task], temperature=1.0))[0]
-        monkeypatch.setattr(pick_point_module, "POINTER_MARK", "\u00a7never")
-        unpointed = loop.run(worker.generate([task], temperature=1.0))[0]
-    finally:
-        worker.cfg = dataclasses.replace(worker.cfg, sample_index_only=False)
+    monkeypatch.setattr(worker, "response_form", SolveThenPoint())  # as driver.models.registry hands it
+    group = loop.run(worker.generate([task], temperature=1.0))[0]
+    monkeypatch.setattr(pick_point_module, "POINTER_MARK", "\u00a7never")
+    unpointed = loop.run(worker.generate([task], temperature=1.0))[0]
     prompt = worker.encode_prompt(task.prompt)
     allowed = [tok(str(i), add_special_tokens=False)["input_ids"][0] for i in range(2)]
     solution = group.rollouts[0].prompt_token_ids[len(prompt):]
@@ -321,18 +317,19 @@ def test_sample_index_only_points_after_a_greedy_solution(engine, reference, rh,
 
 @pytest.mark.slow
 def test_pick_then_point_samples_a_pick_and_a_pointer_around_a_greedy_solution(engine, reference, rh, monkeypatch):
-    """A pick-then-point model (actors/pick_point.py): G picks sampled among 0..N-1 after the prompt, then per distinct
+    """A pick-then-point model (tiny_recipe/pick_point.py): G picks sampled among 0..N-1 after the prompt, then per distinct
     pick the problem's head and a greedy solution up to the pointer mark, then one index after it per rollout. The
     response is [g] + head + solution + [k] with a loss mask on g and k only; the behaviour log-probs there are the
     learner's constrained ones, 0 elsewhere. A solution that never writes the mark ends its rollouts without a pointer.
     (The untrained model never writes `#`: the mark is set to a token one of its greedy solutions does write.)"""
     import torch
 
-    import actors.pick_point as pick_point_module
-    import actors.response_forms as response_forms
+    import tiny_recipe.pick_point as pick_point_module
+    from tiny_recipe.pick_point import PickThenPoint
     from actors.policy_forward import _PolicyLogprobs
     from actors.packing import pack_sequences, unpack_per_sequence
-    from core.chat import PICK_MARK, pick_point_head
+    from core.chat import PICK_MARK
+    from tiny_recipe.chat import pick_point_head
     from core.records import TrainSequence
 
     worker, loop, _ = engine
@@ -341,7 +338,7 @@ def test_pick_then_point_samples_a_pick_and_a_pointer_around_a_greedy_solution(e
     prompt = worker.encode_prompt(task.prompt)
     head = tok(pick_point_head(task.problem), add_special_tokens=False)["input_ids"]
     allowed = [tok(str(i), add_special_tokens=False)["input_ids"][0] for i in range(2)]
-    monkeypatch.setattr(response_forms, "is_pick_point", lambda tokenizer: True)
+    monkeypatch.setattr(worker, "response_form", PickThenPoint())  # as driver.models.registry hands it
     monkeypatch.setattr(pick_point_module, "POINTER_MARK", "\u00a7never")
     unpointed = loop.run(worker.generate([task], temperature=1.0, max_tokens=64))[0]
     solutions = {}
@@ -386,15 +383,16 @@ def test_serving_a_pick_then_point_model_answers_through_the_same_rollout(engine
     reaches the pointer mark is counted unparsed (no index), not guessed."""
     import json
 
-    import actors.pick_point as pick_point_module
-    import actors.response_forms as response_forms
+    import tiny_recipe.pick_point as pick_point_module
+    from tiny_recipe.pick_point import PickThenPoint
     from actors.select_request import SelectorSettings
     from actors.serving import SelectorServer
-    from core.chat import PICK_MARK, pick_point_head
+    from core.chat import PICK_MARK
+    from tiny_recipe.chat import pick_point_head
 
     worker, loop, _ = engine
     task = rh.make_task(9)
-    monkeypatch.setattr(response_forms, "is_pick_point", lambda tokenizer: True)
+    monkeypatch.setattr(worker, "response_form", PickThenPoint())  # as driver.models.registry hands it
     monkeypatch.setattr(pick_point_module, "POINTER_MARK", "\u00a7never")
     server = SelectorServer(SelectorSettings(model="m", rollout=None, window=2, max_response_tokens=48,
                                              policy_version=worker.version), worker=worker)

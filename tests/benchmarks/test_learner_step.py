@@ -24,7 +24,7 @@ def pick_point(prompt: list, pick: int, solution: list, point: int, advantage: f
 def recorded(tmp_path_factory):
     """Two recorded batches of a tiny model: groups of 4 whose samples repeat (as a pick-then-point group on a pair)."""
     from core.config import TinyModelConfig
-    from driver.models.tiny import build_tiny_model
+    from tiny_recipe.model import build_tiny_model
 
     root = tmp_path_factory.mktemp("learner_step")
     texts = [f"Problem {i}: {i} + {3 * i} = ? Answer: {4 * i} #{i % 2}" for i in range(200)]

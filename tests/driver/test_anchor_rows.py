@@ -1,10 +1,10 @@
-"""driver/anchor_rows.py: the worked solutions stage 3b adds to a step (algorithm.anchor_corpus_rows)."""
+"""tiny_recipe/anchor_rows.py: the worked solutions stage 3b adds to a step (algorithm.anchor_corpus_rows)."""
 import pytest
 
-from core.chat import pick_point_head
+from tiny_recipe.chat import pick_point_head
 from core.config import ConfigError, load_config
 from core.records import Rollout, RolloutGroup, SelectionTask
-from driver.anchor_rows import corpus_anchor_sequences, fresh_worked_solutions
+from tiny_recipe.anchor_rows import corpus_anchor_sequences, fresh_worked_solutions
 from driver.data.procedural import problem_key
 
 

@@ -200,7 +200,7 @@ def test_bon_with_a_real_tiny_selector_in_vllm(tmp_path):
     """The CLI for real: a tiny selector (vLLM, constrained judgments) chooses among procedural samples."""
     from core.config import TinyModelConfig
     from driver.data import procedural
-    from driver.models.tiny import build_tiny_model
+    from tiny_recipe.model import build_tiny_model
 
     rows = procedural.generate(12, 8, seed=5, spec=procedural.ProceduralSpec(error_rate=0.5))
     problems = [{"id": r["id"], "problem": r["problem"], "domain": "math", "texts": r["candidates"],

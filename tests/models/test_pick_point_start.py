@@ -1,4 +1,4 @@
-"""The pick-then-point warm-start (driver/models/pick_point_start.py): the label-free pointer rule, the rows built from
+"""The pick-then-point warm-start (tiny_recipe/pick_point_start.py): the label-free pointer rule, the rows built from
 the model's own solutions after a random pick, and the soft-target loss; the template and the config that go with it."""
 import random
 
@@ -6,8 +6,9 @@ import pytest
 import torch
 
 from core.records import SelectionTask
-from driver.models import greedy as greedy_module
-from driver.models import pick_point_start, warmstart
+from tiny_recipe import greedy as greedy_module
+from driver.models import sft
+from tiny_recipe import pick_point_start, warmstart
 
 
 def task(answers, labels, problem="What is 3 + 4?"):
@@ -45,7 +46,8 @@ def test_the_pick_pointer_is_half_the_pick_and_half_uniform_whatever_the_model_a
 def test_the_template_ends_in_the_pick_mark_and_the_head_restates_the_problem(tiny_dir):
     from transformers import AutoTokenizer
 
-    from core.chat import PICK_MARK, PICK_POINT_TEMPLATE, format_prompt, is_pick_point, pick_point_head
+    from core.chat import PICK_MARK, format_prompt
+    from tiny_recipe.chat import PICK_POINT_TEMPLATE, is_pick_point, pick_point_head
 
     tokenizer = AutoTokenizer.from_pretrained(tiny_dir)
     assert not is_pick_point(tokenizer)
@@ -61,7 +63,8 @@ def test_rows_train_the_pick_towards_uniform_and_the_pointer_towards_the_rule(ti
     greedy solutions are read after the prompt, the pick and the head; one without an answer line is left out."""
     from transformers import AutoTokenizer
 
-    from core.chat import PICK_POINT_TEMPLATE, index_token_ids, pick_point_head, prompt_token_ids
+    from core.chat import index_token_ids, prompt_token_ids
+    from tiny_recipe.chat import PICK_POINT_TEMPLATE, pick_point_head
 
     tokenizer = AutoTokenizer.from_pretrained(tiny_dir)
     tokenizer.chat_template = PICK_POINT_TEMPLATE
@@ -94,7 +97,7 @@ def test_rows_train_the_pick_towards_uniform_and_the_pointer_towards_the_rule(ti
 def test_soft_target_loss_spreads_over_the_given_ids_and_reads_every_other_response_token():
     torch.manual_seed(0)
     logits = torch.randn(2, 6, 11, requires_grad=True)
-    _, _, labels = warmstart.collate([([1, 2], [3, 4, 5, 6]), ([1, 2], [7, 8])], pad_id=0)
+    _, _, labels = sft.collate([([1, 2], [3, 4, 5, 6]), ([1, 2], [7, 8])], pad_id=0)
     loss = warmstart.soft_target_loss(logits, labels, [[(1, [3, 9]), (3, [5])], []])
     logp = torch.log_softmax(logits[:, :-1], -1)
     expected = -(logp[0, 1, [3, 9]].mean() + logp[0, 3, 5] + logp[0, 2, 4] + logp[0, 4, 6]

@@ -1,4 +1,4 @@
-"""Pretraining on worked solutions (driver/models/pretrain.py): a corpus of correct solutions only, held-out
+"""Pretraining on worked solutions (tiny_recipe/pretrain.py): a corpus of correct solutions only, held-out
 problems excluded, each text used once; the stage runs before the warm-start in `prepare`, is cached, and the
 config refuses it where it means nothing."""
 import pytest
@@ -7,7 +7,7 @@ import torch
 from core.config import ConfigError, DataConfig, ModelConfig, PretrainConfig, TinyModelConfig, WarmStartConfig
 from core.config import load_config
 from driver.data.slips import slip_kind
-from driver.models import pretrain
+from tiny_recipe import pretrain
 
 
 def test_the_corpus_is_correct_solutions_of_fresh_problems_minus_the_excluded_ones():
@@ -126,7 +126,7 @@ def test_packing_joins_texts_in_order_into_rows_no_wider_than_asked():
 
 
 def test_packed_pretraining_trains_long_rows_and_keys_its_own_cache(tmp_path):
-    from driver.models.tiny import build_tiny_model
+    from tiny_recipe.model import build_tiny_model
 
     texts = pretrain.solution_texts(PretrainConfig(steps=12, batch_size=8))
     base = build_tiny_model(TinyModelConfig(hidden_size=64, num_layers=2, num_heads=2, num_kv_heads=1,
@@ -163,8 +163,8 @@ def test_selection_rows_split_context_from_target_and_point_at_each_answers_firs
 
     from transformers import AutoTokenizer
 
-    from driver.models.selection_rows import context_row, pointer_text, solution_row
-    from driver.models.warmstart import collate
+    from tiny_recipe.selection_rows import context_row, pointer_text, solution_row
+    from driver.models.sft import collate
 
     tokenizer = AutoTokenizer.from_pretrained(tiny_dir)
     before, text = "Solution 0:\nAnswer: 7 #0", "Problem:\nCompute 2 + 3.\n\nSolution:\nAnswer: 5"
@@ -185,7 +185,7 @@ def test_two_stage_pretraining_with_pointer_steps_keeps_a_wired_circuit_as_writt
 
     from safetensors.torch import load_file
 
-    from core.induction import circuit_masks
+    from tiny_recipe.induction import circuit_masks
     from driver.prepare import prepare
 
     data = DataConfig(num_problems=60, out_dir=str(tmp_path / "ds"), max_candidates=4, solution_end_line=True,

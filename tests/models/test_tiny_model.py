@@ -7,7 +7,7 @@ import torch
 
 from core.config import ModelConfig, TinyModelConfig
 from driver.models import registry
-from driver.models.tiny import train_tokenizer
+from tiny_recipe.model import train_tokenizer
 
 
 def test_tokenizer_is_deterministic_and_splits_digits(corpus):
@@ -86,7 +86,7 @@ def test_unknown_model_name_is_a_clear_error():
 def test_a_wired_model_copies_at_initialisation_and_records_its_circuit(tmp_path, corpus):
     from transformers import AutoModelForCausalLM
 
-    from core.induction import wired_circuit
+    from tiny_recipe.induction import wired_circuit
 
     plain = ModelConfig(cache_dir=str(tmp_path))
     wired = ModelConfig(cache_dir=str(tmp_path), tiny=TinyModelConfig(induction_circuit=True))
@@ -140,12 +140,13 @@ def test_a_solve_then_point_model_restates_the_problem_after_the_prompt(tmp_path
 
 def test_a_pick_then_point_model_ends_the_prompt_in_the_pick_mark(tmp_path, corpus):
     """model.tiny.response=pick_point: the built tokenizer's template ends the prompt in `Pick: #` (the rollout then
-    writes the pick, the head, the solution and the pointer; actors/pick_point.py), its tokenizer key differs from the
+    writes the pick, the head, the solution and the pointer; tiny_recipe/pick_point.py), its tokenizer key differs from the
     other responses' (another prompt budget), and the response text the verifier reads names the pointer."""
     from transformers import AutoTokenizer
 
     from core.algo.genselect import PromptStyle, build_prompt, parse_judgment
-    from core.chat import PICK_MARK, format_prompt, is_pick_point, pick_point_head
+    from core.chat import PICK_MARK, format_prompt
+    from tiny_recipe.chat import is_pick_point, pick_point_head
 
     cfg = ModelConfig(cache_dir=str(tmp_path), tiny=TinyModelConfig(response="pick_point", split_digits=False))
     solve = ModelConfig(tiny=TinyModelConfig(response="solve_point", split_digits=False))

@@ -7,7 +7,8 @@ import torch
 
 from core.config import DataConfig, ModelConfig, TinyModelConfig, WarmStartConfig
 from core.records import SelectionTask
-from driver.models import warmstart
+from driver.models import sft
+from tiny_recipe import warmstart
 
 
 def task(labels):
@@ -28,7 +29,7 @@ def test_targets(labels):
 
 
 def test_collate_masks_everything_but_the_response():
-    ids, mask, labels = warmstart.collate([([5, 6, 7], [8, 9]), ([5], [8, 9, 2])], pad_id=0)
+    ids, mask, labels = sft.collate([([5, 6, 7], [8, 9]), ([5], [8, 9, 2])], pad_id=0)
     assert ids.tolist() == [[5, 6, 7, 8, 9], [5, 8, 9, 2, 0]]
     assert mask.tolist() == [[1, 1, 1, 1, 1], [1, 1, 1, 1, 0]]
     assert labels.tolist() == [[-100, -100, -100, 8, 9], [-100, 8, 9, 2, -100]]
@@ -37,7 +38,7 @@ def test_collate_masks_everything_but_the_response():
 def test_length_batches_cover_similar_lengths():
     rng = random.Random(0)
     lengths = [random.Random(i).randint(50, 400) for i in range(64)]
-    gen = warmstart.length_batches(lengths, 8, rng)
+    gen = sft.length_batches(lengths, 8, rng)
     seen = [i for _ in range(8) for i in next(gen)]
     assert sorted(seen) == list(range(64))
 
@@ -102,7 +103,7 @@ def test_eval_prompts_0_skips_the_held_out_evaluation(tmp_path, monkeypatch):
 def test_response_loss_without_soft_rows_is_the_usual_response_cross_entropy():
     torch.manual_seed(0)
     logits = torch.randn(2, 5, 11)
-    _, _, labels = warmstart.collate([([1, 2, 3], [4, 5]), ([1], [4, 6, 7])], pad_id=0)
+    _, _, labels = sft.collate([([1, 2, 3], [4, 5]), ([1], [4, 6, 7])], pad_id=0)
     expected = torch.nn.functional.cross_entropy(logits[:, :-1].reshape(-1, 11), labels[:, 1:].reshape(-1))
     assert torch.allclose(warmstart.response_loss(logits, labels, [0, 0], [4, 5, 6]), expected)
 
@@ -111,7 +112,7 @@ def test_response_loss_trains_the_index_towards_uniform_over_valid_indices():
     """Row 0's response is `[9, IDX, EOS=10]`: its index term is -mean(log p over the first N index ids)."""
     torch.manual_seed(0)
     logits = torch.randn(1, 5, 12, requires_grad=True)
-    _, _, labels = warmstart.collate([([1, 2], [9, 5, 10])], pad_id=0)
+    _, _, labels = sft.collate([([1, 2], [9, 5, 10])], pad_id=0)
     index_ids = [4, 5, 6, 7]
     logp = torch.log_softmax(logits[0], -1)
     expected = -(logp[1, 9] + logp[2, index_ids[:3]].mean() + logp[3, 10]) / 3
@@ -127,7 +128,7 @@ def test_prompt_lm_loss_covers_prompt_tokens_only():
     2 and 3, row 1 (prompt [1]) scores nothing; response and padding never count."""
     torch.manual_seed(0)
     logits = torch.randn(2, 5, 11)
-    ids, _, _ = warmstart.collate([([1, 2, 3], [4, 5]), ([1], [4, 6, 7])], pad_id=0)
+    ids, _, _ = sft.collate([([1, 2, 3], [4, 5]), ([1], [4, 6, 7])], pad_id=0)
     logp = torch.log_softmax(logits, -1)
     expected = -(logp[0, 0, 2] + logp[0, 1, 3]) / 2
     assert torch.allclose(warmstart.prompt_lm_loss(logits, ids, [3, 1]), expected)

@@ -5,7 +5,7 @@ RL trains two index tokens of a pick-then-point response; the worked solution be
 lives in the same weights, which RL moves (without an anchor the share of correct own answers fell by up to 9 points
 in 60 steps). This stage mixes the pretraining's language modelling into the RL loss, as InstructGPT's PPO-ptx mixes
 its pretraining data (arXiv 2203.02155 eq. 2): each step, `anchor_corpus_rows` sequences, each a training prompt of
-the step's batch, a pick index drawn uniformly, then `core.chat.pick_point_head` of a fresh problem and that problem's
+the step's batch, a pick index drawn uniformly, then `tiny_recipe.chat.pick_point_head` of a fresh problem and that problem's
 correct worked solution up to its answer line's pointer mark (` #`), as the rollout's greedy solutions end: the
 pretraining's context rows in the rollout's form. A row that ends `Answer: X`, a newline and EOS instead trains the
 model to end its solution without the mark: 12-13% of the rollouts had no pointer (reward 0), up to 45% in one step,
@@ -19,7 +19,8 @@ from __future__ import annotations
 
 import random
 
-from core.chat import POINTER_MARK, pick_point_head
+from core.chat import POINTER_MARK
+from tiny_recipe.chat import pick_point_head
 from core.records import TrainSequence
 
 

@@ -1,6 +1,6 @@
 """An induction circuit written into the tiny Qwen3's initial weights (`model.tiny.induction_circuit`).
 
-In `core` because both sides use it: the model builder writes it (driver/models/tiny.py), and every training stage,
+In `core` because both sides use it: the model builder writes it (tiny_recipe/model.py), and every training stage,
 the DeepSpeed learner actor included, keeps it frozen (`freeze_if_wired`).
 
 A content-keyed induction head (attend to the token after the earlier occurrence of the current context, copy it)

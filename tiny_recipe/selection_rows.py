@@ -11,7 +11,7 @@ far fewer problems than at the start of a text (0.3-17% against 56-74%; BENCHMAR
   line reads `Answer: X #i`), a blank line, then `Answer: X #i` for each distinct final answer X of its candidates
   (i: the first candidate stating it), in random order: finding a stated answer's candidate, by copying.
 
-A row is (context token ids, target token ids), the pair `driver.models.warmstart.collate` pads: the loss reads
+A row is (context token ids, target token ids), the pair `driver.models.sft.collate` pads: the loss reads
 the target only.
 """
 from __future__ import annotations

@@ -16,7 +16,7 @@ Targets (`WarmStartConfig.target`):
   RL starts near random@N (`pointer_pairs`).
 * `pick_point` (`model.tiny.response=pick_point`): the pick towards uniform, then the problem's head and the model's
   own greedy solution after it, and the pointer towards a label-free rule (a candidate stating the model's answer,
-  else the pick): driver/models/pick_point_start.py.
+  else the pick): tiny_recipe/pick_point_start.py.
 
 Loss: next-token cross-entropy on the response tokens (`Judgment: IDX` + EOS), plus `prompt_lm` x the mean
 next-token loss over the prompt's own tokens (`prompt_lm_loss`; 0 = response only), the prompt formatted
@@ -33,14 +33,14 @@ import contextlib
 import hashlib
 import json
 import random
-import shutil
 import time
 from pathlib import Path
 
 from core.algo.genselect import parse_judgment, render_judgment
 from core.chat import full_response, index_token_ids, prompt_token_ids, response_token_ids
 from core.config import cache_key_settings
-from driver.models.greedy import first_answer, greedy_continuations, with_pointer
+from driver.models.sft import clipped_step, collate, length_batches, save_model_folder, torch_threads
+from tiny_recipe.greedy import first_answer, greedy_continuations, with_pointer
 
 STATS_FILE = "warm_start.json"
 # Part of the cache key: bumped whenever the same config would train a different model (2 = uniform index, 3 = answer prefix).
@@ -63,34 +63,6 @@ def pick_target(task, target: str, rng: random.Random) -> int:
     if target == "oracle":
         return rng.choice([i for i, ok in enumerate(task.correct) if ok])
     raise ValueError(f"warm-start target must be 'format' or 'oracle', got {target!r}")
-
-
-def length_batches(lengths: list, batch_size: int, rng: random.Random):
-    """Endless batches of indices of similar length (sorted with jitter, then shuffled batch order)."""
-    if len(lengths) < batch_size:
-        raise ValueError(f"{len(lengths)} training prompts < batch size {batch_size}")
-    while True:
-        order = sorted(range(len(lengths)), key=lambda i: lengths[i] + rng.random() * 32)
-        batches = [order[i:i + batch_size] for i in range(0, len(order) - batch_size + 1, batch_size)]
-        rng.shuffle(batches)
-        yield from batches
-
-
-def collate(pairs: list, pad_id: int):
-    """Right-padded (input_ids, attention_mask, labels) for (prompt_ids, response_ids) pairs; labels are
-    -100 except on response tokens. Shapes: (batch, max_len)."""
-    import torch
-
-    width = max(len(p) + len(r) for p, r in pairs)
-    ids = torch.full((len(pairs), width), pad_id, dtype=torch.long)
-    mask = torch.zeros_like(ids)
-    labels = torch.full_like(ids, -100)
-    for j, (p, r) in enumerate(pairs):
-        n = len(p) + len(r)
-        ids[j, :n] = torch.tensor(p + r)
-        mask[j, :n] = 1
-        labels[j, len(p):n] = torch.tensor(r)
-    return ids, mask, labels
 
 
 POINTER_TOKENS = 96  # new tokens a solve-then-point response may take (a worked solution and its pointer)
@@ -171,13 +143,13 @@ def train_steps(model, tokenizer, tasks: list, ws_cfg, dtype: str, seed: int, pr
 
 def pick_point_steps(model, tokenizer, tasks: list, ws_cfg, dtype: str, rng: random.Random,
                      progress: bool = True) -> list:
-    """`train_steps` of the `pick_point` target (driver/models/pick_point_start.py): fixed rows of the prompt, a
+    """`train_steps` of the `pick_point` target (tiny_recipe/pick_point_start.py): fixed rows of the prompt, a
     random pick, the model's own solution after it and the pointer, with the pick and the pointer trained towards
     their label-free soft targets. Returns the per-step losses."""
     import torch
     from tqdm import tqdm
 
-    from driver.models.pick_point_start import pick_point_rows
+    from tiny_recipe.pick_point_start import pick_point_rows
 
     pool = rng.sample(tasks, pool_size(ws_cfg, len(tasks)))
     rows = pick_point_rows(model, tokenizer, pool, rng, dtype, pointer=ws_cfg.pointer)
@@ -208,19 +180,6 @@ def pool_size(ws_cfg, available: int) -> int:
     """Training prompts whose rows the pointer and pick_point targets build: `ws_cfg.pool`, or steps x batch_size
     when 0; at most `available`."""
     return min(available, ws_cfg.pool or ws_cfg.steps * ws_cfg.batch_size)
-
-
-def clipped_step(loss, model, opt, sched) -> float:
-    """Backward, clip the gradient norm to 1, step the optimizer and the schedule, zero the gradients;
-    returns the loss value."""
-    import torch
-
-    loss.backward()
-    torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
-    opt.step()
-    sched.step()
-    opt.zero_grad(set_to_none=True)
-    return loss.item()
 
 
 def prompt_lm_loss(logits, ids, prompt_lengths: list):
@@ -291,18 +250,6 @@ def evaluate_selector(model, tokenizer, tasks: list, batch_size: int = 16, max_n
             "majority_at_n": s.majority_at_n, "random_at_n": s.random_at_n}
 
 
-@contextlib.contextmanager
-def torch_threads(n: int):
-    import torch
-
-    before = torch.get_num_threads()
-    torch.set_num_threads(n)
-    try:
-        yield
-    finally:
-        torch.set_num_threads(before)
-
-
 def warm_start_tasks(train_tasks: list, ws_cfg) -> list:
     """The training prompts the warm-start reads: those with at most `ws_cfg.max_candidates` candidates (0: all)."""
     cap = ws_cfg.max_candidates
@@ -321,7 +268,7 @@ def warm_start(base_dir, train_tasks: list, heldout_tasks: list, ws_cfg, out_dir
     import torch
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
-    from core.induction import freeze_if_wired
+    from tiny_recipe.induction import freeze_if_wired
 
     out_dir = Path(out_dir)
     if (out_dir / STATS_FILE).exists():
@@ -347,19 +294,3 @@ def warm_start(base_dir, train_tasks: list, heldout_tasks: list, ws_cfg, out_dir
     save_model_folder(model, tokenizer, base_dir, out_dir, {STATS_FILE: stats})
     return out_dir, stats
 
-
-def save_model_folder(model, tokenizer, base_dir, out_dir, json_files: dict) -> None:
-    """Write a trained model folder atomically: weights, tokenizer, the base model's `genselect_model.json`
-    and `json_files` ({name: dict}), in `{out_dir}.tmp` renamed to `out_dir` once complete."""
-    out_dir = Path(out_dir)
-    tmp = out_dir.with_name(out_dir.name + ".tmp")
-    shutil.rmtree(tmp, ignore_errors=True)
-    tmp.mkdir(parents=True)
-    model.save_pretrained(tmp, safe_serialization=True)
-    tokenizer.save_pretrained(tmp)
-    for extra in Path(base_dir).glob("genselect_model.json"):
-        shutil.copy(extra, tmp / extra.name)
-    for name, content in json_files.items():
-        (tmp / name).write_text(json.dumps(content, indent=2))
-    shutil.rmtree(out_dir, ignore_errors=True)
-    tmp.rename(out_dir)

@@ -5,10 +5,10 @@ module trains a byte-level BPE tokenizer on the task's own text (digits split on
 stays legible to a small model), initialises a `Qwen3ForCausalLM` from a seed, and saves both as a standard
 Hugging Face folder that transformers and vLLM load.
 
-With `response="solve_point"` the tokenizer carries `core.chat.SOLVE_POINT_TEMPLATE` as its chat template (the
+With `response="solve_point"` the tokenizer carries `tiny_recipe.chat.SOLVE_POINT_TEMPLATE` as its chat template (the
 problem restated after the prompt; the model writes a worked solution and points), with `response="pick_point"`
-`core.chat.PICK_POINT_TEMPLATE` (the prompt, then `Pick: #`: the model picks, then solves and points). With
-`induction_circuit`, an induction circuit is written into the initial weights (`core.induction`).
+`tiny_recipe.chat.PICK_POINT_TEMPLATE` (the prompt, then `Pick: #`: the model picks, then solves and points). With
+`induction_circuit`, an induction circuit is written into the initial weights (`tiny_recipe.induction`).
 Embeddings are tied (as in small Qwen3 models); the saved checkpoint therefore has no `lm_head.weight`,
 which both transformers and vLLM re-tie on load. Weight sync sends `lm_head.weight` explicitly
 (otherwise the engine's output layer would keep the old weights).
@@ -19,7 +19,7 @@ import json
 from pathlib import Path
 from typing import Iterable
 
-from core.induction import CIRCUIT_CONTEXT, MODEL_INFO_FILE
+from tiny_recipe.induction import CIRCUIT_CONTEXT, MODEL_INFO_FILE
 
 EOS_TOKEN = "<|endoftext|>"
 PAD_TOKEN = "<|pad|>"
@@ -90,14 +90,14 @@ def build_tiny_model(shape, texts: Iterable[str], out_dir: str | Path, seed: int
     tokenizer = train_tokenizer(texts, shape.vocab_size, getattr(shape, "split_digits", True))
     response = getattr(shape, "response", "index")
     if response != "index":
-        from core.chat import PICK_POINT_TEMPLATE, SOLVE_POINT_TEMPLATE
+        from tiny_recipe.chat import PICK_POINT_TEMPLATE, SOLVE_POINT_TEMPLATE
 
         tokenizer.chat_template = {"solve_point": SOLVE_POINT_TEMPLATE, "pick_point": PICK_POINT_TEMPLATE}[response]
     torch.manual_seed(seed)
     model = Qwen3ForCausalLM(qwen3_config(shape, tokenizer))
     circuit = bool(getattr(shape, "induction_circuit", False))
     if circuit:
-        from core.induction import check_shape, wire_induction  # torch-heavy: only when wiring
+        from tiny_recipe.induction import check_shape, wire_induction  # torch-heavy: only when wiring
 
         check_shape(shape)
         wire_induction(model, seed, CIRCUIT_CONTEXT)
@@ -125,8 +125,8 @@ def _remove(path: Path) -> None:
 def frozen_entries(model_dir) -> dict | None:
     """The entries a tiny model folder keeps frozen in every training stage, as the learner takes them
     (core/frozen.py: {parameter name: bool array}): its hand-written induction circuit when one was written
-    (`core.induction.circuit_masks`, the context its folder records); None for any other folder."""
-    from core.induction import circuit_masks, wired_circuit
+    (`tiny_recipe.induction.circuit_masks`, the context its folder records); None for any other folder."""
+    from tiny_recipe.induction import circuit_masks, wired_circuit
 
     context = wired_circuit(model_dir)
     if not context:

@@ -1,10 +1,10 @@
 """The rollout of a selector that picks, then solves and points (`model.tiny.response=pick_point`; docs/models.md).
 
-The prompt ends in `Pick: #` (core.chat.PICK_POINT_TEMPLATE). One group of G rollouts of a task takes three rounds of
+The prompt ends in `Pick: #` (tiny_recipe.chat.PICK_POINT_TEMPLATE). One group of G rollouts of a task takes three rounds of
 engine requests:
 
 1. the pick: G index tokens g sampled among 0..N-1 after the prompt (one request, the call's n and temperature);
-2. per distinct pick g (requests at once): the problem's head (`core.chat.pick_point_head`, written by the rollout,
+2. per distinct pick g (requests at once): the problem's head (`tiny_recipe.chat.pick_point_head`, written by the rollout,
    as the pretraining's rows write it after `Pick: #g`) and the model's greedy worked solution up to the `#` of its
    `Answer: X #` line;
 3. per distinct pick g: the pointer, one index token k sampled after that solution for each rollout that picked g
@@ -24,7 +24,9 @@ from __future__ import annotations
 import asyncio
 from collections import Counter
 
-from core.chat import PICK_MARK, POINTER_MARK, index_token_ids, pick_point_head
+from core.chat import PICK_MARK, POINTER_MARK, index_token_ids
+from tiny_recipe.chat import pick_point_head
+from actors.response_forms import ResponseForm
 from core.records import Rollout, RolloutGroup
 
 
@@ -110,3 +112,14 @@ async def pick_then_point(worker, task, prompt_ids: list, params) -> tuple:
                                  "solution_tokens": sum(solution_tokens) / len(solution_tokens),
                                  "cached_prompt_tokens": final.num_cached_tokens or 0})
     return group, 1 + sum(1 + bool(r[2]) for r in results.values())
+
+
+class PickThenPoint(ResponseForm):
+    """`pick_then_point` as a rollout worker's response form (the embedded default's selector)."""
+
+    name = "pick-then-point"
+
+    async def generate(self, worker, task, prompt_ids: list, params) -> RolloutGroup:
+        group, requests = await pick_then_point(worker, task, prompt_ids, params)
+        worker._counters["requests"] += requests
+        return group

@@ -178,7 +178,7 @@ def solution_batches(tokenizer, texts: list, cfg, seed: int) -> list:
     """The first stage's worked-solution batches, each a list of `selection_rows` rows: the shuffled texts, each
     used once, `cfg.batch_size` a step, or with `cfg.pack_tokens` the packed rows spread evenly over the steps
     (about as many tokens a step); at most `cfg.steps` batches."""
-    from driver.models.selection_rows import solution_row
+    from tiny_recipe.selection_rows import solution_row
 
     order = list(range(len(texts)))
     random.Random(f"pretrain-{seed}").shuffle(order)
@@ -190,7 +190,7 @@ def solution_batches(tokenizer, texts: list, cfg, seed: int) -> list:
 def with_pointer_steps(tokenizer, batches: list, kind: str, train_tasks: list, cfg, seed: int) -> list:
     """[(kind, rows)]: `batches` in order, each step replaced by a pointer step (`cfg.context_batch` pointer rows of
     random training tasks) with probability `cfg.pointer_share` (drawn from `seed`); as many steps as batches."""
-    from driver.models.selection_rows import pointer_row
+    from tiny_recipe.selection_rows import pointer_row
 
     rng = random.Random(f"pointer-{seed}")
     steps = []
@@ -208,7 +208,7 @@ def context_batches(tokenizer, texts: list, train_tasks: list, cfg, seed: int) -
     """The second stage's batches: `cfg.context_batch` rows a step, each a random training task's prompt (with
     `cfg.pick_line`, then a blank line and `Pick: #g`, g uniform over its indices) and then a worked solution of
     `texts` (each used once); at most `cfg.context_steps` batches."""
-    from driver.models.selection_rows import context_row, with_pick_line
+    from tiny_recipe.selection_rows import context_row, with_pick_line
 
     rng = random.Random(f"context-{seed}")
     tasks = [rng.choice(train_tasks) for _ in texts]
@@ -234,7 +234,7 @@ def train_steps(model, tokenizer, steps: list, lr: float, desc: str, progress: b
     import torch
     from tqdm import tqdm
 
-    from driver.models.warmstart import clipped_step, collate
+    from driver.models.sft import clipped_step, collate
 
     pad = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else tokenizer.eos_token_id
     opt = torch.optim.AdamW(model.parameters(), lr=lr, weight_decay=0.0)
@@ -281,8 +281,8 @@ def pretrain(base_dir, cfg, exclude: frozenset, out_dir, seed: int = 0, threads:
     import torch
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
-    from core.induction import freeze_if_wired
-    from driver.models.warmstart import save_model_folder, torch_threads
+    from tiny_recipe.induction import freeze_if_wired
+    from driver.models.sft import save_model_folder, torch_threads
 
     out_dir = Path(out_dir)
     if (out_dir / STATS_FILE).exists():

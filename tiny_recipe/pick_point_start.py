@@ -1,7 +1,7 @@
 """The format-only warm-start of a selector that picks, then solves and points (`model.warm_start.target=pick_point`,
 `model.tiny.response=pick_point`).
 
-A row is the prompt (ending `Pick: #`), then the response `g` + the problem's head (`core.chat.pick_point_head`) + the
+A row is the prompt (ending `Pick: #`), then the response `g` + the problem's head (`tiny_recipe.chat.pick_point_head`) + the
 model's own greedy solution written after that pick, cut after its first `Answer: X` line + ` #k`, a newline and EOS.
 Two of its tokens are trained towards soft targets, neither read from a label:
 
@@ -22,7 +22,8 @@ from __future__ import annotations
 
 import random
 
-from core.chat import index_token_ids, pick_point_head, prompt_token_ids
+from core.chat import index_token_ids, prompt_token_ids
+from tiny_recipe.chat import pick_point_head
 
 SOLUTION_TOKENS = 96  # new tokens the greedy solution may take (as the `pointer` target's POINTER_TOKENS)
 
@@ -59,7 +60,7 @@ def pick_point_rows(model, tokenizer, tasks: list, rng: random.Random, dtype: st
     the target spreads over)] for the pick and the pointer (module docstring; `pointer` chooses the pointer's target).
     Tasks whose greedy solution writes no `Answer:` line, or whose pointer would merge into the answer's last token,
     are left out."""
-    from driver.models.greedy import first_answer, greedy_continuations, with_pointer
+    from tiny_recipe.greedy import first_answer, greedy_continuations, with_pointer
 
     ids = index_token_ids(tokenizer, max(t.num_candidates for t in tasks))
     if ids is None:

@@ -1,0 +1,16 @@
+"""The embedded tiny recipe: the 3.3M-parameter selector `make train` builds, pretrains and trains on a 2-core CPU.
+
+Nothing here is needed to train or serve any other model. The system reaches the recipe only through small general
+hooks, each open to any model:
+
+* a response form (actors/response_forms.py's `ResponseForm`): `response_form` below picks pick-then-point
+  (pick_point.py) or solve-then-point (solve_point.py) for a tiny model folder; every other model samples free text;
+* parameters a model folder declares frozen (core/frozen.py): the hand-written induction circuit's entries
+  (induction.py, `model.frozen_entries`) get no gradient in the learner;
+* extra training sequences a step (driver/run.py's `extra_rows`): the anchor rows of anchor_rows.py.
+
+The rest builds the model: model.py (tokenizer and Qwen3 initialisation), induction.py (the circuit), pretrain.py
+(label-free pretraining on worked solutions), warmstart.py and pick_point_start.py (the warm-starts before RL),
+selection_rows.py and greedy.py (their rows), chat.py (the model's chat templates). Its config keys are listed apart
+from the system's by `python -m driver.train --help`.
+"""

@@ -1,0 +1,29 @@
+"""Which response form a rollout worker of the embedded tiny model samples (the response-form hook of
+tiny_recipe/__init__.py): pick-then-point for a model folder whose tokenizer carries `PICK_POINT_TEMPLATE`,
+solve-then-point with `rollout.sample_index_only`, else None (the general free text or direct index)."""
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Optional
+
+
+def response_form(model_path, rollout_cfg) -> Optional[object]:
+    """The recipe's `ResponseForm` for the model at `model_path` (a local folder) under `rollout_cfg` (RolloutConfig),
+    or None when the model needs none of the recipe's forms."""
+    if rollout_cfg.sample_index_only:
+        from tiny_recipe.solve_point import SolveThenPoint
+
+        return SolveThenPoint()
+    if Path(model_path).is_dir() and _is_pick_point_folder(model_path):
+        from tiny_recipe.pick_point import PickThenPoint
+
+        return PickThenPoint()
+    return None
+
+
+def _is_pick_point_folder(model_path) -> bool:
+    from transformers import AutoTokenizer
+
+    from tiny_recipe.chat import is_pick_point
+
+    return is_pick_point(AutoTokenizer.from_pretrained(str(model_path)))
