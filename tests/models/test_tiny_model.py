@@ -158,3 +158,21 @@ def test_a_pick_then_point_model_ends_the_prompt_in_the_pick_mark(tmp_path, corp
     assert format_prompt(tokenizer, prompt) == prompt + "\n\n" + PICK_MARK
     response = PICK_MARK + "1" + pick_point_head("Compute 3 + 4.") + "3 + 4 = 7\nAnswer: 7 #0"
     assert parse_judgment(response, 2).index == 0
+
+
+def test_the_registry_hands_each_model_folder_its_response_form(tmp_path, corpus):
+    """The response-form hook (driver.models.registry.response_form): a pick-then-point tiny folder gets the recipe's
+    PickThenPoint, `rollout.sample_index_only` SolveThenPoint, and any other folder (an index tiny model here, a
+    user's own model alike) the general FreeText, so a run and a served selector sample what the model was built for."""
+    from actors.response_forms import FreeText
+    from core.config import RolloutConfig
+    from tiny_recipe.pick_point import PickThenPoint
+    from tiny_recipe.solve_point import SolveThenPoint
+
+    pick = registry.resolve_model(ModelConfig(cache_dir=str(tmp_path), tiny=TinyModelConfig(
+        response="pick_point", split_digits=False)), corpus)
+    index = registry.resolve_model(ModelConfig(cache_dir=str(tmp_path)), corpus)
+    assert type(registry.response_form(pick, RolloutConfig())) is PickThenPoint
+    assert type(registry.response_form(index, RolloutConfig())) is FreeText
+    assert type(registry.response_form(index, RolloutConfig(sample_index_only=True))) is SolveThenPoint
+    assert registry.frozen_entries(index) is None  # no circuit wired: nothing frozen
