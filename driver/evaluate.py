@@ -220,21 +220,29 @@ def retry_on_timeout(call, what: str, warn, retries: int = EVAL_TIMEOUT_RETRIES)
                  f"with other work); running it again")
 
 
+def own_answers(responses: Sequence[str]) -> list:
+    """The answer X of each response's last `Answer: X #k` line (a model that solves, then points), else None."""
+    found = [OWN_ANSWER_RE.findall(r) for r in responses]
+    return [f[-1].strip() if f else None for f in found]
+
+
 def choose_remote(rollout_handle, tasks: Sequence, timeout_s: float, samples: int = 0) -> tuple:
     """Greedy choices through a Ray actor handle (used by the training driver), with `samples > 0` the sampled
-    accuracy of that many temperature-1 responses per prompt (else None), and the greedy responses'
-    `own_answer_breakdown` ({} unless they solve then point): (choices, sampled, breakdown).
+    accuracy of that many temperature-1 responses per prompt (else None), the greedy responses'
+    `own_answer_breakdown` ({} unless they solve then point) and their `own_answers`:
+    (choices, sampled, breakdown, answers).
 
     The two generate calls run one after the other: the rollout actor derives each call's deadline from that
     call's own sequences (core/deadlines.py), so a greedy call sharing the engine with the sampled one (4x its
     sequences) could time out on a loaded machine (it did: a 200-prompt step-0 evaluation past its 70 s)."""
     groups = _get_or_cancel(rollout_handle.generate.remote(list(tasks), n=1, temperature=0.0), timeout_s)
     choices = [parse_judgment(g.rollouts[0].response_text, g.task.num_candidates).index for g in groups]
-    breakdown = own_answer_breakdown([g.task for g in groups], [g.rollouts[0].response_text for g in groups], choices)
+    responses = [g.rollouts[0].response_text for g in groups]
+    breakdown = own_answer_breakdown([g.task for g in groups], responses, choices)
     if not samples:
-        return choices, None, breakdown
+        return choices, None, breakdown, own_answers(responses)
     sampled = _get_or_cancel(rollout_handle.generate.remote(list(tasks), n=samples, temperature=1.0), timeout_s)
-    return choices, sampled_accuracy(sampled), breakdown
+    return choices, sampled_accuracy(sampled), breakdown, own_answers(responses)
 
 
 def _get_or_cancel(ref, timeout_s: float):

@@ -72,6 +72,7 @@ def eval_lines(result: dict, cfg, step: int) -> list:
                      f"{result['own_answer/follows']:.3f}  accuracy if it always did "
                      f"{result['own_answer/follow_ceiling']:.3f}  accuracy where none states it "
                      f"{result['own_answer/unstated_accuracy']:.3f}")
+    lines += rule_lines(result, step)
     if "knockout/genselect" in result:
         by_n = " ".join(f"{n}:{v:.2f}" for n, v in result["knockout/by_size"].items())
         orders = ", both orders" if cfg.eval_knockout_both_orders else ""
@@ -98,6 +99,25 @@ def eval_lines(result: dict, cfg, step: int) -> list:
     return lines
 
 
+def rule_lines(result: dict, step: int) -> list:
+    """One console line per rule selector read beside the policy (driver/baselines.py): whole prompt and knockout."""
+    from driver.baselines import RULES
+
+    names = {"cue": "hedge-cue rule", "own_answer": "own-answer rule"}
+    lines = []
+    for rule in RULES:
+        key = f"rule/{rule}/"
+        if key + "genselect" not in result:
+            continue
+        line = (f"[eval step {step}, {names[rule]}] whole prompt {result[key + 'genselect']:.3f} "
+                f"[{result[key + 'genselect_lo']:.3f}, {result[key + 'genselect_hi']:.3f}]")
+        if key + "knockout/genselect" in result:
+            line += (f"  knockout {result[key + 'knockout/genselect']:.3f} [{result[key + 'knockout/genselect_lo']:.3f}, "
+                     f"{result[key + 'knockout/genselect_hi']:.3f}]")
+        lines.append(line)
+    return lines
+
+
 class HeldOutReader:
     """Reads the policy on the held-out sets through rollout actor 0 of `fleet` (driver.fleet.Fleet); `warn(message)`
     shows a warning to the user (a reading retried after its deadline)."""
@@ -120,13 +140,16 @@ class HeldOutReader:
         """One held-out set's reading: the whole prompts (greedy, and `samples` sampled responses each), then the
         knockout and the round robin when configured, one after the other (run at once they took as long: the
         engine is busy either way). `eval_s`: its wall time."""
+        from driver.baselines import rule_metrics
         from driver.evaluate import by_size, by_slip_kind, selection_metrics
 
         started = time.time()
-        choices, sampled, own_answer = self._choose_whole_prompts(tasks, samples, step)
+        choices, sampled, own_answer, answers = self._choose_whole_prompts(tasks, samples, step)
         result = selection_metrics(tasks, choices, seed=self.cfg.seed)
         result.update({"sampled": sampled, "by_size": by_size(tasks, choices)})
         result.update({f"own_answer/{k}": v for k, v in own_answer.items()})
+        if self.cfg.data.source == "procedural_math":  # the rules read its hedge cue and its answers
+            result.update(rule_metrics(tasks, answers, self.cfg.eval_knockout_window, self.cfg.seed))
         if self.cfg.eval_knockout_window:
             result.update(self._knockout_metrics(tasks, step))
         if self.cfg.eval_round_robin != "none":
@@ -156,7 +179,8 @@ class HeldOutReader:
                 raise RunFailed(f"{what} failed ({type(err).__name__}: {err})") from err
 
     def _choose_whole_prompts(self, tasks: list, samples: int, step: int) -> tuple:
-        """(greedy choices, sampled accuracy or None, own-answer breakdown) of `tasks` read whole by rollout actor 0
+        """(greedy choices, sampled accuracy or None, own-answer breakdown, own answers) of `tasks` read whole by rollout
+        actor 0
         (`driver.evaluate.choose_remote`)."""
         from core.deadlines import generate_deadline_s
         from driver.evaluate import choose_remote

@@ -169,6 +169,7 @@ def summarize(log: MetricsLog, wall_seconds: float, steps: int) -> dict:
         "final_by_candidates": last.get("by_size"),
         "final_by_slip_kind": last.get("by_slip_kind"),
         "no_cue_heldout": nocue if nocue["genselect_final"] is not None else None,
+        "rule_selectors": rule_summary(first, last),
         "curriculum_final_max_candidates": train[-1].get("curriculum/max_candidates") if train else None,
         "majority_accuracy": last.get("majority"),
         "random_accuracy": last.get("random"),
@@ -183,6 +184,23 @@ def summarize(log: MetricsLog, wall_seconds: float, steps: int) -> dict:
                               for k in ("drain_s", "transfer_s", "load_s")},
         "dropped_stale_samples": sum(r.get("staleness/dropped_groups", 0) for r in train),
     }
+
+
+def rule_summary(first: dict, last: dict) -> Optional[dict]:
+    """The rule selectors read beside the policy (driver/baselines.py) at the first and last reading: {rule: {start,
+    final, final_ci, start_knockout, final_knockout, final_knockout_ci}} (None: none was read)."""
+    out = {}
+    for rule in ("cue", "own_answer"):
+        key = f"rule/{rule}/"
+        if last.get(key + "genselect") is None:
+            continue
+        out[rule] = {"start": first.get(key + "genselect"), "final": last.get(key + "genselect"),
+                     "final_ci": [last.get(key + "genselect_lo"), last.get(key + "genselect_hi")],
+                     "start_knockout": first.get(key + "knockout/genselect"),
+                     "final_knockout": last.get(key + "knockout/genselect"),
+                     "final_knockout_ci": [last.get(key + "knockout/genselect_lo"),
+                                           last.get(key + "knockout/genselect_hi")]}
+    return out or None
 
 
 def _mean(values: list) -> Optional[float]:

@@ -139,6 +139,9 @@ def main(argv=None) -> int:
     for key in keys:
         if summary.get(key) is not None or "knockout" not in key:
             print(f"  {key:<23} {summary.get(key)}")
+    for rule, r in (summary.get("rule_selectors") or {}).items():  # the selectors that need no RL, beside it
+        print(f"  {rule + ' rule':<23} whole prompt {r['start']} -> {r['final']}, knockout {r['start_knockout']} -> "
+              f"{r['final_knockout']}")
     return 0
 
 

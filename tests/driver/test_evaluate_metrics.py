@@ -72,11 +72,11 @@ def test_remote_evaluation_runs_greedy_before_sampling(monkeypatch):
     handle = type("Handle", (), {})()
     handle.generate = type("Method", (), {"remote": staticmethod(generate)})()
     monkeypatch.setattr(ray, "get", get)
-    choices, sampled, breakdown = choose_remote(handle, tasks, timeout_s=10.0, samples=4)
+    choices, sampled, breakdown, answers = choose_remote(handle, tasks, timeout_s=10.0, samples=4)
     assert events == [("submit", 1, 0.0), ("done", 1, 0.0), ("submit", 4, 1.0), ("done", 4, 1.0)]
     assert choices == [1, 1] and sampled == pytest.approx(0.5) and breakdown == {}  # no `Answer: X #k` lines
     events.clear()
-    assert choose_remote(handle, tasks, timeout_s=10.0, samples=0) == ([1, 1], None, {})
+    assert choose_remote(handle, tasks, timeout_s=10.0, samples=0) == ([1, 1], None, {}, [None, None])
     assert events == [("submit", 1, 0.0), ("done", 1, 0.0)]
 
 

@@ -1,0 +1,56 @@
+"""The rule selectors read beside the policy (driver/baselines.py): what each picks, the same pick at every reading,
+and their whole-prompt and knockout accuracies with CIs."""
+import pytest
+
+from core.records import SelectionTask
+from driver import baselines
+from driver.data.slips import HEDGE_PREFIXES
+
+HEDGE = HEDGE_PREFIXES[0]
+
+
+def _task(pid, answers, labels, hedged=()):
+    candidates = tuple((f"{HEDGE}\n" if i in hedged else "") + f"x = {a}\nAnswer: {a}" for i, a in enumerate(answers))
+    return SelectionTask(prompt_id=f"{pid}/p0", problem_id=pid, domain="math", problem="?", candidates=candidates,
+                         candidate_answers=tuple(answers), labels=tuple(labels), reference="1", prompt="...")
+
+
+def test_the_cue_rule_names_a_candidate_that_does_not_hedge_and_any_when_all_do():
+    task = _task("a", ["1", "2", "3", "4"], [0, 1, 0, 0], hedged=(0, 2, 3))
+    rng = baselines._rng(0, "cue", task)
+    assert {baselines.cue_choice(task.candidates, range(4), rng) for _ in range(20)} == {1}
+    assert {baselines.cue_choice(task.candidates, [0, 2, 3], rng) for _ in range(60)} == {0, 2, 3}
+
+
+def test_the_own_answer_rule_follows_the_models_answer_and_falls_back_to_the_cue():
+    task = _task("a", ["7", "5", "7"], [1, 0, 1], hedged=(0,))
+    rng = baselines._rng(0, "own_answer", task)
+    assert {baselines.own_answer_choice(task, range(3), " 5 ", rng) for _ in range(20)} == {1}
+    assert {baselines.own_answer_choice(task, range(3), "7", rng) for _ in range(40)} == {0, 2}
+    assert {baselines.own_answer_choice(task, range(3), "9", rng) for _ in range(40)} == {1, 2}  # unstated: the cue
+    assert {baselines.own_answer_choice(task, range(3), None, rng) for _ in range(40)} == {1, 2}
+    with pytest.raises(ValueError, match="rule must be one of"):
+        baselines.rule_choice("oracle", task, range(3), None, rng)
+
+
+def test_a_rule_picks_the_same_candidate_at_every_reading_and_by_knockout_as_by_the_whole_prompt():
+    """Ties are drawn from a generator seeded by the run's seed and the prompt: two readings agree. With pairs, a
+    knockout by the cue rule keeps a candidate that does not hedge whenever one exists."""
+    tasks = [_task(f"p{i}", [str(j) for j in range(6)], [int(j == i % 6) for j in range(6)],
+                   hedged=tuple(j for j in range(6) if j != i % 6)) for i in range(12)]
+    answers = [None] * len(tasks)
+    first = baselines.whole_prompt_choices("cue", tasks, answers, seed=3)
+    assert first == baselines.whole_prompt_choices("cue", tasks, answers, seed=3) == [i % 6 for i in range(12)]
+    assert baselines.knockout_choices("cue", tasks, answers, window=2, seed=3) == first
+
+
+def test_rule_metrics_read_both_rules_with_their_cis_and_leave_out_the_own_answer_rule_without_answers():
+    tasks = [_task("a", ["1", "2"], [1, 0], hedged=(1,)), _task("b", ["3", "4"], [0, 1], hedged=(1,)),
+             _task("c", ["5", "6"], [0, 1], hedged=(0,))]
+    out = baselines.rule_metrics(tasks, ["2", "4", None], window=2, seed=0)
+    assert out["rule/cue/genselect"] == pytest.approx(2 / 3)  # the cue is right on a and c, wrong on b
+    assert out["rule/own_answer/genselect"] == pytest.approx(2 / 3)  # follows 2 (wrong), 4 (right), cue on c
+    assert out["rule/cue/knockout/genselect"] == pytest.approx(2 / 3)
+    assert out["rule/cue/genselect_lo"] <= out["rule/cue/genselect"] <= out["rule/cue/genselect_hi"]
+    assert not any(k.startswith("rule/own_answer") for k in baselines.rule_metrics(tasks, [None] * 3, 0, 0))
+    assert not any("knockout" in k for k in baselines.rule_metrics(tasks, [None] * 3, 0, 0))
