@@ -22,8 +22,18 @@ def response_form(model_path, rollout_cfg) -> Optional[object]:
 
 
 def _is_pick_point_folder(model_path) -> bool:
-    from transformers import AutoTokenizer
+    """Whether the folder's saved chat template (`chat_template.jinja`, or `tokenizer_config.json`'s
+    `chat_template`) is `PICK_POINT_TEMPLATE`; read from the files, so no tokenizer is built."""
+    import json
 
-    from tiny_recipe.chat import is_pick_point
+    from tiny_recipe.chat import PICK_POINT_TEMPLATE
 
-    return is_pick_point(AutoTokenizer.from_pretrained(str(model_path)))
+    folder = Path(model_path)
+    jinja = folder / "chat_template.jinja"
+    if jinja.is_file():
+        return jinja.read_text() == PICK_POINT_TEMPLATE
+    try:
+        template = json.loads((folder / "tokenizer_config.json").read_text()).get("chat_template")
+    except (OSError, ValueError):
+        return False
+    return template == PICK_POINT_TEMPLATE
