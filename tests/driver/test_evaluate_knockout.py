@@ -195,7 +195,7 @@ def test_command_line_evaluates_in_chunks_and_keeps_each_choice(tmp_path, monkey
     judges = []
 
     class FakeWorker(LogprobJudge):
-        def __init__(self, cfg, model, dtype="float32"):
+        def __init__(self, cfg, model, dtype="float32", response_form=None):
             super().__init__()
             judges.append(self)
 
