@@ -35,7 +35,7 @@ _CHOICES = {
     "rollout.sync_mode": ("drain", "keep"),
     "algorithm.maxk_baseline": ("loo", "mean", "none"),
     "algorithm.bon_p_estimate": ("group", "loo"),
-    "weight_sync.backend": ("object_store", "nccl"),
+    "weight_sync.backend": ("object_store", "gloo", "nccl"),
     "cluster.placement_strategy": ("PACK", "SPREAD", "STRICT_PACK", "STRICT_SPREAD"),
 }
 

@@ -163,7 +163,8 @@ class AlgorithmConfig:
 @dataclass
 class WeightSyncConfig:
     """Learner -> rollout engines weight broadcast."""
-    backend: str = _f("object_store", "'object_store' (CPU default) or 'nccl' (GPU learner and engines).")
+    backend: str = _f("object_store", "'object_store' (CPU default), 'gloo' (a broadcast group over TCP, CPU or "
+                                      "GPU) or 'nccl' (GPU learner and engines).")
     bucket_mb: int = _f(256, "Bucket size for bucketed transfers.")
     timeout_s: float = _f(0.0, "Deadline for one whole sync. 0 (default): derived, the drain deadline (in-flight "
                                "generation finishing at rollout.min_decode_tokens_per_s) plus transfer_timeout_s "
