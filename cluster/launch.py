@@ -9,7 +9,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from cluster.layout import fit_nodes, live_nodes, target_nodes
-from cluster.placement import ActorSlot, actor_options, bundle_indices, ceil_cpus, create_group, node_ip_of_bundle, plan
+from cluster.placement import ActorSlot, actor_options, bundle_indices, create_group, node_ip_of_bundle, plan
+from cluster.placement import actor_env as env_of
 from core.net import rendezvous_port
 
 
@@ -42,10 +43,8 @@ def launch(cfg, model_path: str, actor_env: dict, domains: tuple = ("math",), fr
     index = bundle_indices(placement)
 
     def options(slot: ActorSlot, **extra) -> dict:
-        threads = str(max(1, ceil_cpus(slot.num_cpus)))
-        env = {**actor_env, "OMP_NUM_THREADS": threads}
         return actor_options(slot, group, index.get((slot.role, slot.index)),
-                             runtime_env={"env_vars": env}, **extra)
+                             runtime_env={"env_vars": env_of(slot, actor_env)}, **extra)
 
     handles = Handles(placement_group=group)
     learner_slots = placement.of("learner")
@@ -78,11 +77,10 @@ def launch_rollouts(rollout_cfg, model_path: str, dtype: str, seed: int, actor_e
     from actors.rollout import RolloutWorker
 
     handles = Handles()
-    threads = str(max(1, ceil_cpus(rollout_cfg.num_cpus)))
     for index in range(rollout_cfg.num_workers):
+        slot = ActorSlot("rollout", index, rollout_cfg.num_cpus, rollout_cfg.num_gpus, "")
         cls = ray.remote(num_cpus=rollout_cfg.num_cpus, num_gpus=rollout_cfg.num_gpus, max_restarts=0,
-                         max_concurrency=16,
-                         runtime_env={"env_vars": {**actor_env, "OMP_NUM_THREADS": threads}})(RolloutWorker)
+                         max_concurrency=16, runtime_env={"env_vars": env_of(slot, actor_env)})(RolloutWorker)
         handles.rollouts.append(cls.remote(rollout_cfg, model_path, dtype=dtype, seed=seed + 1000 * index,
                                            worker_index=index))
     return handles
