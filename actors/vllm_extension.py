@@ -171,6 +171,28 @@ class WeightReceiver:
         return {"tensors": count, "bytes": nbytes, "seconds": time.perf_counter() - start}
 
 
+    # ---- colocated path (weight_sync.backend=ipc; actors/ipc_buckets.py) ------------------------------------
+    def genselect_load_ipc(self, exported: list) -> dict:
+        """Open each CUDA IPC bucket the learner exported on this worker's device index, load its tensors (the
+        model's load_weights copies them) inside a session, drop it. Returns {"tensors", "bytes", "buckets",
+        "seconds"}."""
+        from vllm.config import set_current_vllm_config
+
+        from actors.ipc_buckets import load_all
+
+        if not getattr(self, "_genselect_session", False):
+            raise RuntimeError("genselect_load_ipc outside a weight-update session")
+        start = time.perf_counter()
+        model = self.model_runner.get_model()
+
+        def load(pairs):
+            with set_current_vllm_config(self.vllm_config):
+                self._genselect_loaded.update(model.load_weights(weights=pairs) or ())
+
+        stats = load_all(exported, self.device.index, load)
+        return {**stats, "seconds": time.perf_counter() - start}
+
+
 # ---- sender side: the file channel (runs in the rollout actor, not in the worker) ------------------
 #: numpy has no bfloat16: bf16 weights travel as their raw 16-bit patterns in a uint16 array whose dtype
 #: carries this metadata (kept through pickling, hence through Ray's object store), never widened to float32.

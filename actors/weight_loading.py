@@ -124,6 +124,21 @@ class WeightLoading:
         return {**stats, "tensors": len(names), "bytes": received.get("bytes", 0),
                 "receive_s": received.get("seconds", 0.0)}
 
+    async def update_weights_ipc(self, exported: list, version: int) -> dict:
+        """Colocated: load the learner's CUDA IPC buckets ([{"handle", "entries"}], actors/ipc_buckets.py) inside the
+        drain / load / resume path (`_update`); the broadcaster's deadline cancels it as it does an object-store
+        update."""
+        if not exported:
+            raise ValueError("update_weights_ipc: no buckets (the learner exports every tensor)")
+        received = {}
+
+        async def load():
+            received.update(await self._rpc("genselect_load_ipc", exported))
+
+        stats = await self._update(version, load)
+        return {**stats, "tensors": received.get("tensors", 0), "bytes": received.get("bytes", 0),
+                "buckets": received.get("buckets", 0)}
+
     async def _update(self, version: int, load) -> dict:
         """drain -> load session -> version -> resume, each phase timed and its outcome kept (`update_state`).
 

@@ -87,3 +87,38 @@ class BroadcastWeightSender:
 
             torch.cuda.synchronize()
         return {**stats, "seconds": time.monotonic() - start}
+
+    # ---- colocated (weight_sync.backend=ipc): one CUDA IPC handle per bucket (actors/ipc_buckets.py) ------------
+    _ipc_ledger = None
+
+    def export_ipc(self, export_id: str, bucket_bytes: int, engines: list) -> list:
+        """Flatten the full weights into buckets on this GPU and return one IPC handle per bucket
+        ([{"handle", "entries"}]); the buckets stay alive until every engine in `engines` has called
+        `release_ipc(export_id, engine)`, or `drop_ipc(export_id)`, or a newer export. Collective under ZeRO-3:
+        every rank calls it; ranks > 0 take part in the gather and return []."""
+        from actors import ipc_buckets
+
+        if self.rank != 0:
+            if self.cfg.zero_stage == 3:
+                self._full_state()
+            return []
+        if self.device.type != "cuda":
+            raise RuntimeError("weight_sync.backend=ipc needs the learner on a GPU; use gloo or object_store on CPU")
+        if self._ipc_ledger is None:
+            self._ipc_ledger = ipc_buckets.ExportLedger(keep=1)
+        buckets, exported = ipc_buckets.export(self._full_state(), bucket_bytes)
+        self._ipc_ledger.add(export_id, buckets, engines)
+        return exported
+
+    def release_ipc(self, export_id: str, engine: str) -> bool:
+        """`engine` has copied every bucket of `export_id`; True when it was the last (the buckets are freed)."""
+        return self._ipc_ledger is not None and self._ipc_ledger.release(export_id, engine)
+
+    def drop_ipc(self, export_id: str) -> None:
+        """Free the buckets of `export_id` now (the sync is over, whatever the engines said)."""
+        if self._ipc_ledger is not None:
+            self._ipc_ledger.drop(export_id)
+            if self.device.type == "cuda":
+                import torch
+
+                torch.cuda.ipc_collect()

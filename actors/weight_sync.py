@@ -22,6 +22,13 @@ deadline leaves no one inside a half-finished broadcast; the broadcaster then fo
 forms a new one, as it does when an engine is not in the current group (a restarted actor). gloo runs over TCP on
 CPU (tests/actors/test_weight_broadcast.py); nccl is the same protocol on GPUs (not run here: it needs two GPUs).
 
+ipc backend (one GPU shared by learner rank 0 and one engine; not run here: it needs a GPU). The learner flattens its
+weights into buckets on its GPU and exports one CUDA IPC handle per bucket (`export_ipc`, actors/ipc_buckets.py); the
+engine opens them on its own device index and loads them inside the same drain / load / resume path as the
+object-store path (`update_weights_ipc`), under the same deadline and missing-parameter check; the learner keeps the
+buckets until every engine has released them and frees them when the sync ends either way. The object-store backend
+works colocated too, as the fallback.
+
 Every sync has one deadline (`WeightSyncConfig.timeout_s`, derived from the generation limits unless set:
 core/deadlines.py); a miss raises WeightSyncTimeout naming the actors that did not answer, after cancelling their
 late update calls: an engine still draining (waiting for its in-flight requests) keeps its old weights and
@@ -39,7 +46,7 @@ import ray
 
 from actors.calls import answer_times
 
-BACKENDS = ("object_store", "gloo", "nccl")
+BACKENDS = ("object_store", "gloo", "nccl", "ipc")
 ABANDON_WAIT_S = 60.0  # how long `_abandon` waits for each engine's state after a missed deadline
 ANSWER_GRACE_S = 15.0  # broadcast backends: members stop at the deadline themselves; time for their answer to arrive
 
@@ -97,9 +104,11 @@ class WeightSyncBroadcaster:
         """
         start = time.perf_counter()
         deadline = start + self.cfg.timeout_s
-        if self.cfg.backend != "object_store":
+        if self.cfg.backend in ("gloo", "nccl"):
             workers, export_s = self._sync_broadcast(version, deadline), 0.0
             rtts = [w.get("seconds", 0.0) for w in workers]
+        elif self.cfg.backend == "ipc":
+            workers, export_s, rtts = self._sync_ipc(version, start, deadline)
         else:
             refs = [learner.export_weights.remote(rank0_only=True, widen=False) for learner in self.learners]
             self._wait(refs, [f"learner[{r}].export_weights" for r in range(len(refs))], deadline,
@@ -119,12 +128,12 @@ class WeightSyncBroadcaster:
         drain = [w.get("drain_s", w.get("pause_s", 0.0)) for w in workers]
         load = [w.get("load_s", 0.0) for w in workers]
         delivery = [max(0.0, rtt - w.get("seconds", 0.0)) for rtt, w in zip(rtts, workers)]
-        if self.cfg.backend != "object_store":  # the broadcast happens inside the engine's load session
+        if self.cfg.backend in ("gloo", "nccl"):  # the broadcast happens inside the engine's load session
             delivery = [w.get("load_s", 0.0) for w in workers]
         stats = {"version": version, "seconds": seconds, "bytes": nbytes,
                  "gbps": nbytes / seconds / 1e9 if seconds > 0 else 0.0, "export_seconds": export_s,
                  "drain_s": max(drain, default=0.0), "transfer_s": export_s + max(delivery, default=0.0),
-                 "load_s": max(load, default=0.0) if self.cfg.backend == "object_store" else 0.0, "workers": workers}
+                 "load_s": max(load, default=0.0) if self.cfg.backend not in ("gloo", "nccl") else 0.0, "workers": workers}
         self.history.append({k: v for k, v in stats.items() if k != "workers"})
         return stats
 
@@ -171,6 +180,26 @@ class WeightSyncBroadcaster:
         said = "; ".join(f"rollout[{i}]: {s.get('state')}, serving version {s.get('engine_version', '?')}"
                          for i, s in enumerate(states))
         err.args = (f"{err.args[0]} ({said})",)
+
+    def _sync_ipc(self, version: int, start: float, deadline: float) -> tuple:
+        """Colocated: learner rank 0 exports one CUDA IPC handle per bucket (every rank takes part in the ZeRO-3
+        gather), every engine loads them inside its drain / load / resume path under the deadline; the learner
+        keeps the buckets until each engine that answered has released them, and frees them when the sync ends
+        either way. Returns (per-engine stats, export seconds, round trips)."""
+        export_id = f"v{version}-{uuid.uuid4().hex[:8]}"
+        engines = [f"rollout[{i}]" for i in range(len(self.rollouts))]
+        bucket_bytes = self.cfg.bucket_mb << 20
+        refs = [learner.export_ipc.remote(export_id, bucket_bytes, engines) for learner in self.learners]
+        exported = self._wait(refs, [f"learner[{r}].export_ipc" for r in range(len(refs))], deadline)[0]
+        export_s = time.perf_counter() - start
+        sent = time.perf_counter()
+        try:
+            calls = [h.update_weights_ipc.remote(exported, version) for h in self.rollouts]
+            workers, ends = self._wait_timed(calls, self._names("update_weights_ipc"), deadline, version)
+            ray.get([self.learner.release_ipc.remote(export_id, e) for e in engines], timeout=ABANDON_WAIT_S)
+        finally:
+            ray.get(self.learner.drop_ipc.remote(export_id), timeout=ABANDON_WAIT_S)
+        return workers, export_s, [end - sent for end in ends]
 
     def _sync_broadcast(self, version: int, deadline: float) -> list:
         """gloo / nccl: one broadcast from learner rank 0 to every engine worker, in the group `_group` names.

@@ -33,7 +33,6 @@ def launch(cfg, model_path: str, actor_env: dict, domains: tuple = ("math",), fr
     import ray
 
     from actors.learner import Learner
-    from actors.rollout import RolloutWorker
     from actors.verifier import VerifierPool
 
     placement = plan(cfg.learner, cfg.rollout, cfg.verifier, cfg.cluster)
@@ -47,6 +46,10 @@ def launch(cfg, model_path: str, actor_env: dict, domains: tuple = ("math",), fr
                              runtime_env={"env_vars": env_of(slot, actor_env)}, **extra)
 
     handles = Handles(placement_group=group)
+    colocated = cfg.weight_sync.backend == "ipc"
+    if colocated:  # the engine measures the GPU's free memory at its start: it starts before the learner shares it
+        _start_rollouts(handles, placement, options, cfg, model_path)
+        ray.get([h.health.remote() for h in handles.rollouts], timeout=cfg.cluster.actor_start_timeout_s)
     learner_slots = placement.of("learner")
     master_addr = node_ip_of_bundle(group, index[("learner", 0)]) if learner_slots[0].in_group else "127.0.0.1"
     master_port = rendezvous_port("")  # every interface: the ranks rendezvous on the node address, not loopback
@@ -57,15 +60,25 @@ def launch(cfg, model_path: str, actor_env: dict, domains: tuple = ("math",), fr
                                            master_port=master_port, seed=cfg.seed,
                                            total_train_steps=cfg.steps, temperature=cfg.rollout.temperature,
                                            frozen=frozen))
+    if not colocated:
+        _start_rollouts(handles, placement, options, cfg, model_path)
+    for slot in placement.of("verifier"):
+        cls = ray.remote(**options(slot, max_restarts=3))(VerifierPool)
+        handles.verifiers.append(cls.remote(cfg.verifier, domains=tuple(domains)))
+    return handles
+
+
+def _start_rollouts(handles: Handles, placement, options, cfg, model_path: str) -> None:
+    """Create the rollout actors of `placement` (restartable) into `handles.rollouts`."""
+    import ray
+
+    from actors.rollout import RolloutWorker
+
     for slot in placement.of("rollout"):
         cls = ray.remote(**options(slot, max_restarts=3, max_concurrency=16))(RolloutWorker)
         handles.rollouts.append(cls.remote(cfg.rollout, model_path, dtype=cfg.model.dtype,
                                            seed=cfg.seed + 1000 * slot.index, worker_index=slot.index,
                                            weight_sync=cfg.weight_sync))
-    for slot in placement.of("verifier"):
-        cls = ray.remote(**options(slot, max_restarts=3))(VerifierPool)
-        handles.verifiers.append(cls.remote(cfg.verifier, domains=tuple(domains)))
-    return handles
 
 
 def launch_rollouts(rollout_cfg, model_path: str, dtype: str, seed: int, actor_env: dict) -> Handles:
