@@ -283,7 +283,7 @@ def run_tier(report: Report, tier: str, device: str) -> None:
     missing = [need for need in NEEDS.get(tier, ()) if not report.have.get(need, False)]
     if missing:
         why = ", ".join("CUDA" + (" (--device cpu)" if device == "cpu" else " (no GPU visible)") if m == "cuda"
-                        else f"{m} does not import" for m in missing)
+                        else f"{m} (does not import)" for m in missing)
         report.emit({"tier": tier, "status": "skipped", "seconds": 0.0, "note": f"needs {why}"})
         return
     start = time.monotonic()
