@@ -8,10 +8,12 @@ it (`ExportLedger`), and the engine rebuilds the buffer on its own device index 
 views each tensor out of it (`unflatten`) and loads it inside its usual drain / load / resume path, with the
 sync's deadline and the missing-parameter check (actors/weight_loading.py).
 
-The CUDA-specific calls are `share_cuda` / `rebuild_cuda` (torch's `reduce_tensor` / `rebuild_cuda_tensor`, keyed by
-the GPU's UUID, with argument 6 of the rebuild, the device index, replaced by the receiver's: what vLLM 0.32's
-`IPCWeightTransferEngine` does). Everything else is plain torch on any device, so tests replace the two functions
-and run the bookkeeping on CPU.
+Two channels carry a bucket, each a pair share(buffer) -> handle / rebuild(handle, device_index) -> buffer:
+- `cuda`: torch's `reduce_tensor` / `rebuild_cuda_tensor`, keyed by the GPU's UUID, with argument 6 of the rebuild,
+  the device index, replaced by the receiver's (what vLLM 0.32's `IPCWeightTransferEngine` does);
+- `shm`: a learner on CPU writes each bucket to a file on /dev/shm that the engine on the same node maps; the
+  learner deletes the files when the ledger frees the buckets. It runs the whole colocated path on CPU, in CI.
+Everything else is plain torch on any device.
 
 Why not vLLM's own `IPCWeightTransferEngine` (vllm/distributed/weight_transfer/ipc_engine.py, packed mode): it
 drives its own update session (`start_weight_update` / `receive_weights` / `finish_weight_update` through
@@ -108,18 +110,62 @@ def rebuild_cuda(handle: dict, device_index: int):
     return rebuild_cuda_tensor(*args)
 
 
-def export(state: dict, bucket_bytes: int, share=share_cuda) -> tuple:
-    """(buckets kept alive by the caller, [{"handle": share(buffer), "entries": entries}] for the engines)."""
+def share_shm(buffer) -> dict:
+    """{"path", "bytes"}: `buffer` (a CPU uint8 tensor) written to a new file on /dev/shm (the temp dir without it)."""
+    import os
+    import tempfile
+
+    directory = "/dev/shm" if os.path.isdir("/dev/shm") and os.access("/dev/shm", os.W_OK) else None
+    fd, path = tempfile.mkstemp(prefix="genselect-ipc-", suffix=".bucket", dir=directory)
+    with os.fdopen(fd, "wb") as f:
+        f.write(memoryview(buffer.numpy()))
+    return {"path": path, "bytes": buffer.numel()}
+
+
+def rebuild_shm(handle: dict, device_index) -> object:
+    """The bucket file of `handle` mapped as a CPU uint8 tensor (read by the loader, which copies)."""
+    import os
+
+    import torch
+
+    if not os.path.exists(handle["path"]):
+        raise ValueError(f"bucket file {handle['path']} does not exist here: weight_sync.backend=ipc on CPU needs the "
+                         f"engine on the learner's node (or the learner freed it: the sync's deadline passed)")
+    return torch.from_file(handle["path"], shared=False, size=handle["bytes"], dtype=torch.uint8)
+
+
+def remove_shm(exported: list) -> None:
+    """Delete the bucket files of a `shm` export (missing ones are fine)."""
+    import os
+
+    for item in exported:
+        try:
+            os.unlink(item["handle"]["path"])
+        except FileNotFoundError:
+            pass
+
+
+CHANNELS = {"cuda": (share_cuda, rebuild_cuda), "shm": (share_shm, rebuild_shm)}
+
+
+def export(state: dict, bucket_bytes: int, channel: str = "cuda", channels: dict = CHANNELS) -> tuple:
+    """(buckets kept alive by the caller, [{"channel", "handle": share(buffer), "entries"}] for the engines)."""
+    if channel not in channels:
+        raise ValueError(f"IPC channel {channel!r} is not one of {sorted(channels)}")
+    share = channels[channel][0]
     buckets = flatten(state, bucket_bytes)
-    return buckets, [{"handle": share(b.buffer), "entries": b.entries} for b in buckets]
+    return buckets, [{"channel": channel, "handle": share(b.buffer), "entries": b.entries} for b in buckets]
 
 
-def load_all(exported: list, device_index: int, load, rebuild=rebuild_cuda) -> dict:
-    """Receiver side: for each exported bucket, open it (`rebuild`), hand its tensors to `load([(name, tensor)])`
-    (which must copy them: the views die with the bucket), drop it. Returns {"tensors", "bytes", "buckets"}."""
+def load_all(exported: list, device_index, load, channels: dict = CHANNELS) -> dict:
+    """Receiver side: for each exported bucket, open it (its channel's rebuild), hand its tensors to
+    `load([(name, tensor)])` (which must copy them: the views die with the bucket), drop it.
+    Returns {"tensors", "bytes", "buckets"}."""
     count = nbytes = 0
     for item in exported:
-        buffer = rebuild(item["handle"], device_index)
+        if item.get("channel") not in channels:
+            raise ValueError(f"IPC channel {item.get('channel')!r} is not one of {sorted(channels)}")
+        buffer = channels[item["channel"]][1](item["handle"], device_index)
         tensors = unflatten(buffer, item["entries"])
         load(tensors)
         count += len(tensors)
@@ -140,30 +186,37 @@ class ExportLedger:
         self.keep = keep
         self._held: dict = {}  # export_id -> (buckets, set of engines still reading)
 
-    def add(self, export_id: str, buckets: list, engines: list) -> None:
+    def add(self, export_id: str, buckets: list, engines: list, free=None) -> None:
+        """Hold `buckets` for `engines`; `free()` (optional) runs when they are freed (the shm channel's files)."""
         if export_id in self._held:
             raise ValueError(f"export {export_id!r} is already held")
         while len(self._held) >= self.keep:
-            self._held.pop(next(iter(self._held)))
-        self._held[export_id] = (buckets, set(engines))
+            self._free(next(iter(self._held)))
+        self._held[export_id] = (buckets, set(engines), free)
 
     def release(self, export_id: str, engine) -> bool:
         """True when this was the last engine reading `export_id` (its buckets are freed)."""
         if export_id not in self._held:
             return False
-        buckets, readers = self._held[export_id]
+        readers = self._held[export_id][1]
         readers.discard(engine)
         if not readers:
-            del self._held[export_id]
+            self._free(export_id)
             return True
         return False
 
     def drop(self, export_id: str) -> None:
-        self._held.pop(export_id, None)
+        if export_id in self._held:
+            self._free(export_id)
 
     def held(self) -> dict:
         """{export_id: sorted engines still reading} (for tests and logs)."""
         return {k: sorted(v[1]) for k, v in self._held.items()}
+
+    def _free(self, export_id: str) -> None:
+        _, _, free = self._held.pop(export_id)
+        if free is not None:
+            free()
 
 
 def _aligned(nbytes: int) -> int:

@@ -93,7 +93,7 @@ class BroadcastWeightSender:
 
     def export_ipc(self, export_id: str, bucket_bytes: int, engines: list) -> list:
         """Flatten the full weights into buckets on this GPU and return one IPC handle per bucket
-        ([{"handle", "entries"}]); the buckets stay alive until every engine in `engines` has called
+        ([{"channel", "handle", "entries"}]; on a CPU learner the `shm` channel, files on /dev/shm); the buckets stay alive until every engine in `engines` has called
         `release_ipc(export_id, engine)`, or `drop_ipc(export_id)`, or a newer export. Collective under ZeRO-3:
         every rank calls it; ranks > 0 take part in the gather and return []."""
         from actors import ipc_buckets
@@ -102,12 +102,12 @@ class BroadcastWeightSender:
             if self.cfg.zero_stage == 3:
                 self._full_state()
             return []
-        if self.device.type != "cuda":
-            raise RuntimeError("weight_sync.backend=ipc needs the learner on a GPU; use gloo or object_store on CPU")
         if self._ipc_ledger is None:
             self._ipc_ledger = ipc_buckets.ExportLedger(keep=1)
-        buckets, exported = ipc_buckets.export(self._full_state(), bucket_bytes)
-        self._ipc_ledger.add(export_id, buckets, engines)
+        channel = "cuda" if self.device.type == "cuda" else "shm"  # shm: a CPU learner, the engine on its node
+        buckets, exported = ipc_buckets.export(self._full_state(), bucket_bytes, channel)
+        free = (lambda: ipc_buckets.remove_shm(exported)) if channel == "shm" else None
+        self._ipc_ledger.add(export_id, buckets, engines, free)
         return exported
 
     def release_ipc(self, export_id: str, engine: str) -> bool:
@@ -122,3 +122,7 @@ class BroadcastWeightSender:
                 import torch
 
                 torch.cuda.ipc_collect()
+
+    def held_ipc(self) -> dict:
+        """{export_id: engines that have not released it yet}: the buckets still alive."""
+        return self._ipc_ledger.held() if self._ipc_ledger is not None else {}

@@ -336,18 +336,20 @@ COLOCATED_MAX_GPU_UTILIZATION = 0.5
 
 
 def _colocated_rules(cfg: TrainConfig) -> list:
-    """weight_sync.backend=ipc: one learner rank and one engine sharing one GPU, with the memory split explicit."""
+    """weight_sync.backend=ipc: one learner rank and one engine sharing one GPU, with the memory split explicit (or
+    both on CPU, on one node)."""
     if cfg.weight_sync.backend != "ipc":
         return []
     r, lr = cfg.rollout, cfg.learner
+    on_cpu = lr.num_gpus == 0 and r.num_gpus == 0  # the shm channel: bucket files on the node's /dev/shm
     return [
-        ("weight_sync.backend", lr.num_gpus > 0 and r.num_gpus > 0 and lr.num_gpus + r.num_gpus <= 1,
-         f"'ipc' shares one GPU: learner.num_gpus + rollout.num_gpus must be > 0 each and at most 1 together "
-         f"(got {lr.num_gpus:g} + {r.num_gpus:g})"),
+        ("weight_sync.backend", on_cpu or (lr.num_gpus > 0 and r.num_gpus > 0 and lr.num_gpus + r.num_gpus <= 1),
+         f"'ipc' shares one GPU: learner.num_gpus + rollout.num_gpus must be > 0 each and at most 1 together, or "
+         f"both 0 on CPU (got {lr.num_gpus:g} + {r.num_gpus:g})"),
         ("weight_sync.backend", lr.num_ranks == 1 and r.num_workers == 1,
          f"'ipc' colocates one learner rank with one engine (got learner.num_ranks={lr.num_ranks}, "
          f"rollout.num_workers={r.num_workers})"),
-        ("rollout.gpu_memory_utilization", r.kv_cache_memory_bytes > 0
+        ("rollout.gpu_memory_utilization", on_cpu or r.kv_cache_memory_bytes > 0
          or r.gpu_memory_utilization <= COLOCATED_MAX_GPU_UTILIZATION,
          f"with weight_sync.backend=ipc the learner shares the GPU: set rollout.kv_cache_memory_bytes, or "
          f"rollout.gpu_memory_utilization at most {COLOCATED_MAX_GPU_UTILIZATION}"),

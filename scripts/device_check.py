@@ -8,7 +8,7 @@ Tiers, in order (each result a JSON line on stdout and in --out; a table closes 
   ipc_roundtrip  two processes: one flattens tensors into buckets and exports one CUDA IPC handle per bucket
                  (actors/ipc_buckets.py), the other opens them on its own device index and checks every byte;
                  the exporter holds the buckets until the receiver says it copied them. On CPU the same exchange
-                 runs with torch's CPU shared memory in place of the two CUDA calls.
+                 runs over the shm channel (bucket files on /dev/shm) in place of CUDA IPC.
   learner_ipc    the real Learner (DeepSpeed ZeRO-3, bf16, one rank) on a random small Qwen3 takes one step, exports
                  its weights by IPC; a receiver process loads them into transformers, and its log-probs must equal
                  the learner's (bf16 bound LOGPROB_TOL_BF16)
@@ -86,14 +86,13 @@ def versions(device: str) -> dict:
     return {"status": "ok", "found": found, "missing": missing, "have": have, "note": note}
 
 
-def _roundtrip_receiver(queue, answers, device: str) -> None:
+def _roundtrip_receiver(queue, answers) -> None:
     """Second process: open each exported bucket, hash every tensor, say so; returns the digests."""
     import hashlib
 
     from actors import ipc_buckets as ib
 
     exported = queue.get(timeout=120)
-    rebuild = ib.rebuild_cuda if device == "cuda" else (lambda handle, index: handle["cpu"])
     digests = {}
 
     def load(pairs):
@@ -101,7 +100,7 @@ def _roundtrip_receiver(queue, answers, device: str) -> None:
             digests[name] = hashlib.sha256(t.to("cpu").contiguous().reshape(-1).view(__import__("torch").uint8)
                                            .numpy().tobytes()).hexdigest()
 
-    ib.load_all(exported, 0, load, rebuild=rebuild)
+    ib.load_all(exported, 0, load)
     answers.put(digests)
 
 
@@ -117,13 +116,12 @@ def ipc_roundtrip(device: str) -> dict:
     state = {f"layer{i}.w": torch.randn(64 + i, 32, generator=gen).to(torch.bfloat16 if i % 2 else torch.float32)
              for i in range(6)}
     state = {k: v.to(device) for k, v in state.items()}
-    share = ib.share_cuda if device == "cuda" else (lambda buffer: {"cpu": buffer.share_memory_()})
-    buckets, exported = ib.export(state, 16 << 10, share=share)
+    buckets, exported = ib.export(state, 16 << 10, "cuda" if device == "cuda" else "shm")
     ledger = ib.ExportLedger()
-    ledger.add("v1", buckets, ["receiver"])
+    ledger.add("v1", buckets, ["receiver"], free=lambda: device == "cpu" and ib.remove_shm(exported))
     ctx = mp.get_context("spawn")
     queue, answers = ctx.Queue(), ctx.Queue()
-    proc = ctx.Process(target=_roundtrip_receiver, args=(queue, answers, device))
+    proc = ctx.Process(target=_roundtrip_receiver, args=(queue, answers))
     proc.start()
     queue.put(exported)
     got = answers.get(timeout=180)
@@ -135,7 +133,7 @@ def ipc_roundtrip(device: str) -> dict:
     return {"status": "ok" if ok else "fail", "buckets": len(exported), "tensors": len(state),
             "note": f"{len(state)} tensors in {len(exported)} buckets, one handle each, "
                     f"{'every byte equal' if got == want else 'BYTES DIFFER'} in the receiver"
-                    + ("" if device == "cuda" else " (CPU shared memory in place of CUDA IPC)")}
+                    + ("" if device == "cuda" else " (the shm channel: /dev/shm files in place of CUDA IPC)")}
 
 
 def _small_learner(folder: Path):
@@ -168,10 +166,12 @@ def learner_ipc(device: str) -> dict:
     import torch.multiprocessing as mp
     from learner_gpu import genselect_shaped_batch, own_logprobs
 
+    from actors.packing import count_loss_tokens
+
     with tempfile.TemporaryDirectory() as tmp:
         learner, run = _small_learner(Path(tmp) / "model")
         seqs = genselect_shaped_batch(run.sizes, SMALL_QWEN3["vocab_size"])
-        metrics = learner.train_step(seqs, sum(len(s.response_token_ids) for s in seqs), 1)
+        metrics = learner.train_step(seqs, count_loss_tokens(seqs), 1)
         exported = learner.export_ipc("v1", 1 << 20, ["receiver"])
         ctx = mp.get_context("spawn")
         queue, answers = ctx.Queue(), ctx.Queue()
@@ -197,6 +197,7 @@ def vllm_ipc(device: str) -> dict:
     from learner_gpu import reference_logprobs
     from transformers import AutoModelForCausalLM
 
+    from actors.packing import count_loss_tokens
     from actors.rollout import RolloutWorker
     from core.config import RolloutConfig
     from core.records import TrainSequence
@@ -211,7 +212,7 @@ def vllm_ipc(device: str) -> dict:
         loop = asyncio.new_event_loop()
         try:
             seqs = [TrainSequence(list(range(5, 25)), list(range(30, 38)), [0.0] * 8, 1.0, 0)]
-            learner.train_step(seqs * 4, 32, 1)
+            learner.train_step(seqs * 4, count_loss_tokens(seqs * 4), 1)
             exported = learner.export_ipc("v1", 1 << 20, ["rollout[0]"])
             stats = loop.run_until_complete(worker.update_weights_ipc(exported, 1))
             learner.release_ipc("v1", "rollout[0]")

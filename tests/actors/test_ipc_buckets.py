@@ -50,10 +50,11 @@ def test_export_and_load_all_carry_one_handle_per_bucket():
         return shared[handle["GPU-test"]]
 
     state = _state()
-    buckets, exported = ib.export(state, 600, share=share)
+    channels = {"test": (share, rebuild)}
+    buckets, exported = ib.export(state, 600, "test", channels)
     assert len(exported) == len(buckets) == len(shared) == 3
     loaded = {}
-    stats = ib.load_all(exported, 3, lambda pairs: loaded.update({n: t.clone() for n, t in pairs}), rebuild=rebuild)
+    stats = ib.load_all(exported, 3, lambda pairs: loaded.update({n: t.clone() for n, t in pairs}), channels)
     assert stats == {"tensors": 5, "bytes": sum(t.numel() * t.element_size() for t in state.values()), "buckets": 3}
     assert all(torch.equal(loaded[n], t) for n, t in state.items())
 
@@ -71,11 +72,30 @@ def test_rebuild_uses_the_receivers_device_index_and_refuses_another_gpu(monkeyp
         ib.rebuild_cuda(handle, 0)
 
 
+def test_shm_channel_round_trip_and_the_files_go_when_the_ledger_frees_them():
+    import os
+
+    state = _state()
+    buckets, exported = ib.export(state, 600, "shm")
+    paths = [item["handle"]["path"] for item in exported]
+    assert all(os.path.exists(p) for p in paths)
+    loaded = {}
+    ib.load_all(exported, None, lambda pairs: loaded.update({n: t.clone() for n, t in pairs}))
+    assert all(torch.equal(loaded[n], t) for n, t in state.items())
+    ledger = ib.ExportLedger()
+    ledger.add("v1", buckets, ["rollout[0]"], free=lambda: ib.remove_shm(exported))
+    assert ledger.release("v1", "rollout[0]") is True
+    assert not any(os.path.exists(p) for p in paths)
+    with pytest.raises(ValueError, match="engine on the learner's node"):
+        ib.load_all(exported, None, lambda pairs: None)
+
+
 def test_ledger_keeps_buckets_until_every_engine_has_copied_them():
     ledger = ib.ExportLedger(keep=1)
-    ledger.add("v1", ["bucket"], ["rollout[0]", "rollout[1]"])
-    assert ledger.release("v1", "rollout[0]") is False and ledger.held() == {"v1": ["rollout[1]"]}
-    assert ledger.release("v1", "rollout[1]") is True and ledger.held() == {}
+    freed = []
+    ledger.add("v1", ["bucket"], ["rollout[0]", "rollout[1]"], free=lambda: freed.append("v1"))
+    assert ledger.release("v1", "rollout[0]") is False and ledger.held() == {"v1": ["rollout[1]"]} and not freed
+    assert ledger.release("v1", "rollout[1]") is True and ledger.held() == {} and freed == ["v1"]
     ledger.add("v2", ["bucket"], ["rollout[0]"])
     ledger.add("v3", ["bucket"], ["rollout[0]"])  # a newer export frees an older one that an engine never released
     assert ledger.held() == {"v3": ["rollout[0]"]}
@@ -93,3 +113,7 @@ def test_bad_input_is_refused_with_the_reason():
         ib.unflatten(buffer, [("w", "float99", [2], 0, 8)])
     with pytest.raises(ValueError, match="outside a 512-byte bucket"):
         ib.unflatten(buffer, [("w", "float32", [200], 0, 800)])
+    with pytest.raises(ValueError, match="IPC channel 'pigeon' is not one of"):
+        ib.export(_state(), 600, "pigeon")
+    with pytest.raises(ValueError, match="IPC channel None is not one of"):
+        ib.load_all([{"handle": {}, "entries": []}], 0, lambda pairs: None)

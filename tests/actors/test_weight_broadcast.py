@@ -6,7 +6,9 @@ on its own in test_learner.py; its `_full_state` is what this host's returns: HF
 Proof the weights arrive: the engine's log-probs of a fixed completion equal the sender's after a sync (fp32,
 < 1e-5) and differ before it. Then a member that joins the group and never receives makes the sync miss its
 deadline (everyone answers, the learner is not left in the broadcast), and the next sync forms a new group; an
-engine actor killed and restarted by Ray rejoins at the next sync.
+engine actor killed and restarted by Ray rejoins at the next sync. The colocated backend (ipc) over its CPU channel
+(bucket files on /dev/shm, one per bucket): the engine gets the same weights through its drain / load / resume
+path, and the learner frees the buckets once the engine has copied them, or when the deadline passes.
 """
 from __future__ import annotations
 
@@ -118,6 +120,23 @@ def system(rollout_model_path):
         ray.shutdown()
 
 
+class HungIpcEngine:
+    """A rollout actor that never finishes loading an ipc export."""
+
+    async def update_weights_ipc(self, exported, version):
+        await asyncio.sleep(3600)
+
+    def update_state(self) -> dict:
+        return {"state": "hung", "engine_version": 0}
+
+
+def _bucket_files() -> set:
+    import glob
+    import tempfile
+
+    return set(glob.glob("/dev/shm/genselect-ipc-*") + glob.glob(f"{tempfile.gettempdir()}/genselect-ipc-*"))
+
+
 def _gap(ray, host, engine) -> float:
     prompt, response = ray.get(host.fixed_ids.remote())
     ours = ray.get(host.logprobs.remote(prompt, response))
@@ -198,3 +217,38 @@ def test_restarted_engine_rejoins_at_the_next_sync(system):
     broadcaster.sync(6)
     assert broadcaster._group not in (None, old)
     assert _gap(ray, host, engine) < 1e-5 and ray.get(engine.policy_version.remote()) == 6
+
+
+def test_ipc_sync_on_one_node_loads_the_buckets_and_frees_them(system):
+    from actors.weight_sync import WeightSyncBroadcaster
+    from core.config import WeightSyncConfig
+
+    ray, host, engine = system
+    before = _bucket_files()
+    broadcaster = WeightSyncBroadcaster(WeightSyncConfig(backend="ipc", timeout_s=120, bucket_mb=1), host, [engine])
+    ray.get(host.perturb.remote(7))
+    assert _gap(ray, host, engine) > 1e-3
+    stats = broadcaster.sync(7)
+    assert _gap(ray, host, engine) < 1e-5 and ray.get(engine.policy_version.remote()) == 7
+    assert stats["workers"][0]["buckets"] > 1 and stats["bytes"] > 0  # several 1-MB buckets, one handle each
+    assert ray.get(host.held_ipc.remote()) == {} and _bucket_files() == before  # freed once the engine copied them
+
+
+def test_ipc_sync_past_its_deadline_frees_the_buckets_and_the_next_one_loads(system):
+    from actors.weight_sync import WeightSyncBroadcaster, WeightSyncTimeout
+    from core.config import WeightSyncConfig
+
+    ray, host, engine = system
+    before = _bucket_files()
+    hung = ray.remote(num_cpus=0)(HungIpcEngine).remote()
+    try:
+        stuck = WeightSyncBroadcaster(WeightSyncConfig(backend="ipc", timeout_s=15), host, [engine, hung])
+        ray.get(host.perturb.remote(8))
+        with pytest.raises(WeightSyncTimeout, match=r"rollout\[1\]") as info:
+            stuck.sync(8)
+        assert info.value.engines[0]["state"] == "done"  # the real engine copied its buckets in time
+        assert ray.get(host.held_ipc.remote()) == {} and _bucket_files() == before
+    finally:
+        ray.kill(hung)
+    WeightSyncBroadcaster(WeightSyncConfig(backend="ipc", timeout_s=120), host, [engine]).sync(9)
+    assert _gap(ray, host, engine) < 1e-5 and ray.get(engine.policy_version.remote()) == 9
