@@ -3,8 +3,9 @@
 `update_weights_from_object_store`: the arrays are written, bucket by bucket (`WeightSyncConfig.bucket_mb`), as
 safetensors files on /dev/shm and loaded by the worker extension (actors/vllm_extension.py) inside one
 layerwise-reload session; files are deleted on every path. `update_weights_broadcast` receives a broadcast from the
-learner instead (`weight_sync.backend` gloo or nccl: actors/weight_comm.py). Both go through `_update`: drain the engine (or freeze its requests), load, set the version,
-resume; each phase timed and its outcome kept (`update_state`).
+learner instead (`weight_sync.backend` gloo or nccl: actors/weight_comm.py), `update_weights_ipc` the learner's
+IPC buckets (`ipc`: actors/ipc_buckets.py). All go through `_update`: drain the engine (or freeze its requests),
+load, set the version, resume; each phase timed and its outcome kept (`update_state`).
 """
 from __future__ import annotations
 

@@ -93,7 +93,8 @@ class BroadcastWeightSender:
 
     def export_ipc(self, export_id: str, bucket_bytes: int, engines: list) -> list:
         """Flatten the full weights into buckets on this GPU and return one IPC handle per bucket
-        ([{"channel", "handle", "entries"}]; on a CPU learner the `shm` channel, files on /dev/shm); the buckets stay alive until every engine in `engines` has called
+        ([{"channel", "handle", "entries"}]; on a CPU learner the `shm` channel, files on /dev/shm); the buckets
+        stay alive until every engine in `engines` has called
         `release_ipc(export_id, engine)`, or `drop_ipc(export_id)`, or a newer export. Collective under ZeRO-3:
         every rank calls it; ranks > 0 take part in the gather and return []."""
         from actors import ipc_buckets

@@ -133,7 +133,8 @@ class WeightSyncBroadcaster:
         stats = {"version": version, "seconds": seconds, "bytes": nbytes,
                  "gbps": nbytes / seconds / 1e9 if seconds > 0 else 0.0, "export_seconds": export_s,
                  "drain_s": max(drain, default=0.0), "transfer_s": export_s + max(delivery, default=0.0),
-                 "load_s": max(load, default=0.0) if self.cfg.backend not in ("gloo", "nccl") else 0.0, "workers": workers}
+                 "load_s": max(load, default=0.0) if self.cfg.backend not in ("gloo", "nccl") else 0.0,
+                 "workers": workers}
         self.history.append({k: v for k, v in stats.items() if k != "workers"})
         return stats
 

@@ -353,6 +353,8 @@ def _colocated_rules(cfg: TrainConfig) -> list:
          or r.gpu_memory_utilization <= COLOCATED_MAX_GPU_UTILIZATION,
          f"with weight_sync.backend=ipc the learner shares the GPU: set rollout.kv_cache_memory_bytes, or "
          f"rollout.gpu_memory_utilization at most {COLOCATED_MAX_GPU_UTILIZATION}"),
+        ("cluster.placement_strategy", cfg.cluster.placement_strategy == "STRICT_PACK",
+         "must be STRICT_PACK with weight_sync.backend=ipc: the learner and the engine share one node (and its GPU)"),
         ("rollout.kv_cache_memory_bytes", r.kv_cache_memory_bytes >= 0, "must be >= 0 (0: from "
          "gpu_memory_utilization)"),
     ]

@@ -245,7 +245,8 @@ def _tokenizer_for(folder: Path) -> None:
 def ray_smoke(device: str) -> dict:
     run_dir = Path(tempfile.mkdtemp(prefix="device-check-"))
     overrides = ["steps=3", f"run_dir={run_dir}", "weight_sync.backend=ipc", "learner.num_gpus=0.5",
-                 "rollout.num_gpus=0.5", "rollout.gpu_memory_utilization=0.3"]
+                 "rollout.num_gpus=0.5", "rollout.gpu_memory_utilization=0.3",
+                 "cluster.placement_strategy=STRICT_PACK"]
     train = subprocess.run([sys.executable, "-m", "driver.train", "smoke", *overrides], cwd=ROOT,
                            capture_output=True, text=True, timeout=420)
     if train.returncode != 0:

@@ -34,7 +34,8 @@ def metadata() -> list:
 def digest(t) -> str:
     import torch
 
-    return hashlib.sha256(t.contiguous().reshape(-1).view(torch.uint8).numpy().tobytes() if t.numel() else b"").hexdigest()
+    data = t.contiguous().reshape(-1).view(torch.uint8).numpy().tobytes() if t.numel() else b""
+    return hashlib.sha256(data).hexdigest()
 
 
 def main(role: str, port: int, rank: int, world: int, timeout_s: float, stall_after: int = -1) -> None:
@@ -57,7 +58,8 @@ def main(role: str, port: int, rank: int, world: int, timeout_s: float, stall_af
         comm.close()
     except BroadcastTimeout as err:
         now = time.monotonic()
-        out = {"timeout": str(err), "after_s": now - start, "past_deadline_s": None if deadline is None else now - deadline}
+        out = {"timeout": str(err), "after_s": now - start,
+               "past_deadline_s": None if deadline is None else now - deadline}
     print(json.dumps(out), flush=True)
 
 

@@ -42,7 +42,7 @@ def test_the_config_refuses_a_backend_without_kernels_for_the_models_dtype():
 
 
 COLOCATED = ["weight_sync.backend=ipc", "learner.num_gpus=0.5", "rollout.num_gpus=0.5",
-             "rollout.gpu_memory_utilization=0.4"]
+             "rollout.gpu_memory_utilization=0.4", "cluster.placement_strategy=STRICT_PACK"]
 
 
 def test_colocated_ipc_needs_one_shared_gpu_and_an_explicit_memory_split():
@@ -50,15 +50,16 @@ def test_colocated_ipc_needs_one_shared_gpu_and_an_explicit_memory_split():
 
     cfg = load_config("smoke", COLOCATED)
     assert cfg.weight_sync.backend == "ipc"
-    load_config("smoke", ["weight_sync.backend=ipc"])  # on CPU: the shm channel
-    load_config("smoke", COLOCATED[:3] + ["rollout.gpu_memory_utilization=0.9",
-                                          "rollout.kv_cache_memory_bytes=4000000000"])
+    load_config("smoke", ["weight_sync.backend=ipc", "cluster.placement_strategy=STRICT_PACK"])  # CPU: shm channel
+    load_config("smoke", COLOCATED[:3] + COLOCATED[4:] + ["rollout.gpu_memory_utilization=0.9",
+                                                          "rollout.kv_cache_memory_bytes=4000000000"])
     for extra, message in [
         (["rollout.gpu_memory_utilization=0.9"], "rollout.kv_cache_memory_bytes, or rollout.gpu_memory_utilization "
                                                  "at most 0.5"),
         (["learner.num_gpus=1"], "at most 1 together"),
         (["learner.num_gpus=0"], "must be > 0 each and at most 1 together, or both 0 on CPU"),
         (["rollout.num_workers=2"], "one learner rank with one engine"),
+        (["cluster.placement_strategy=PACK"], "must be STRICT_PACK"),
     ]:
         with pytest.raises(ConfigError, match=message):
             load_config("smoke", COLOCATED + extra)
