@@ -49,7 +49,11 @@ def launch(cfg, model_path: str, actor_env: dict, domains: tuple = ("math",), fr
     colocated = cfg.weight_sync.backend == "ipc"
     if colocated:  # the engine measures the GPU's free memory at its start: it starts before the learner shares it
         _start_rollouts(handles, placement, options, cfg, model_path)
-        ray.get([h.health.remote() for h in handles.rollouts], timeout=cfg.cluster.actor_start_timeout_s)
+        try:
+            ray.get([h.health.remote() for h in handles.rollouts], timeout=cfg.cluster.actor_start_timeout_s)
+        except BaseException:
+            shutdown(handles)  # the engines and the placement group, before the error reaches the driver
+            raise
     learner_slots = placement.of("learner")
     master_addr = node_ip_of_bundle(group, index[("learner", 0)]) if learner_slots[0].in_group else "127.0.0.1"
     master_port = rendezvous_port("")  # every interface: the ranks rendezvous on the node address, not loopback
