@@ -259,10 +259,6 @@ class WeightSyncBroadcaster:
         self._abandon(refs, pending, err)
         raise err
 
-    def reset_group(self) -> None:
-        """Forget the weight group: the next sync forms a new one (an engine was replaced)."""
-        self._group = None
-
 
 def _last_line(err: Exception) -> str:
     """The last line of an error's message (a RayTaskError carries the remote traceback before it)."""
