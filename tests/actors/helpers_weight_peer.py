@@ -5,6 +5,7 @@ ROLE send: rank 0 broadcasts `tensors(seed=1)` in order; prints {"sent": ...} or
 "past_deadline_s" (how long after the broadcast's deadline it returned; None when the set-up failed)}.
 ROLE recv: receives `metadata()` in order; prints {"received": [[name, dtype, shape, sha256 of the bytes], ...]};
 with STALL_AFTER=k it stops after k tensors and sleeps (a receiver that fell behind).
+ROLE recv:FILE: the same for the metadata in the JSON file FILE ([[name, dtype, shape], ...], a learner's).
 """
 from __future__ import annotations
 
@@ -49,7 +50,8 @@ def main(role: str, port: int, rank: int, world: int, timeout_s: float, stall_af
             out = {"sent": send_tensors(comm, tensors().values(), deadline)}
         else:
             got = []
-            for i, (name, t) in enumerate(receive_tensors(comm, metadata(), "cpu", deadline)):
+            meta = metadata() if role == "recv" else json.loads(open(role.split(":", 1)[1]).read())
+            for i, (name, t) in enumerate(receive_tensors(comm, meta, "cpu", deadline)):
                 got.append([name, str(t.dtype).removeprefix("torch."), list(t.shape), digest(t)])
                 if i + 1 == stall_after:
                     time.sleep(3 * timeout_s)

@@ -94,3 +94,31 @@ def test_bad_input_is_refused_with_the_reason():
         comm.broadcast(torch.zeros(2), 0, time.monotonic() - 1)
     with pytest.raises(RuntimeError, match="was closed"):
         comm.broadcast(torch.zeros(2), 0, time.monotonic() + 5)
+
+
+def test_the_deepspeed_learner_broadcasts_its_full_state_over_gloo(rollout_model_path, tmp_path):
+    """The real Learner (DeepSpeed, its own gloo process group) as rank 0 of a separate weight group: every tensor of
+    `weight_metadata()` arrives, in order, byte for byte, and the learner's own group is untouched."""
+    import torch
+
+    from actors.learner import Learner
+    from core.config import AlgorithmConfig, LearnerConfig
+    from core.net import free_port
+
+    learner = Learner(LearnerConfig(lr=1e-3, micro_batch_tokens=256, step_timeout_s=60.0),
+                      AlgorithmConfig(ratio_reference="behaviour"), rollout_model_path, master_port=free_port())
+    try:
+        meta = learner.weight_metadata()
+        state = {k: v.clone() for k, v in learner._state_to_send.items()}
+        (tmp_path / "meta.json").write_text(json.dumps(meta))
+        port = rendezvous_port("")
+        receiver = _start(f"recv:{tmp_path / 'meta.json'}", port, 1, 2, 60)
+        learner.init_weight_update_group("127.0.0.1", port, 2, "gloo", 60)
+        sent = learner.broadcast_weights(60)
+        got = _result(receiver)["received"]
+        assert sent["tensors"] == len(meta) == len(got) and "lm_head.weight" in [m[0] for m in meta]
+        assert got == [[n, d, s, peer.digest(state[n])] for n, d, s in meta]
+        learner.close_weight_update_group()
+        assert torch.distributed.get_world_size() == 1  # DeepSpeed's own group is still there
+    finally:
+        learner.shutdown()
