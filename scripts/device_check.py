@@ -17,7 +17,9 @@ Tiers, in order (each result a JSON line on stdout and in --out; a table closes 
                  the learner's weights' within LOGPROB_TOL_BF16
   ray_smoke      (vLLM and Ray) three steps of the smoke config colocated (weight_sync.backend=ipc), then one
                  /v1/select from `driver.serve` on its export
-A tier that needs what an earlier one found missing (CUDA, a package) is skipped, saying which.
+A tier that needs what an earlier one found missing (CUDA, a package) is skipped, saying which. With
+`--device cpu --cpu-too` the CUDA tiers run on CPU instead (fp32, the IPC buckets as /dev/shm files): the same code
+paths without a GPU, to check this script itself.
 """
 from __future__ import annotations
 
@@ -136,25 +138,29 @@ def ipc_roundtrip(device: str) -> dict:
                     + ("" if device == "cuda" else " (the shm channel: /dev/shm files in place of CUDA IPC)")}
 
 
-def _small_learner(folder: Path):
-    """The real Learner (ZeRO-3, bf16, one rank) on a random small Qwen3 saved in `folder`; (learner, Run)."""
+def _dtype(device: str) -> str:
+    return "bfloat16" if device == "cuda" else "float32"
+
+
+def _small_learner(folder: Path, device: str):
+    """The real Learner (ZeRO-3, bf16 on CUDA, one rank) on a random small Qwen3 saved in `folder`; (learner, Run)."""
     import torch
     from learner_gpu import QUICK, Run, new_learner, save_random_model
 
-    save_random_model(folder, SMALL_QWEN3, "bfloat16", "cuda")
-    run = Run(device=torch.device("cuda"), sizes=QUICK, tmp=folder.parent, max_seconds=120.0, nccl_timeout_s=60.0)
-    return new_learner(folder, 3, "bfloat16", run), run
+    save_random_model(folder, SMALL_QWEN3, _dtype(device), device)
+    run = Run(device=torch.device(device), sizes=QUICK, tmp=folder.parent, max_seconds=120.0, nccl_timeout_s=60.0)
+    return new_learner(folder, 3, _dtype(device), run), run
 
 
-def _receiver_logprobs(queue, answers, folder: str, seqs) -> None:
-    """Receiver process: load the IPC weights into transformers (bf16, cuda:0), answer its log-probs of `seqs`."""
+def _receiver_logprobs(queue, answers, folder: str, seqs, device: str) -> None:
+    """Receiver process: load the IPC weights into transformers (bf16 on cuda:0), answer its log-probs of `seqs`."""
     import torch
     from learner_gpu import reference_logprobs
     from transformers import AutoModelForCausalLM
 
     from actors import ipc_buckets as ib
 
-    model = AutoModelForCausalLM.from_pretrained(folder, dtype=torch.bfloat16).to("cuda").eval()
+    model = AutoModelForCausalLM.from_pretrained(folder, dtype=getattr(torch, _dtype(device))).to(device).eval()
     exported = queue.get(timeout=120)
     state = {}
     ib.load_all(exported, 0, lambda pairs: state.update({n: t.clone() for n, t in pairs}))
@@ -169,13 +175,13 @@ def learner_ipc(device: str) -> dict:
     from actors.packing import count_loss_tokens
 
     with tempfile.TemporaryDirectory() as tmp:
-        learner, run = _small_learner(Path(tmp) / "model")
+        learner, run = _small_learner(Path(tmp) / "model", device)
         seqs = genselect_shaped_batch(run.sizes, SMALL_QWEN3["vocab_size"])
         metrics = learner.train_step(seqs, count_loss_tokens(seqs), 1)
         exported = learner.export_ipc("v1", 1 << 20, ["receiver"])
         ctx = mp.get_context("spawn")
         queue, answers = ctx.Queue(), ctx.Queue()
-        proc = ctx.Process(target=_receiver_logprobs, args=(queue, answers, str(Path(tmp) / "model"), seqs[:4]))
+        proc = ctx.Process(target=_receiver_logprobs, args=(queue, answers, str(Path(tmp) / "model"), seqs[:4], device))
         proc.start()
         queue.put(exported)
         theirs = answers.get(timeout=240)
@@ -186,8 +192,8 @@ def learner_ipc(device: str) -> dict:
         learner.shutdown()
     return {"status": "ok" if gap < LOGPROB_TOL_BF16 else "fail", "max_logprob_gap": gap,
             "loss": metrics.get("loss"), "buckets": len(exported),
-            "note": f"ZeRO-3 bf16 step, {len(exported)} IPC buckets; receiver's log-probs within {gap:.2e} "
-                    f"of the learner's (bound {LOGPROB_TOL_BF16})"}
+            "note": f"ZeRO-3 {_dtype(device)} step, {len(exported)} IPC buckets; receiver's log-probs within "
+                    f"{gap:.2e} of the learner's (bound {LOGPROB_TOL_BF16})"}
 
 
 def vllm_ipc(device: str) -> dict:
@@ -204,11 +210,11 @@ def vllm_ipc(device: str) -> dict:
 
     with tempfile.TemporaryDirectory() as tmp:
         folder = Path(tmp) / "model"
-        learner, run = _small_learner(folder)
+        learner, run = _small_learner(folder, device)
         _tokenizer_for(folder)
         cfg = RolloutConfig(samples_per_prompt=2, max_response_tokens=8, max_num_seqs=8, gpu_memory_utilization=0.3,
                             enforce_eager=True)
-        worker = RolloutWorker(cfg, str(folder), dtype="bfloat16")
+        worker = RolloutWorker(cfg, str(folder), dtype=_dtype(device))
         loop = asyncio.new_event_loop()
         try:
             seqs = [TrainSequence(list(range(5, 25)), list(range(30, 38)), [0.0] * 8, 1.0, 0)]
@@ -218,8 +224,9 @@ def vllm_ipc(device: str) -> dict:
             learner.release_ipc("v1", "rollout[0]")
             engine = loop.run_until_complete(worker.compute_logprobs(seqs[0].prompt_token_ids,
                                                                      seqs[0].response_token_ids))
-            model = AutoModelForCausalLM.from_pretrained(str(folder), dtype=torch.bfloat16).to("cuda").eval()
-            model.load_state_dict({k: v.to("cuda") for k, v in learner._full_state().items()}, strict=False)
+            model = AutoModelForCausalLM.from_pretrained(str(folder), dtype=getattr(torch, _dtype(device)))
+            model = model.to(device).eval()
+            model.load_state_dict({k: v.to(device) for k, v in learner._full_state().items()}, strict=False)
             ours = reference_logprobs(model, seqs, 1.0)[0]
             gap = max(abs(a - b) for a, b in zip(engine, ours))
         finally:
@@ -227,7 +234,7 @@ def vllm_ipc(device: str) -> dict:
             learner.shutdown()
     return {"status": "ok" if gap < LOGPROB_TOL_BF16 else "fail", "max_logprob_gap": gap,
             "sync_s": stats.get("seconds"),
-            "note": f"engine on the learner's GPU loaded {stats.get('tensors')} tensors by IPC in "
+            "note": f"engine on the learner's {device} loaded {stats.get('tensors')} tensors by IPC in "
                     f"{stats.get('seconds', 0):.2f} s; its log-probs within {gap:.2e} of the learner's"}
 
 
@@ -244,22 +251,24 @@ def _tokenizer_for(folder: Path) -> None:
 
 def ray_smoke(device: str) -> dict:
     run_dir = Path(tempfile.mkdtemp(prefix="device-check-"))
-    overrides = ["steps=3", f"run_dir={run_dir}", "weight_sync.backend=ipc", "learner.num_gpus=0.5",
-                 "rollout.num_gpus=0.5", "rollout.gpu_memory_utilization=0.3",
-                 "cluster.placement_strategy=STRICT_PACK"]
+    gpus = ["learner.num_gpus=0.5", "rollout.num_gpus=0.5", "rollout.gpu_memory_utilization=0.3"]
+    overrides = ["steps=3", f"run_dir={run_dir}", "weight_sync.backend=ipc", "cluster.placement_strategy=STRICT_PACK",
+                 *(gpus if device == "cuda" else [])]
     train = subprocess.run([sys.executable, "-m", "driver.train", "smoke", *overrides], cwd=ROOT,
                            capture_output=True, text=True, timeout=420)
     if train.returncode != 0:
         return {"status": "fail", "note": f"driver.train smoke (ipc) exited {train.returncode}: "
                                           f"{(train.stderr or train.stdout)[-300:]}"}
+    log = open(run_dir / "serve.log", "w")  # a file, not a pipe nobody reads (a full pipe would stall the server)
     server = subprocess.Popen([sys.executable, "-m", "driver.serve", "--model", str(run_dir / "export"),
-                               "serve.num_gpus=0.3"], cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                              text=True)
+                               *(["serve.num_gpus=0.3"] if device == "cuda" else [])],
+                              cwd=ROOT, stdout=log, stderr=subprocess.STDOUT)
     try:
         answer = _select_when_up("http://127.0.0.1:8000/v1/select", 240)
     finally:
         server.terminate()
         server.wait(60)
+        log.close()
     ok = isinstance(answer, dict) and "index" in answer
     return {"status": "ok" if ok else "fail", "note": f"3 colocated steps; /v1/select answered {str(answer)[:120]}"}
 
@@ -281,8 +290,9 @@ def _select_when_up(url: str, wait_s: float):
 
 
 # ----------------------------------------------------------------------------- driver
-def run_tier(report: Report, tier: str, device: str) -> None:
-    missing = [need for need in NEEDS.get(tier, ()) if not report.have.get(need, False)]
+def run_tier(report: Report, tier: str, device: str, cpu_too: bool = False) -> None:
+    missing = [need for need in NEEDS.get(tier, ()) if not report.have.get(need, False)
+               and not (cpu_too and need == "cuda")]
     if missing:
         why = ", ".join("CUDA" + (" (--device cpu)" if device == "cpu" else " (no GPU visible)") if m == "cuda"
                         else f"{m} (does not import)" for m in missing)
@@ -304,6 +314,9 @@ def main(argv=None) -> int:
     parser.add_argument("--device", choices=("cuda", "cpu"), default="cuda")
     parser.add_argument("--out", default="")
     parser.add_argument("--tiers", default=",".join(TIERS), help="comma-separated subset of " + ", ".join(TIERS))
+    parser.add_argument("--cpu-too", action="store_true",
+                        help="with --device cpu, run the CUDA tiers on CPU too (fp32, IPC over /dev/shm files): "
+                             "checks this script's own code without a GPU (learner_ipc + vllm_ipc take ~3 min)")
     parser.add_argument("--deadline-s", type=float, default=480.0, help="stop everything after this (a hang costs "
                                                                         "at most this)")
     args = parser.parse_args(argv)
@@ -322,7 +335,7 @@ def main(argv=None) -> int:
     watchdog.daemon = True
     watchdog.start()
     for tier in ["versions"] + [t for t in tiers if t != "versions"]:
-        run_tier(report, tier, args.device)
+        run_tier(report, tier, args.device, args.cpu_too and args.device == "cpu")
     watchdog.cancel()
     print(report.table(), flush=True)
     return 1 if any(r["status"] in ("fail", "error") for r in report.results) else 0
