@@ -176,20 +176,24 @@ def learner_ipc(device: str) -> dict:
 
     with tempfile.TemporaryDirectory() as tmp:
         learner, run = _small_learner(Path(tmp) / "model", device)
-        seqs = genselect_shaped_batch(run.sizes, SMALL_QWEN3["vocab_size"])
-        metrics = learner.train_step(seqs, count_loss_tokens(seqs), 1)
-        exported = learner.export_ipc("v1", 1 << 20, ["receiver"])
-        ctx = mp.get_context("spawn")
-        queue, answers = ctx.Queue(), ctx.Queue()
-        proc = ctx.Process(target=_receiver_logprobs, args=(queue, answers, str(Path(tmp) / "model"), seqs[:4], device))
-        proc.start()
-        queue.put(exported)
-        theirs = answers.get(timeout=240)
-        learner.release_ipc("v1", "receiver")
-        proc.join(30)
-        ours = own_logprobs(learner, seqs[:4])
-        gap = max(abs(a - b) for x, y in zip(ours, theirs) for a, b in zip(x, y))
-        learner.shutdown()
+        try:
+            seqs = genselect_shaped_batch(run.sizes, SMALL_QWEN3["vocab_size"])
+            metrics = learner.train_step(seqs, count_loss_tokens(seqs), 1)
+            exported = learner.export_ipc("v1", 1 << 20, ["receiver"])
+            ctx = mp.get_context("spawn")
+            queue, answers = ctx.Queue(), ctx.Queue()
+            proc = ctx.Process(target=_receiver_logprobs,
+                               args=(queue, answers, str(Path(tmp) / "model"), seqs[:4], device))
+            proc.start()
+            queue.put(exported)
+            theirs = answers.get(timeout=240)
+            learner.release_ipc("v1", "receiver")
+            proc.join(30)
+            ours = own_logprobs(learner, seqs[:4])
+            gap = max(abs(a - b) for x, y in zip(ours, theirs) for a, b in zip(x, y))
+        finally:
+            learner.drop_ipc("v1")  # nothing left after the release; frees the buckets had the receiver failed
+            learner.shutdown()
     return {"status": "ok" if gap < LOGPROB_TOL_BF16 else "fail", "max_logprob_gap": gap,
             "loss": metrics.get("loss"), "buckets": len(exported),
             "note": f"ZeRO-3 {_dtype(device)} step, {len(exported)} IPC buckets; receiver's log-probs within "
@@ -230,6 +234,7 @@ def vllm_ipc(device: str) -> dict:
             ours = reference_logprobs(model, seqs, 1.0)[0]
             gap = max(abs(a - b) for a, b in zip(engine, ours))
         finally:
+            learner.drop_ipc("v1")  # nothing left after the release; frees the buckets had the load failed
             loop.run_until_complete(worker.shutdown())
             learner.shutdown()
     return {"status": "ok" if gap < LOGPROB_TOL_BF16 else "fail", "max_logprob_gap": gap,
