@@ -35,7 +35,7 @@ import torch
 
 from actors import checkpoint_io as cio
 from actors.faults import maybe_crash
-from actors.learner_nccl import NcclWeightSender
+from actors.weight_sender import BroadcastWeightSender
 from actors.packing import (count_anchor_tokens, count_loss_tokens, count_sequences, dummy_micro_batch,
                             pack_sequences, split_mini_batches, unpack_per_sequence)
 from actors.policy_forward import _PolicyLogprobs, anchor_loss, enable_gradient_checkpointing, micro_batch_loss
@@ -73,7 +73,7 @@ def join_process_group(init, rank: int, world_size: int, master_addr: str, maste
                         "picking another", port, str(err).splitlines()[0][:200])
 
 
-class Learner(NcclWeightSender):
+class Learner(BroadcastWeightSender):
     """One data-parallel rank of the DeepSpeed learner.
 
     `total_train_steps` (train_step calls of the run) is needed by the 'linear'/'cosine' schedules;

@@ -136,6 +136,7 @@ class RolloutWorker(VersionGate, WeightLoading):
         self.tokenizer = AutoTokenizer.from_pretrained(self.model_path)
         model_config = _model_config(self.model_path)
         self.tied_embeddings = bool(model_config.get("tie_word_embeddings", False))
+        self.engine_backends = _engine_backends(cfg, dtype, worker_index)
         start = time.perf_counter()
         args = AsyncEngineArgs(
             model=self.model_path, tokenizer=self.model_path, dtype=dtype, seed=seed,
@@ -145,6 +146,8 @@ class RolloutWorker(VersionGate, WeightLoading):
             logprobs_mode="processed_logprobs", disable_log_stats=True,
             block_size=CPU_BLOCK_SIZE if _on_cpu() else None,
             distributed_executor_backend=CPU_EXECUTOR if _on_cpu() else None,
+            attention_backend=self.engine_backends["attention_backend"],
+            kv_cache_memory_bytes=cfg.kv_cache_memory_bytes or None,
         )
         self.engine = AsyncLLM.from_engine_args(args)
         self.start_seconds = time.perf_counter() - start
@@ -392,6 +395,20 @@ class RolloutWorker(VersionGate, WeightLoading):
             self._shutdown_now()
         except Exception:
             pass
+
+
+def _engine_backends(cfg, dtype: str, worker_index: int) -> dict:
+    """The model runner and attention backend of this engine (core/engine_backends.py), logged; the runner's env var
+    is set for the engine's processes, which read it when they start."""
+    import logging
+
+    from core.engine_backends import choose
+
+    choice = choose(cfg.attention_backend, cfg.model_runner, dtype, on_gpu=not _on_cpu())
+    os.environ.update(choice["env"])
+    logging.getLogger(__name__).warning("rollout[%d]: vLLM model runner %s, attention backend %s (dtype %s)",
+                                        worker_index, choice["model_runner"], choice["attention_backend"], dtype)
+    return choice
 
 
 def _on_cpu() -> bool:

@@ -14,6 +14,16 @@ from fastapi.responses import JSONResponse
 from core.algo.genselect import strip_thinking
 
 
+def unreserved_gpu_error(visible_cuda_devices: int, reserved_gpu_ids: list):
+    """The error of a replica about to start vLLM while it sees GPUs but reserved none (Ray sets a replica's
+    CUDA_VISIBLE_DEVICES only for the GPUs it reserved: vLLM would take the node's first GPU, which Ray may give to
+    another actor); None when it may start."""
+    if visible_cuda_devices > 0 and not reserved_gpu_ids:
+        return (f"this replica sees {visible_cuda_devices} GPUs but reserved none: set serve.num_gpus (or "
+                f"ray_actor_options.num_gpus in a Serve config file) to the GPUs one engine uses, e.g. 1")
+    return None
+
+
 @dataclass
 class SelectorSettings:
     """Everything a replica needs, resolved by driver/serve.py (plain values: travels as Serve init args)."""

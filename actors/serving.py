@@ -42,7 +42,7 @@ from fastapi.responses import JSONResponse
 
 from actors import openai_api
 from actors.select_request import (RequestError, SelectorSettings, _client_errors, _is_int, error_response,
-                                   parse_json, parse_select)
+                                   parse_json, parse_select, unreserved_gpu_error)
 from actors.weight_board import BOARD_NAMESPACE, check_same_shape, read_model_weights
 from core.algo.genselect import build_prompt, parse_judgment, read_prompt_style
 from core.algo.knockout import DoesNotFit, both_orders_pick, both_orders_scores, majority
@@ -53,6 +53,17 @@ from core.records import SelectionTask
 log = logging.getLogger("genselect.serving")
 
 # ---- the replica ---------------------------------------------------------------------------------------
+def _check_gpu_reservation() -> None:
+    """Refuse to start an engine on a GPU this replica did not reserve (select_request.unreserved_gpu_error)."""
+    import ray
+    import torch
+
+    error = unreserved_gpu_error(torch.cuda.device_count(), ray.get_gpu_ids() if ray.is_initialized() else [])
+    if error:
+        raise RuntimeError(error)
+
+
+
 app = FastAPI(title="GenSelect selector", docs_url=None, redoc_url=None)
 
 
@@ -67,6 +78,8 @@ class SelectorServer:
         from actors.rollout import RolloutWorker
 
         self.s = settings
+        if worker is None:
+            _check_gpu_reservation()
         self.worker = worker or RolloutWorker(settings.rollout, settings.model, dtype=settings.dtype,
                                               seed=settings.seed, response_form=settings.response_form)
         self.worker.version = settings.policy_version

@@ -21,9 +21,10 @@ Tied embeddings (small Qwen3): vLLM's `lm_head.weight` *is* `embed_tokens.weight
 loading either updates both; the sender still sends `lm_head.weight` explicitly (harmless when tied,
 required when untied). tests/actors/test_weight_sync.py checks the output layer against transformers.
 
-GPU path: `init_weight_update_group` + `update_weights_nccl` follow vLLM's RLHF example (a
-`StatelessProcessGroup` + `PyNcclCommunicator` shared with the trainer, which broadcasts from rank 0).
-UNTESTED here (no GPU on the development machines); its test is marked `gpu`.
+Broadcast path (`weight_sync.backend` gloo or nccl): `init_weight_update_group` + `genselect_receive_broadcast`
+follow vLLM's RLHF example: a weight group shared with the trainer, which broadcasts from rank 0, one tensor at a
+time, each loaded as it arrives (actors/weight_comm.py: gloo over TCP, run by tests on CPU; vLLM's PyNccl on GPUs,
+whose test is marked `gpu`).
 """
 from __future__ import annotations
 
@@ -119,46 +120,77 @@ class WeightReceiver:
             total += float(data.double().sum())
         return {"sha256": digest.hexdigest(), "sum": total}
 
-    # ---- GPU path (vLLM RLHF example; UNTESTED on these machines) ----------------------------------
+    # ---- broadcast path (weight_sync.backend gloo or nccl; vLLM's RLHF example) ------------------------
     def init_weight_update_group(self, master_address: str, master_port: int, rank_offset: int,
-                                 world_size: int) -> None:
-        """Join the trainer's NCCL group: trainer rank 0 broadcasts, this worker is rank offset+local.
-
-        The trainer creates the same `StatelessProcessGroup` as rank 0 and a `PyNcclCommunicator` on
-        its device. `world_size` = 1 + total number of vLLM workers across engines.
-        """
-        from vllm.distributed.device_communicators.pynccl import PyNcclCommunicator
+                                 world_size: int, backend: str = "nccl", timeout_s: float = 300.0) -> None:
+        """Join the trainer's weight group (actors/weight_comm.py): trainer rank 0 broadcasts, this worker is rank
+        offset+local. Closes the group this worker held before. `world_size` = 1 + total number of vLLM workers
+        across engines; `timeout_s`: how long the other members may take to join."""
         from vllm.distributed.parallel_state import get_world_group
-        from vllm.distributed.utils import StatelessProcessGroup
 
+        from actors.weight_comm import open_group
+
+        self.genselect_close_group()
         rank = get_world_group().rank + rank_offset
-        group = StatelessProcessGroup.create(host=master_address, port=master_port, rank=rank,
-                                             world_size=world_size)
-        self._genselect_nccl = PyNcclCommunicator(group, device=self.device)
+        self._genselect_comm = open_group(backend, master_address, master_port, rank, world_size, timeout_s,
+                                          self.device)
 
-    def update_weights_nccl(self, names: list, dtypes: list, shapes: list) -> dict:
-        """Receive tensors broadcast by the trainer (src 0), in this order, inside a session.
+    def genselect_close_group(self) -> None:
+        """Abort and forget this worker's weight group (nothing when there is none)."""
+        comm, self._genselect_comm = getattr(self, "_genselect_comm", None), None
+        if comm is not None:
+            comm.close()
 
-        Call between `genselect_begin_update` and `genselect_finish_update`; the trainer calls
-        `broadcast` on the same tensors in the same order.
-        """
-        import torch
+    def genselect_receive_broadcast(self, names: list, dtypes: list, shapes: list, timeout_s: float) -> dict:
+        """Receive the tensors the trainer broadcasts (src 0), in this order, loading each as it arrives, inside a
+        session (`genselect_begin_update` ... `genselect_finish_update`). Past `timeout_s` the group is closed and
+        BroadcastTimeout raised (the session then reports what is missing); a new group is needed after that."""
         from vllm.config import set_current_vllm_config
 
-        if getattr(self, "_genselect_nccl", None) is None:
-            raise RuntimeError("init_weight_update_group was not called")
+        from actors.weight_comm import receive_tensors
+
+        comm = getattr(self, "_genselect_comm", None)
+        if comm is None:
+            raise RuntimeError("no weight group: init_weight_update_group was not called, or the last broadcast "
+                               "missed its deadline and closed it")
         if not getattr(self, "_genselect_session", False):
-            raise RuntimeError("update_weights_nccl outside a weight-update session")
-        start, nbytes = time.perf_counter(), 0
+            raise RuntimeError("genselect_receive_broadcast outside a weight-update session")
+        start, count, nbytes = time.perf_counter(), 0, 0
         model = self.model_runner.get_model()
-        for name, dtype, shape in zip(names, dtypes, shapes):
-            weight = torch.empty(shape, dtype=getattr(torch, dtype), device=self.device)
-            self._genselect_nccl.broadcast(weight, src=0, stream=torch.cuda.current_stream())
+        try:
+            for name, weight in receive_tensors(comm, list(zip(names, dtypes, shapes)), self.device,
+                                                time.monotonic() + timeout_s):
+                with set_current_vllm_config(self.vllm_config):
+                    self._genselect_loaded.update(model.load_weights(weights=[(name, weight)]) or ())
+                count += 1
+                nbytes += weight.numel() * weight.element_size()
+                del weight
+        except BaseException:
+            self.genselect_close_group()
+            raise
+        return {"tensors": count, "bytes": nbytes, "seconds": time.perf_counter() - start}
+
+
+    # ---- colocated path (weight_sync.backend=ipc; actors/ipc_buckets.py) ------------------------------------
+    def genselect_load_ipc(self, exported: list) -> dict:
+        """Open each CUDA IPC bucket the learner exported on this worker's device index, load its tensors (the
+        model's load_weights copies them) inside a session, drop it. Returns {"tensors", "bytes", "buckets",
+        "seconds"}."""
+        from vllm.config import set_current_vllm_config
+
+        from actors.ipc_buckets import load_all
+
+        if not getattr(self, "_genselect_session", False):
+            raise RuntimeError("genselect_load_ipc outside a weight-update session")
+        start = time.perf_counter()
+        model = self.model_runner.get_model()
+
+        def load(pairs):
             with set_current_vllm_config(self.vllm_config):
-                self._genselect_loaded.update(model.load_weights(weights=[(name, weight)]) or ())
-            nbytes += weight.numel() * weight.element_size()
-            del weight
-        return {"tensors": len(names), "bytes": nbytes, "seconds": time.perf_counter() - start}
+                self._genselect_loaded.update(model.load_weights(weights=pairs) or ())
+
+        stats = load_all(exported, self.device.index, load)
+        return {**stats, "seconds": time.perf_counter() - start}
 
 
 # ---- sender side: the file channel (runs in the rollout actor, not in the worker) ------------------

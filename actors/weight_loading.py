@@ -2,9 +2,10 @@
 
 `update_weights_from_object_store`: the arrays are written, bucket by bucket (`WeightSyncConfig.bucket_mb`), as
 safetensors files on /dev/shm and loaded by the worker extension (actors/vllm_extension.py) inside one
-layerwise-reload session; files are deleted on every path. `update_weights_nccl` receives a broadcast from the learner
-instead (GPU clusters). Both go through `_update`: drain the engine (or freeze its requests), load, set the version,
-resume; each phase timed and its outcome kept (`update_state`).
+layerwise-reload session; files are deleted on every path. `update_weights_broadcast` receives a broadcast from the
+learner instead (`weight_sync.backend` gloo or nccl: actors/weight_comm.py), `update_weights_ipc` the learner's
+IPC buckets (`ipc`: actors/ipc_buckets.py). All go through `_update`: drain the engine (or freeze its requests),
+load, set the version, resume; each phase timed and its outcome kept (`update_state`).
 """
 from __future__ import annotations
 
@@ -83,16 +84,61 @@ class WeightLoading:
             path.unlink(missing_ok=True)
 
     async def init_weight_update_group(self, master_address: str, master_port: int, rank_offset: int,
-                                       world_size: int) -> None:
-        """GPU path (UNTESTED here): join the learner's NCCL group as rank `rank_offset`."""
+                                       world_size: int, backend: str = "nccl", timeout_s: float = 300.0,
+                                       group_id: str = "") -> None:
+        """Join the learner's weight group (actors/weight_comm.py) as rank `rank_offset`; `group_id` names it
+        (`weight_group()` answers it afterwards, so the broadcaster knows which engines must join a new one)."""
+        self._weight_group = None
         await self.engine.collective_rpc("init_weight_update_group",
-                                         args=(master_address, master_port, rank_offset, world_size))
+                                         args=(master_address, master_port, rank_offset, world_size, backend,
+                                               timeout_s))
+        self._weight_group = group_id
 
-    async def update_weights_nccl(self, metadata: list, version: int) -> dict:
-        """GPU path (UNTESTED here): receive [(name, dtype, shape), ...] broadcast by the learner."""
+    def weight_group(self) -> str | None:
+        """The id of the weight group this engine belongs to; None before one is formed, after a broadcast that
+        failed (its group is closed) and in a restarted actor."""
+        return getattr(self, "_weight_group", None)
+
+    async def update_weights_broadcast(self, metadata: list, version: int, group_id: str, timeout_s: float) -> dict:
+        """Receive [(name, dtype, shape), ...] broadcast by the learner in group `group_id`, inside the drain /
+        load / resume path (`_update`), the receive under `timeout_s`. Raises WeightUpdateError at once when this
+        engine is not in that group (restarted, or its last broadcast failed)."""
+        if not metadata:
+            raise ValueError("update_weights_broadcast: empty metadata (the learner sends every tensor)")
+        if self.weight_group() != group_id:
+            raise WeightUpdateError(f"rollout[{self.worker_index}] is not in weight group {group_id!r} "
+                                    f"(it is in {self.weight_group()!r}); form the group again")
         names, dtypes, shapes = (list(x) for x in zip(*metadata))
-        stats = await self._update(version, lambda: self._rpc("update_weights_nccl", names, dtypes, shapes))
-        return {**stats, "tensors": len(names)}
+        deadline = time.monotonic() + timeout_s  # the drain counts against it too
+
+        received = {}
+
+        async def load():
+            try:
+                received.update(await self._rpc("genselect_receive_broadcast", names, dtypes, shapes,
+                                                deadline - time.monotonic()))
+            except BaseException:
+                self._weight_group = None  # the worker closed its group
+                raise
+
+        stats = await self._update(version, load)
+        return {**stats, "tensors": len(names), "bytes": received.get("bytes", 0),
+                "receive_s": received.get("seconds", 0.0)}
+
+    async def update_weights_ipc(self, exported: list, version: int) -> dict:
+        """Colocated: load the learner's CUDA IPC buckets ([{"handle", "entries"}], actors/ipc_buckets.py) inside the
+        drain / load / resume path (`_update`); the broadcaster's deadline cancels it as it does an object-store
+        update."""
+        if not exported:
+            raise ValueError("update_weights_ipc: no buckets (the learner exports every tensor)")
+        received = {}
+
+        async def load():
+            received.update(await self._rpc("genselect_load_ipc", exported))
+
+        stats = await self._update(version, load)
+        return {**stats, "tensors": received.get("tensors", 0), "bytes": received.get("bytes", 0),
+                "buckets": received.get("buckets", 0)}
 
     async def _update(self, version: int, load) -> dict:
         """drain -> load session -> version -> resume, each phase timed and its outcome kept (`update_state`).

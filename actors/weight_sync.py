@@ -12,12 +12,22 @@ the call, and numpy arrays are read zero-copy from shared memory on the same nod
 touches the weights and there is no per-parameter `ray.get`. Each rollout actor then pushes the arrays
 into its engine through /dev/shm safetensors buckets (actors/rollout.py, actors/vllm_extension.py).
 
-nccl backend (GPU clusters; UNTESTED on the CPU development machines). Protocol, following vLLM's RLHF
-example: the learner (rank 0) and every engine worker join one NCCL group
-(`learner.init_weight_update_group(addr, port, world_size)`,
-`rollout.init_weight_update_group(addr, port, rank_offset, world_size)`); per sync the rollouts enter
-`update_weights_nccl(metadata, version)` while the learner runs `broadcast_weights()`, which
-broadcasts every tensor of `weight_metadata()` in order (learner side: actors/learner_nccl.py).
+gloo and nccl backends (a broadcast group). Protocol, following vLLM's RLHF example: the learner (rank 0) and every
+engine worker join one weight group (actors/weight_comm.py; `learner.init_weight_update_group(addr, port, world_size,
+backend, timeout_s)`, `rollout.init_weight_update_group(addr, port, rank_offset, world_size, backend, timeout_s,
+group_id)`); per sync the rollouts enter `update_weights_broadcast(metadata, version, group_id, timeout_s)` while the
+learner runs `broadcast_weights(timeout_s)`, which broadcasts every tensor of `weight_metadata()` in order (learner
+side: actors/weight_sender.py). Each member stops at the sync's deadline by itself and closes its group, so a missed
+deadline leaves no one inside a half-finished broadcast; the broadcaster then forgets the group, and the next sync
+forms a new one, as it does when an engine is not in the current group (a restarted actor). gloo runs over TCP on
+CPU (tests/actors/test_weight_broadcast.py); nccl is the same protocol on GPUs (not run here: it needs two GPUs).
+
+ipc backend (one GPU shared by learner rank 0 and one engine; not run here: it needs a GPU). The learner flattens its
+weights into buckets on its GPU and exports one CUDA IPC handle per bucket (`export_ipc`, actors/ipc_buckets.py); the
+engine opens them on its own device index and loads them inside the same drain / load / resume path as the
+object-store path (`update_weights_ipc`), under the same deadline and missing-parameter check; the learner keeps the
+buckets until every engine has released them and frees them when the sync ends either way. The object-store backend
+works colocated too, as the fallback.
 
 Every sync has one deadline (`WeightSyncConfig.timeout_s`, derived from the generation limits unless set:
 core/deadlines.py); a miss raises WeightSyncTimeout naming the actors that did not answer, after cancelling their
@@ -30,17 +40,30 @@ load time (`sync`).
 from __future__ import annotations
 
 import time
+import uuid
 
 import ray
 
 from actors.calls import answer_times
 
+BACKENDS = ("object_store", "gloo", "nccl", "ipc")
 ABANDON_WAIT_S = 60.0  # how long `_abandon` waits for each engine's state after a missed deadline
+ANSWER_GRACE_S = 15.0  # broadcast backends: members stop at the deadline themselves; time for their answer to arrive
 
 
 class WeightSyncTimeout(TimeoutError):
     """A sync missed its deadline; `pending` names the actors that had not answered; `engines` holds each
     engine's `update_state()` after the late calls were cancelled (object_store backend)."""
+
+    def __init__(self, message: str, pending: list):
+        super().__init__(message)
+        self.pending = pending
+        self.engines: list = []
+
+
+class WeightSyncFailed(RuntimeError):
+    """A broadcast sync failed before its deadline (an engine outside the group, an error in a member); same fields
+    as WeightSyncTimeout."""
 
     def __init__(self, message: str, pending: list):
         super().__init__(message)
@@ -57,16 +80,15 @@ class WeightSyncBroadcaster:
         rank 0's copy is sent; rollout_handles: RolloutWorker actors (update_weights_from_object_store);
         board: an optional WeightBoard actor (actors/weight_board.py): every synced version is published there
         too, and the serving replicas that follow it load the same weights (`serve.live`)."""
-        if cfg.backend not in ("object_store", "nccl"):
-            raise ValueError(f"weight_sync.backend={cfg.backend!r}: this broadcaster implements "
-                             f"'object_store' (CPU) and 'nccl' (GPU, untested here)")
+        if cfg.backend not in BACKENDS:
+            raise ValueError(f"weight_sync.backend={cfg.backend!r}: this broadcaster implements {list(BACKENDS)}")
         self.cfg = cfg
         self.learners = list(learners) if isinstance(learners, (list, tuple)) else [learners]
         self.learner = self.learners[0]
         self.rollouts = list(rollout_handles)
         self.board = board
         self.history: list = []
-        self._nccl_ready = False
+        self._group = None  # id of the weight group of the broadcast backends; None: form one at the next sync
 
     def sync(self, version: int) -> dict:
         """Push the learner's weights to every rollout engine and set their policy version.
@@ -76,15 +98,17 @@ class WeightSyncBroadcaster:
         of a sync are split (slowest engine each; they add up to about `seconds`):
         - drain_s: waiting for the generation requests in flight in the engine to finish (the engine's pause);
         - transfer_s: moving the weights: the learner's export into the object store plus their delivery to the
-          engine's actor (the call's round trip less the time the engine spent in it); with nccl, the broadcast;
+          engine's actor (the call's round trip less the time the engine spent in it); with gloo/nccl, the broadcast;
         - load_s: loading them into the engine (bucket files, the engine's reload, the prefix-cache reset).
         Raises WeightSyncTimeout past the deadline, after leaving every engine in a defined state (see `_abandon`).
         """
         start = time.perf_counter()
         deadline = start + self.cfg.timeout_s
-        if self.cfg.backend == "nccl":
-            workers, export_s = self._sync_nccl(version, deadline), 0.0
+        if self.cfg.backend in ("gloo", "nccl"):
+            workers, export_s = self._sync_broadcast(version, deadline), 0.0
             rtts = [w.get("seconds", 0.0) for w in workers]
+        elif self.cfg.backend == "ipc":
+            workers, export_s, rtts = self._sync_ipc(version, start, deadline)
         else:
             refs = [learner.export_weights.remote(rank0_only=True, widen=False) for learner in self.learners]
             self._wait(refs, [f"learner[{r}].export_weights" for r in range(len(refs))], deadline,
@@ -104,12 +128,13 @@ class WeightSyncBroadcaster:
         drain = [w.get("drain_s", w.get("pause_s", 0.0)) for w in workers]
         load = [w.get("load_s", 0.0) for w in workers]
         delivery = [max(0.0, rtt - w.get("seconds", 0.0)) for rtt, w in zip(rtts, workers)]
-        if self.cfg.backend == "nccl":  # the broadcast happens inside the engine's load session
+        if self.cfg.backend in ("gloo", "nccl"):  # the broadcast happens inside the engine's load session
             delivery = [w.get("load_s", 0.0) for w in workers]
         stats = {"version": version, "seconds": seconds, "bytes": nbytes,
                  "gbps": nbytes / seconds / 1e9 if seconds > 0 else 0.0, "export_seconds": export_s,
                  "drain_s": max(drain, default=0.0), "transfer_s": export_s + max(delivery, default=0.0),
-                 "load_s": max(load, default=0.0) if self.cfg.backend != "nccl" else 0.0, "workers": workers}
+                 "load_s": max(load, default=0.0) if self.cfg.backend not in ("gloo", "nccl") else 0.0,
+                 "workers": workers}
         self.history.append({k: v for k, v in stats.items() if k != "workers"})
         return stats
 
@@ -157,37 +182,88 @@ class WeightSyncBroadcaster:
                          for i, s in enumerate(states))
         err.args = (f"{err.args[0]} ({said})",)
 
-    def _sync_nccl(self, version: int, deadline: float) -> list:
-        """GPU path (UNTESTED here): one NCCL broadcast from learner rank 0 to every engine worker."""
-        if not self._nccl_ready:
-            self._init_nccl(deadline)
-        metas = ray.get([learner.weight_metadata.remote() for learner in self.learners],  # ZeRO-3: collective
-                        timeout=max(0.0, deadline - time.perf_counter()))
-        meta = metas[0]
-        receives = [h.update_weights_nccl.remote(meta, version) for h in self.rollouts]
-        send = self.learner.broadcast_weights.remote()
+    def _sync_ipc(self, version: int, start: float, deadline: float) -> tuple:
+        """Colocated: learner rank 0 exports one CUDA IPC handle per bucket (every rank takes part in the ZeRO-3
+        gather), every engine loads them inside its drain / load / resume path under the deadline; the learner
+        keeps the buckets until each engine that answered has released them, and frees them when the sync ends
+        either way. Returns (per-engine stats, export seconds, round trips)."""
+        export_id = f"v{version}-{uuid.uuid4().hex[:8]}"
+        engines = [f"rollout[{i}]" for i in range(len(self.rollouts))]
+        bucket_bytes = self.cfg.bucket_mb << 20
+        refs = [learner.export_ipc.remote(export_id, bucket_bytes, engines) for learner in self.learners]
+        exported = self._wait(refs, [f"learner[{r}].export_ipc" for r in range(len(refs))], deadline)[0]
+        export_s = time.perf_counter() - start
+        sent = time.perf_counter()
         try:
-            results = self._wait(receives + [send], self._names("update_weights_nccl")
-                                 + ["learner.broadcast_weights"], deadline)
-        except WeightSyncTimeout:
-            # a broadcast may have stopped half-way: never reuse that group, the next sync forms a new one.
-            # (UNTESTED: the learner's thread stays inside NCCL until NCCL's own timeout ends the collective.)
-            self._nccl_ready = False
-            for ref in receives:
-                ray.cancel(ref)
-            raise
-        return results[:-1]
+            calls = [h.update_weights_ipc.remote(exported, version) for h in self.rollouts]
+            workers, ends = self._wait_timed(calls, self._names("update_weights_ipc"), deadline, version)
+            ray.get([self.learner.release_ipc.remote(export_id, e) for e in engines], timeout=ABANDON_WAIT_S)
+        finally:
+            ray.get(self.learner.drop_ipc.remote(export_id), timeout=ABANDON_WAIT_S)
+        return workers, export_s, [end - sent for end in ends]
 
-    def _init_nccl(self, deadline: float) -> None:
-        address, port = ray.get(self.learner.weight_update_address.remote(),
-                                timeout=max(0.0, deadline - time.perf_counter()))
+    def _sync_broadcast(self, version: int, deadline: float) -> list:
+        """gloo / nccl: one broadcast from learner rank 0 to every engine worker, in the group `_group` names.
+
+        The group is formed again when there is none (first sync, or the last one failed) or when an engine is not
+        in it (a restarted actor answers `weight_group()` None). Learner and engines each stop at the deadline on
+        their own (actors/weight_comm.py closes their group), so every call answers by `deadline` plus
+        `ANSWER_GRACE_S`; any failure forgets the group, leaves every engine in a known state (`_abandon`) and
+        raises WeightSyncTimeout (a missed deadline) or WeightSyncFailed."""
+        joined = self._wait([h.weight_group.remote() for h in self.rollouts], self._names("weight_group"), deadline)
+        if self._group is None or any(g != self._group for g in joined):
+            self._form_group(deadline)
+        metas = self._wait([learner.weight_metadata.remote() for learner in self.learners],  # ZeRO-3: collective
+                           [f"learner[{r}].weight_metadata" for r in range(len(self.learners))], deadline)
+        left = max(0.0, deadline - time.perf_counter())
+        receives = [h.update_weights_broadcast.remote(metas[0], version, self._group, left) for h in self.rollouts]
+        refs = receives + [self.learner.broadcast_weights.remote(left)]
+        names = self._names("update_weights_broadcast") + ["learner[0].broadcast_weights"]
+        self._check_all(refs, names, deadline, f"weight sync to version {version}")
+        return ray.get(receives)
+
+    def _form_group(self, deadline: float) -> None:
+        """Every engine worker and learner rank 0 leave the group they held and join a new one."""
+        self._group = None
+        address, port = self._wait([self.learner.weight_update_address.remote()],
+                                   ["learner[0].weight_update_address"], deadline)[0]
+        group, left = uuid.uuid4().hex[:12], max(0.0, deadline - time.perf_counter())
         world_size = 1 + len(self.rollouts)  # one worker per engine (no tensor parallelism)
-        calls = [h.init_weight_update_group.remote(address, port, 1 + i, world_size)
+        calls = [h.init_weight_update_group.remote(address, port, 1 + i, world_size, self.cfg.backend, left, group)
                  for i, h in enumerate(self.rollouts)]
-        calls.append(self.learner.init_weight_update_group.remote(address, port, world_size))
-        self._wait(calls, self._names("init_weight_update_group") + ["learner.init_weight_update_group"],
-                   deadline)
-        self._nccl_ready = True
+        calls.append(self.learner.init_weight_update_group.remote(address, port, world_size, self.cfg.backend, left))
+        self._check_all(calls, self._names("init_weight_update_group") + ["learner[0].init_weight_update_group"],
+                        deadline, f"forming the {self.cfg.backend} weight group")
+        self._group = group
+
+    def _check_all(self, refs: list, names: list, deadline: float, what: str) -> None:
+        """Wait for calls that stop at `deadline` by themselves; any error or late answer forgets the group,
+        abandons the engines' calls and raises (WeightSyncTimeout when a deadline was missed)."""
+        _, pending = answer_times(refs, deadline + ANSWER_GRACE_S)
+        failures, timed_out = [], bool(pending)
+        for ref, name in zip(refs, names):
+            if ref in pending:
+                failures.append(f"{name}: no answer")
+                continue
+            try:
+                ray.get(ref)
+            except Exception as e:
+                timed_out |= isinstance(e, TimeoutError) or "BroadcastTimeout" in str(e)
+                failures.append(f"{name}: {_last_line(e)}")
+        if not failures:
+            return
+        self._group = None
+        cls = WeightSyncTimeout if timed_out else WeightSyncFailed
+        err = cls(f"{what} failed (timeout_s={self.cfg.timeout_s:g}; the weight group is closed and formed again "
+                  f"at the next sync): {'; '.join(failures)}", [n for r, n in zip(refs, names) if r in pending])
+        self._abandon(refs, pending, err)
+        raise err
+
+
+def _last_line(err: Exception) -> str:
+    """The last line of an error's message (a RayTaskError carries the remote traceback before it)."""
+    lines = [line for line in str(err).strip().splitlines() if line.strip()]
+    return (lines[-1] if lines else type(err).__name__)[:300]
 
 
 def _actor_id(handle) -> str:

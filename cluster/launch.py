@@ -9,7 +9,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from cluster.layout import fit_nodes, live_nodes, target_nodes
-from cluster.placement import ActorSlot, actor_options, bundle_indices, ceil_cpus, create_group, node_ip_of_bundle, plan
+from cluster.placement import ActorSlot, actor_options, bundle_indices, create_group, node_ip_of_bundle, plan
+from cluster.placement import actor_env as env_of
 from core.net import rendezvous_port
 
 
@@ -35,7 +36,6 @@ def launch(cfg, model_path: str, actor_env: dict, domains: tuple = ("math",), fr
     import ray
 
     from actors.learner import Learner
-    from actors.rollout import RolloutWorker
     from actors.verifier import VerifierPool
 
     placement = plan(cfg.learner, cfg.rollout, cfg.verifier, cfg.cluster)
@@ -45,12 +45,18 @@ def launch(cfg, model_path: str, actor_env: dict, domains: tuple = ("math",), fr
     index = bundle_indices(placement)
 
     def options(slot: ActorSlot, **extra) -> dict:
-        threads = str(max(1, ceil_cpus(slot.num_cpus)))
-        env = {**actor_env, "OMP_NUM_THREADS": threads}
         return actor_options(slot, group, index.get((slot.role, slot.index)),
-                             runtime_env={"env_vars": env}, **extra)
+                             runtime_env={"env_vars": env_of(slot, actor_env)}, **extra)
 
     handles = Handles(placement_group=group)
+    colocated = cfg.weight_sync.backend == "ipc"
+    if colocated:  # the engine measures the GPU's free memory at its start: it starts before the learner shares it
+        _start_rollouts(handles, placement, options, cfg, model_path, response_form)
+        try:
+            ray.get([h.health.remote() for h in handles.rollouts], timeout=cfg.cluster.actor_start_timeout_s)
+        except BaseException:
+            shutdown(handles)  # the engines and the placement group, before the error reaches the driver
+            raise
     learner_slots = placement.of("learner")
     master_addr = node_ip_of_bundle(group, index[("learner", 0)]) if learner_slots[0].in_group else "127.0.0.1"
     master_port = rendezvous_port("")  # every interface: the ranks rendezvous on the node address, not loopback
@@ -61,15 +67,26 @@ def launch(cfg, model_path: str, actor_env: dict, domains: tuple = ("math",), fr
                                            master_port=master_port, seed=cfg.seed,
                                            total_train_steps=cfg.steps, temperature=cfg.rollout.temperature,
                                            frozen=frozen))
+    if not colocated:
+        _start_rollouts(handles, placement, options, cfg, model_path, response_form)
+    for slot in placement.of("verifier"):
+        cls = ray.remote(**options(slot, max_restarts=3))(VerifierPool)
+        handles.verifiers.append(cls.remote(cfg.verifier, domains=tuple(domains)))
+    return handles
+
+
+def _start_rollouts(handles: Handles, placement, options, cfg, model_path: str, response_form=None) -> None:
+    """Create the rollout actors of `placement` (restartable) into `handles.rollouts`, each sampling with
+    `response_form` (actors/response_forms.py; None: free text)."""
+    import ray
+
+    from actors.rollout import RolloutWorker
+
     for slot in placement.of("rollout"):
         cls = ray.remote(**options(slot, max_restarts=3, max_concurrency=16))(RolloutWorker)
         handles.rollouts.append(cls.remote(cfg.rollout, model_path, dtype=cfg.model.dtype,
                                            seed=cfg.seed + 1000 * slot.index, worker_index=slot.index,
                                            weight_sync=cfg.weight_sync, response_form=response_form))
-    for slot in placement.of("verifier"):
-        cls = ray.remote(**options(slot, max_restarts=3))(VerifierPool)
-        handles.verifiers.append(cls.remote(cfg.verifier, domains=tuple(domains)))
-    return handles
 
 
 def launch_rollouts(rollout_cfg, model_path: str, dtype: str, seed: int, actor_env: dict) -> Handles:
@@ -81,11 +98,10 @@ def launch_rollouts(rollout_cfg, model_path: str, dtype: str, seed: int, actor_e
     from actors.rollout import RolloutWorker
 
     handles = Handles()
-    threads = str(max(1, ceil_cpus(rollout_cfg.num_cpus)))
     for index in range(rollout_cfg.num_workers):
+        slot = ActorSlot("rollout", index, rollout_cfg.num_cpus, rollout_cfg.num_gpus, "")
         cls = ray.remote(num_cpus=rollout_cfg.num_cpus, num_gpus=rollout_cfg.num_gpus, max_restarts=0,
-                         max_concurrency=16,
-                         runtime_env={"env_vars": {**actor_env, "OMP_NUM_THREADS": threads}})(RolloutWorker)
+                         max_concurrency=16, runtime_env={"env_vars": env_of(slot, actor_env)})(RolloutWorker)
         handles.rollouts.append(cls.remote(rollout_cfg, model_path, dtype=dtype, seed=seed + 1000 * index,
                                            worker_index=index))
     return handles

@@ -96,6 +96,14 @@ def _pinned_role(placement: PlacementPlan, resource: str) -> str:
     return next((s.role for s in placement.slots if s.node_resource == resource), "<role>")
 
 
+def actor_env(slot: ActorSlot, base: dict) -> dict:
+    """The env vars of the actor of `slot`: `base` (the driver's defaults) with its OpenMP threads and DeepSpeed's
+    accelerator chosen from the actor's own resources (DS_ACCELERATOR: cuda with a GPU share, else cpu), never
+    the driver's: a driver on a CPU head sets cpu for itself."""
+    return {**base, "OMP_NUM_THREADS": str(max(1, ceil_cpus(slot.num_cpus))),
+            "DS_ACCELERATOR": "cuda" if slot.num_gpus > 0 else "cpu"}
+
+
 def actor_options(slot: ActorSlot, placement_group: Any, bundle_index: int | None, **extra) -> dict:
     """ray.remote options for `slot`: its resources and, when grouped, its bundle."""
     from ray.util.scheduling_strategies import PlacementGroupSchedulingStrategy

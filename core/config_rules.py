@@ -35,7 +35,7 @@ _CHOICES = {
     "rollout.sync_mode": ("drain", "keep"),
     "algorithm.maxk_baseline": ("loo", "mean", "none"),
     "algorithm.bon_p_estimate": ("group", "loo"),
-    "weight_sync.backend": ("object_store", "nccl"),
+    "weight_sync.backend": ("object_store", "gloo", "nccl", "ipc"),
     "cluster.placement_strategy": ("PACK", "SPREAD", "STRICT_PACK", "STRICT_SPREAD"),
 }
 
@@ -124,6 +124,8 @@ def check(cfg: TrainConfig) -> None:
         ("weight_sync.backend", cfg.weight_sync.backend != "nccl"
          or (cfg.learner.num_gpus >= 1 and r.num_gpus >= 1),
          "nccl needs learner.num_gpus >= 1 and rollout.num_gpus >= 1 (use object_store on CPU)"),
+        *_engine_backend_rules(cfg),
+        *_colocated_rules(cfg),
         ("algorithm.eps_low", 0 < a.eps_low < 1, "must be in (0, 1)"),
         ("algorithm.eps_high", a.eps_high > 0, "must be > 0"),
         ("algorithm.solution_anchor", a.solution_anchor >= 0, "must be >= 0 (0 = off)"),
@@ -313,3 +315,46 @@ def _get(cfg: Any, dotted: str) -> Any:
     for part in dotted.split("."):
         cfg = getattr(cfg, part)
     return cfg
+
+
+def _engine_backend_rules(cfg: TrainConfig) -> list:
+    """rollout.attention_backend / model_runner: a choice the engine can run with model.dtype, on a GPU when
+    rollout.num_gpus > 0 (core/engine_backends.py)."""
+    from core.engine_backends import choose
+
+    try:
+        choose(cfg.rollout.attention_backend, cfg.rollout.model_runner, cfg.model.dtype, cfg.rollout.num_gpus > 0)
+    except ValueError as err:  # "rollout.KEY='VALUE' reason": the rule prints the key and value itself
+        key, _, rest = str(err).partition("=")
+        return [(key, False, rest.split(" ", 1)[1])]
+    return []
+
+
+# Colocated (weight_sync.backend=ipc): the most of one GPU's memory vLLM may take when the learner shares it and no
+# explicit KV-cache size is given (vLLM sizes its cache as a fraction of the whole GPU, measured at its start).
+COLOCATED_MAX_GPU_UTILIZATION = 0.5
+
+
+def _colocated_rules(cfg: TrainConfig) -> list:
+    """weight_sync.backend=ipc: one learner rank and one engine sharing one GPU, with the memory split explicit (or
+    both on CPU, on one node)."""
+    if cfg.weight_sync.backend != "ipc":
+        return []
+    r, lr = cfg.rollout, cfg.learner
+    on_cpu = lr.num_gpus == 0 and r.num_gpus == 0  # the shm channel: bucket files on the node's /dev/shm
+    return [
+        ("weight_sync.backend", on_cpu or (lr.num_gpus > 0 and r.num_gpus > 0 and lr.num_gpus + r.num_gpus <= 1),
+         f"'ipc' shares one GPU: learner.num_gpus + rollout.num_gpus must be > 0 each and at most 1 together, or "
+         f"both 0 on CPU (got {lr.num_gpus:g} + {r.num_gpus:g})"),
+        ("weight_sync.backend", lr.num_ranks == 1 and r.num_workers == 1,
+         f"'ipc' colocates one learner rank with one engine (got learner.num_ranks={lr.num_ranks}, "
+         f"rollout.num_workers={r.num_workers})"),
+        ("rollout.gpu_memory_utilization", on_cpu or r.kv_cache_memory_bytes > 0
+         or r.gpu_memory_utilization <= COLOCATED_MAX_GPU_UTILIZATION,
+         f"with weight_sync.backend=ipc the learner shares the GPU: set rollout.kv_cache_memory_bytes, or "
+         f"rollout.gpu_memory_utilization at most {COLOCATED_MAX_GPU_UTILIZATION}"),
+        ("cluster.placement_strategy", cfg.cluster.placement_strategy == "STRICT_PACK",
+         "must be STRICT_PACK with weight_sync.backend=ipc: the learner and the engine share one node (and its GPU)"),
+        ("rollout.kv_cache_memory_bytes", r.kv_cache_memory_bytes >= 0, "must be >= 0 (0: from "
+         "gpu_memory_utilization)"),
+    ]

@@ -46,6 +46,14 @@ class RolloutConfig:
     kv_cache_gib: float = _f(1.0, "KV cache size per engine on CPU (VLLM_CPU_KVCACHE_SPACE).")
     gpu_memory_utilization: float = _f(0.85, "Fraction of GPU memory for vLLM (GPU only).")
     enforce_eager: bool = _f(True, "Disable graph capture / torch.compile (faster start on CPU).")
+    attention_backend: str = _f("", "vLLM attention backend (a name of AttentionBackendEnum, e.g. TRITON_ATTN, "
+                                    "FLEX_ATTENTION, FLASH_ATTN). '': FLASH_ATTN for bf16, TRITON_ATTN for fp32 on a "
+                                    "GPU (FlashAttention has no fp32 kernels), CPU_ATTN on CPU "
+                                    "(core/engine_backends.py).")
+    kv_cache_memory_bytes: int = _f(0, "GPU memory for vLLM's KV cache in bytes (0: sized from "
+                                       "gpu_memory_utilization). Colocated (weight_sync.backend=ipc): the explicit "
+                                       "split of the GPU between the engine and the learner.")
+    model_runner: str = _f("v1", "vLLM model runner: 'v1' (the one the weight reload is tested with) or 'v2'.")
     request_timeout_s: float = _f(0.0, "Deadline for one generation call; on expiry its requests are aborted in the "
                                        "engine and it is re-issued. 0 (default): derived per call from the prompt "
                                        "budget, max_response_tokens, max_num_seqs and min_decode_tokens_per_s "
@@ -163,7 +171,9 @@ class AlgorithmConfig:
 @dataclass
 class WeightSyncConfig:
     """Learner -> rollout engines weight broadcast."""
-    backend: str = _f("object_store", "'object_store' (CPU default) or 'nccl' (GPU learner and engines).")
+    backend: str = _f("object_store", "'object_store' (CPU default), 'gloo' (a broadcast group over TCP, CPU or "
+                                      "GPU), 'nccl' (GPU learner and engines) or 'ipc' (learner and engine colocated "
+                                      "on one GPU: CUDA IPC handles, one per bucket).")
     bucket_mb: int = _f(256, "Bucket size for bucketed transfers.")
     timeout_s: float = _f(0.0, "Deadline for one whole sync. 0 (default): derived, the drain deadline (in-flight "
                                "generation finishing at rollout.min_decode_tokens_per_s) plus transfer_timeout_s "

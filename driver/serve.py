@@ -130,8 +130,11 @@ def _context_of(model: str) -> int:
         return 0
 
 
-def deployment_options(serve_cfg) -> dict:
-    """Serve deployment options: autoscaling between min and max replicas on ongoing requests."""
+def deployment_options(serve_cfg, settings=None) -> dict:
+    """Serve deployment options: autoscaling between min and max replicas on ongoing requests. A replica holds one
+    rollout engine: with serve.num_gpus 0 it reserves the GPUs of one rollout actor of the model's run
+    (`settings.rollout.num_gpus`), so Ray gives it a GPU of its own instead of vLLM taking the node's first."""
+    gpus = serve_cfg.num_gpus or (settings.rollout.num_gpus if settings is not None else 0)
     return {
         "name": DEPLOYMENT,
         "max_ongoing_requests": serve_cfg.max_ongoing_requests,
@@ -141,7 +144,7 @@ def deployment_options(serve_cfg) -> dict:
                                "upscale_delay_s": serve_cfg.upscale_delay_s,
                                "downscale_delay_s": serve_cfg.downscale_delay_s,
                                "look_back_period_s": serve_cfg.look_back_period_s},
-        "ray_actor_options": {"num_cpus": serve_cfg.num_cpus, "num_gpus": serve_cfg.num_gpus},
+        "ray_actor_options": {"num_cpus": serve_cfg.num_cpus, "num_gpus": gpus},
         "health_check_period_s": 5.0, "health_check_timeout_s": 60.0,
         "graceful_shutdown_timeout_s": 30.0,
         "logging_config": {"enable_access_log": serve_cfg.access_log},
@@ -176,7 +179,7 @@ def build_app(settings, serve_cfg):
 
     from actors.serving import SelectorServer, app
 
-    deployment = serve.deployment(**deployment_options(serve_cfg))(serve.ingress(app)(SelectorServer))
+    deployment = serve.deployment(**deployment_options(serve_cfg, settings))(serve.ingress(app)(SelectorServer))
     return deployment.bind(settings)
 
 

@@ -355,8 +355,8 @@ def test_unknown_backend_is_rejected():
     from actors.weight_sync import WeightSyncBroadcaster
     from core.config import WeightSyncConfig
 
-    with pytest.raises(ValueError, match="gloo"):
-        WeightSyncBroadcaster(WeightSyncConfig(backend="gloo"), None, [])
+    with pytest.raises(ValueError, match="'mpi'"):
+        WeightSyncBroadcaster(WeightSyncConfig(backend="mpi"), None, [])
 
 
 @pytest.mark.gpu
@@ -380,14 +380,14 @@ def test_nccl_weight_update_on_gpu(rollout_model_path, loop_thread):
     worker = RolloutWorker(RolloutConfig(samples_per_prompt=2, gpu_memory_utilization=0.3), rollout_model_path)
     try:
         port = rendezvous_port()
-        joined = loop_thread.submit(worker.init_weight_update_group("127.0.0.1", port, 1, 2))
+        joined = loop_thread.submit(worker.init_weight_update_group("127.0.0.1", port, 1, 2, "nccl", 120, "g"))
         group = StatelessProcessGroup.create(host="127.0.0.1", port=port, rank=0, world_size=2)
         comm = PyNcclCommunicator(group, device="cuda:1")
         joined.result(120)
         learner.perturb(seed=3)
         state = {k: v.detach().to("cuda:1").contiguous() for k, v in learner.model.state_dict().items()}
         meta = [(k, str(v.dtype).removeprefix("torch."), list(v.shape)) for k, v in state.items()]
-        received = loop_thread.submit(worker.update_weights_nccl(meta, 1))
+        received = loop_thread.submit(worker.update_weights_broadcast(meta, 1, "g", 300))
         for tensor in state.values():
             comm.broadcast(tensor, src=0, stream=torch.cuda.current_stream(torch.device("cuda:1")))
         torch.cuda.synchronize(torch.device("cuda:1"))
@@ -399,18 +399,18 @@ def test_nccl_weight_update_on_gpu(rollout_model_path, loop_thread):
         loop_thread.run(worker.shutdown())
 
 
-def test_learner_nccl_sender_refuses_what_it_cannot_do():
-    """The learner side of the NCCL path (actors/learner_nccl.py) fails clearly, before touching NCCL,
+def test_learner_broadcast_sender_refuses_what_it_cannot_do():
+    """The learner side of the broadcast path (actors/weight_sender.py) fails clearly, before touching NCCL,
     on a CPU learner and on a rank other than 0; under ZeRO-3 every rank takes part in the weight gather of
     `weight_metadata` (collective) and only rank 0 keeps the weights."""
     import types
 
     import torch
 
-    from actors.learner_nccl import NcclWeightSender
+    from actors.weight_sender import BroadcastWeightSender
 
     def sender(rank=0, device="cpu", zero_stage=2, world_size=1):
-        s = NcclWeightSender()
+        s = BroadcastWeightSender()
         s.rank, s.world_size, s.device = rank, world_size, torch.device(device)
         s.cfg = types.SimpleNamespace(zero_stage=zero_stage)
         return s

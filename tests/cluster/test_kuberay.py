@@ -9,6 +9,7 @@ import functools
 import importlib
 import importlib.util
 import json
+import re
 import shlex
 from pathlib import Path
 
@@ -209,3 +210,27 @@ def test_rayservice_serves_the_serve_config_file_on_the_gpu_group(path):
             auto = dep["autoscaling_config"]
             assert 1 <= auto["min_replicas"] <= per_node * node.replicas  # the started nodes hold the minimum
             assert auto["max_replicas"] == per_node * node.max_replicas  # the group at max holds the maximum
+
+
+def _pod_templates(spec: dict) -> list:
+    return [("head", spec["headGroupSpec"]["template"])] + [(g["groupName"], g["template"])
+                                                             for g in spec["workerGroupSpecs"]]
+
+
+@pytest.mark.parametrize("path", MANIFESTS, ids=lambda p: p.name)
+def test_every_ray_pod_mounts_a_memory_backed_dev_shm(path):
+    """Ray's object store, NCCL and the weight-bucket files live in /dev/shm; a pod's own is 64 MB."""
+    spec = _cluster_spec(yaml.safe_load(path.read_text()))
+    for group, template in _pod_templates(spec):
+        volumes = {v["name"]: v for v in template["spec"].get("volumes", [])}
+        shm = [name for name, v in volumes.items() if v.get("emptyDir", {}).get("medium") == "Memory"]
+        assert len(shm) == 1, f"{path.name} {group}: no memory-backed emptyDir volume"
+        size = volumes[shm[0]]["emptyDir"].get("sizeLimit", "")
+        assert re.fullmatch(r"\d+(Gi|Mi)", size), f"{path.name} {group}: sizeLimit {size!r}"
+        limit = template["spec"]["containers"][0]["resources"]["limits"].get("memory")
+        if limit:  # a memory-backed volume counts against the pod's memory: it must leave room for the rest
+            to_mi = lambda q: int(q[:-2]) * (1024 if q.endswith("Gi") else 1)  # noqa: E731
+            assert to_mi(size) < to_mi(limit), f"{path.name} {group}: /dev/shm {size} >= memory {limit}"
+        for container in template["spec"]["containers"]:
+            mounts = {m["mountPath"]: m["name"] for m in container.get("volumeMounts", [])}
+            assert mounts.get("/dev/shm") == shm[0], f"{path.name} {group}: {container['name']} lacks /dev/shm"

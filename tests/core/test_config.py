@@ -31,7 +31,7 @@ def test_override_applies_with_type():
     (["algorithm.advantage_estimator=maxk", "algorithm.maxk_k=99"], "algorithm.maxk_k"),
     (["algorithm.advantage_estimator=maxk", "algorithm.maxk_k=8"], "algorithm.maxk_k"),
     (["algorithm.advantage_estimator=bon_rlb"], "algorithm.advantage_estimator"),
-    (["weight_sync.backend=gloo"], "weight_sync.backend"),
+    (["weight_sync.backend=mpi"], "weight_sync.backend"),
     (["weight_sync.backend=nccl"], "weight_sync.backend"),
     (["eval_knockout_window=1"], "eval_knockout_window"),
     (["checkpoint_every=-1"], "checkpoint_every"),

@@ -176,3 +176,24 @@ def test_start_names_the_proxy_states_when_the_proxy_never_becomes_healthy(monke
     monkeypatch.setattr(serve, "status", fake.status)
     with pytest.raises(RuntimeError, match="not healthy after 0 s.*STARTING"):
         driver_serve.start_serve_instance(ServeConfig(), patience_s=0.2)
+
+
+def test_a_replica_reserves_the_gpu_its_engine_runs_on(tmp_path):
+    """A replica holds one rollout engine: with serve.num_gpus unset it reserves what the model's run gave each
+    rollout actor, so Ray hands it a GPU of its own (CUDA_VISIBLE_DEVICES) instead of vLLM taking GPU 0 of the node."""
+    cfg = load_config("smoke")
+    gpu_run = dataclasses.replace(cfg, rollout=dataclasses.replace(cfg.rollout, num_gpus=1.0))
+    settings = resolve_settings(str(_model_folder(tmp_path / "m")), ServeConfig(), gpu_run)
+    assert deployment_options(ServeConfig(), settings)["ray_actor_options"]["num_gpus"] == 1.0
+    assert deployment_options(ServeConfig(num_gpus=0.5), settings)["ray_actor_options"]["num_gpus"] == 0.5
+    cpu_settings = resolve_settings(str(_model_folder(tmp_path / "c")), ServeConfig(), cfg)
+    assert deployment_options(ServeConfig(), cpu_settings)["ray_actor_options"]["num_gpus"] == 0
+
+
+def test_a_replica_that_sees_gpus_it_did_not_reserve_refuses_to_start():
+    from actors.select_request import unreserved_gpu_error
+
+    assert unreserved_gpu_error(visible_cuda_devices=0, reserved_gpu_ids=[]) is None  # a CPU node
+    assert unreserved_gpu_error(visible_cuda_devices=1, reserved_gpu_ids=["0"]) is None
+    message = unreserved_gpu_error(visible_cuda_devices=8, reserved_gpu_ids=[])
+    assert "sees 8 GPUs but reserved none" in message and "serve.num_gpus" in message
