@@ -17,6 +17,7 @@ import numpy as np
 import pytest
 
 from actors.engine_gate import WeightUpdateError
+from actors.response_forms import FreeText
 from actors.rollout import RolloutAborted, RolloutWorker
 from core.config import RolloutConfig, WeightSyncConfig
 from core.records import SelectionTask
@@ -76,7 +77,8 @@ def fake_worker(engine: FakeEngine, timeout_s: float = 0.0, sync_mode: str = "dr
     worker.sync_cfg, worker.worker_index, worker.version, worker.tied_embeddings = WeightSyncConfig(), 0, 0, False
     worker.engine, worker.start_seconds = engine, 0.0
     worker.encode_prompt = lambda prompt: [1, 2, 3]
-    worker.tokenizer = None  # no chat template: the one-request path (not a pick-then-point model's)
+    worker.tokenizer = None  # no chat template
+    worker.response_form = FreeText()  # the one-request path, as a worker built without a form has
     worker._init_state()
     return worker
 
