@@ -65,7 +65,7 @@ def train_loop(run, start_step: int, steps: int) -> None:
             train_metrics, train_s = fleet.learner_step(batch, step)                                  # 5.
             sync_stats = fleet.sync_weights(fleet.version + 1)                                        # 6.
             if cfg.weight_sync.check_every and fleet.version % cfg.weight_sync.check_every == 0:
-                train_metrics.update(fleet.check_sync(sequences))  # do the engines serve what was trained?
+                train_metrics.update(fleet.check_sync(sequences.sequences))  # do the engines serve what was trained?
         else:  # every group filtered or stale after max_num_gen_batches rounds: counted, weights unchanged
             log.warning("step %d: no usable group after %s generation rounds; skipping the update", step,
                         collected.stats.get("collect/rounds"))
