@@ -312,6 +312,9 @@ def _parse_args(argv: Sequence[str]) -> argparse.Namespace:
     parser.add_argument("--split", default="heldout", choices=["heldout", "train"])
     parser.add_argument("--prompts", type=int, default=0, help="evaluate the first N prompts (0: all)")
     parser.add_argument("--max-tokens", type=int, default=None, help="response budget (default: config's)")
+    parser.add_argument("--config", default=None,
+                        help="a config (name in configs/ or YAML path) whose rollout.* engine settings, response budget "
+                             "and deadlines to use (default: the schema's)")
     parser.add_argument("--knockout-window", type=int, default=0,
                         help="select by a knockout tournament of groups of at most this many candidates (>= 2)")
     parser.add_argument("--both-orders", action="store_true",
@@ -354,6 +357,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     built_with = json.loads((Path(args.dataset) / "manifest.json").read_text())["config"]
     style = PromptStyle.of(SimpleNamespace(**built_with))  # as the dataset's prompts were rendered
     cfg = RolloutConfig(samples_per_prompt=1)
+    if args.config:
+        import dataclasses
+
+        from core.config import load_config
+
+        cfg = dataclasses.replace(load_config(args.config).rollout, samples_per_prompt=1)
     if args.max_tokens:
         cfg.max_response_tokens = args.max_tokens
 
