@@ -313,8 +313,8 @@ def _parse_args(argv: Sequence[str]) -> argparse.Namespace:
     parser.add_argument("--prompts", type=int, default=0, help="evaluate the first N prompts (0: all)")
     parser.add_argument("--max-tokens", type=int, default=None, help="response budget (default: config's)")
     parser.add_argument("--config", default=None,
-                        help="a config (name in configs/ or YAML path) whose rollout.* engine settings, response budget "
-                             "and deadlines to use (default: the schema's)")
+                        help="a config (name in configs/ or YAML path) whose rollout.* engine settings, response "
+                             "budget and deadlines to use (default: the schema's)")
     parser.add_argument("--knockout-window", type=int, default=0,
                         help="select by a knockout tournament of groups of at most this many candidates (>= 2)")
     parser.add_argument("--both-orders", action="store_true",

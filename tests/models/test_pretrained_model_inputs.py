@@ -54,3 +54,41 @@ def test_the_generator_may_be_a_model_name_and_becomes_its_folder(tmp_path, monk
     assert cfg.generator == str(tmp_path / "smollm2-135m")
     kept = DataConfig(source="model", generator="/models/mine")
     assert with_generator_folder(kept, model) is kept
+
+
+class TemplatedWords:
+    """A tokenizer of one token per word whose chat template wraps the user message in 30 words, as SmolLM2's adds
+    its system prompt and turn markers."""
+    chat_template = "system prompt"
+
+    def __call__(self, text, add_special_tokens=False):
+        return {"input_ids": text.split()}
+
+    def apply_chat_template(self, messages, tokenize=False, add_generation_prompt=True):
+        return " ".join(["sys"] * 29) + " " + messages[0]["content"] + " assistant"
+
+
+def test_the_budget_counts_the_chat_template_and_every_prompt_over_it_is_counted(tmp_path):
+    from core.chat import format_prompt
+    from driver.data.pipeline import build_dataset
+
+    class Provider:
+        key = "templated-words"
+
+        def load(self, corpus):
+            return TemplatedWords(), {"model": "templated-words"}
+
+    def build(budget):
+        cfg = DataConfig(num_problems=40, out_dir=str(tmp_path / f"b{budget}"), max_prompt_tokens=budget)
+        return build_dataset(cfg, Provider(), format_fn=format_prompt, progress=False).manifest
+
+    free = build(10_000)
+    longest = free["prompt_tokens"]["max"]
+    assert free["counts"]["prompts_over_token_budget"] == 0
+    # a budget the raw prompts fit (the longest is `longest` - 30 words) drops the templated ones above it
+    tight = build(longest - 15)
+    c = tight["counts"]
+    assert c["prompts_over_token_budget"] > 0
+    assert c["prompts_built"] == c["prompts_kept"] + c["prompts_over_token_budget"]
+    assert tight["prompt_tokens"]["max"] <= longest - 15
+    assert c["problems_over_token_budget"] == len(tight["problems_over_token_budget"])
