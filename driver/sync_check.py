@@ -2,9 +2,10 @@
 
 One response the step trained is scored twice at temperature 1: by every rollout engine (vLLM's prompt log-probs of
 prompt + response, `RolloutWorker.compute_logprobs`) and by the learner (`Learner.compute_logprobs`, the same forward
-pass the loss uses). Equal weights give equal log-probs up to the two implementations' numerics (fp32 on CPU: ~1e-5);
-an engine that missed the sync, loaded a tensor under another name or kept a stale prefix cache differs by the step's
-change or more. The largest difference is recorded as `sync/logprob_max_abs_diff` each time it is checked; above
+pass the loss uses). Equal weights give equal log-probs up to the two implementations' numerics (fp32 on CPU: ~1e-6 on
+the tiny model in tests/actors/test_weight_sync.py, 5e-5 on SmolLM2-135M in tests/test_e2e_smollm2.py); an engine
+that missed the sync, loaded a tensor under another name or kept a stale prefix cache differs by the step's change or
+more. The largest difference is recorded as `sync/logprob_max_abs_diff` each time it is checked; above
 `weight_sync.check_tolerance` the run stops with a RunFailed naming the engine.
 """
 from __future__ import annotations
