@@ -96,7 +96,10 @@ def check_chat_template(model_cfg) -> None:
     from core.chat import has_chat_template
     from driver.data.problem import DataError
 
-    folder = registry.resolve_model(model_cfg)
+    try:
+        folder = registry.resolve_model(model_cfg)
+    except registry.ModelFolderError as err:  # a missing folder, config, weights or tokenizer: one line too
+        raise DataError(str(err)) from None
     try:
         kind = json.loads((folder / "genselect_model.json").read_text()).get("kind")
     except (OSError, ValueError, AttributeError):

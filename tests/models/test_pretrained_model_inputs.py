@@ -43,6 +43,10 @@ def test_a_pretrained_model_without_a_chat_template_is_refused_with_the_fix(tiny
     # with a template it is accepted; a tiny model built here (and its exports) answers after the prefix
     check_chat_template(ModelConfig(name=str(_folder(tiny_dir, tmp_path, "chat", "{{ messages[0]['content'] }}"))))
     check_chat_template(ModelConfig(name=str(_folder(tiny_dir, tmp_path, "tiny"))))
+    # a folder that is not a model folder at all is the same one-line error, naming what it lacks
+    (tmp_path / "empty").mkdir()
+    with pytest.raises(DataError, match="lacks config.json"):
+        check_chat_template(ModelConfig(name=str(tmp_path / "empty")))
 
 
 def test_the_generator_may_be_a_model_name_and_becomes_its_folder(tmp_path, monkeypatch):
