@@ -44,7 +44,7 @@ class RolloutConfig:
                                         "solution held fixed (docs/models.md).")
     max_num_seqs: int = _f(128, "Most sequences the engine batches at once.")
     max_num_batched_tokens: int = _f(0, "Most tokens the engine schedules in one step (vLLM's "
-                                        "max_num_batched_tokens; 0: vLLM's default, 2048 on CPU). Seeded candidate "
+                                        "max_num_batched_tokens; 0: vLLM's default). Seeded candidate "
                                         "sampling on CPU admits requests while their prompts fit one step, so a "
                                         "larger step samples more problems at once.")
     kv_cache_gib: float = _f(1.0, "KV cache size per engine on CPU (VLLM_CPU_KVCACHE_SPACE).")
