@@ -288,8 +288,10 @@ class Learner(BroadcastWeightSender):
         with torch.no_grad():
             return self.engine.module(**self._inputs(mb))
 
-    def compute_logprobs(self, sequences: list[TrainSequence]) -> list[list[float]]:
-        """Per-token log-probs of each sequence's response under the current weights (no grad).
+    def compute_logprobs(self, sequences: list[TrainSequence],
+                         temperature: Optional[float] = None) -> list[list[float]]:
+        """Per-token log-probs of each sequence's response under the current weights (no grad), at the training
+        temperature, or at `temperature` when given (1.0: the raw model's, as an engine's prompt log-probs).
 
         Rank-local under ZeRO-2; under ZeRO-3 with several ranks it is collective (forward gathers weights).
         """
@@ -298,10 +300,16 @@ class Learner(BroadcastWeightSender):
             packed = self._pad_counts([packed])[0]
         out = [[] for _ in sequences]
         was_training = self.engine.training
+        module = self.engine.module
+        trained_at = module.temperature
+        module.temperature = trained_at if temperature is None else temperature
         self.engine.eval()
-        for mb in packed:
-            unpack_per_sequence(self._logprobs_no_grad(mb)[0], mb, out)
-        self.engine.train(was_training)
+        try:
+            for mb in packed:
+                unpack_per_sequence(self._logprobs_no_grad(mb)[0], mb, out)
+        finally:
+            module.temperature = trained_at
+            self.engine.train(was_training)
         return out
 
     # ----------------------------------------------------------------- weights

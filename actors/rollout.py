@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import asyncio
 import atexit
+import functools
 import json
 import os
 import time
@@ -36,7 +37,7 @@ from actors.faults import maybe_crash
 from actors.response_forms import FreeText, generate_group
 from actors.vllm_plugin import OWNER_ENV
 from actors.weight_loading import WeightLoading
-from core.chat import answer_prefix, index_token_ids
+from core.chat import answer_prefix, end_token_ids, index_token_ids
 from core.records import Rollout, SolveTask
 
 EXTENSION = "actors.vllm_extension.WeightReceiver"
@@ -141,6 +142,7 @@ class RolloutWorker(VersionGate, WeightLoading):
         args = AsyncEngineArgs(
             model=self.model_path, tokenizer=self.model_path, dtype=dtype, seed=seed,
             max_model_len=model_config.get("max_position_embeddings"), max_num_seqs=cfg.max_num_seqs,
+            max_num_batched_tokens=cfg.max_num_batched_tokens or None,
             enforce_eager=cfg.enforce_eager, enable_prefix_caching=True,
             gpu_memory_utilization=cfg.gpu_memory_utilization, worker_extension_cls=EXTENSION,
             logprobs_mode="processed_logprobs", disable_log_stats=True,
@@ -170,6 +172,11 @@ class RolloutWorker(VersionGate, WeightLoading):
         self._last_update: dict = {"state": "none"}
 
     # ---- generation -------------------------------------------------------------------------------
+    @functools.cached_property
+    def end_ids(self) -> list:
+        """The tokenizer's end tokens (`core.chat.end_token_ids`): a response ends at any of them, not only at EOS."""
+        return end_token_ids(self.tokenizer) if self.tokenizer is not None else []
+
     def encode_prompt(self, prompt: str) -> list:
         """Token ids of the formatted prompt (see `encode_prompt`)."""
         return encode_prompt(self.tokenizer, prompt)
@@ -192,7 +199,7 @@ class RolloutWorker(VersionGate, WeightLoading):
         n = n or self.cfg.samples_per_prompt
         params = SamplingParams(
             n=n, temperature=self.cfg.temperature if temperature is None else temperature, top_p=self.cfg.top_p,
-            max_tokens=max_tokens or self.cfg.max_response_tokens, logprobs=0,
+            max_tokens=max_tokens or self.cfg.max_response_tokens, logprobs=0, stop_token_ids=self.end_ids,
             output_kind=RequestOutputKind.FINAL_ONLY,
         )
         prompts = [self.task_prompt_ids(task) for task in tasks]
@@ -328,7 +335,7 @@ class RolloutWorker(VersionGate, WeightLoading):
 
         async def one(i: int, prompt_ids: list, problem_id: str, text: str, domain: str) -> list:
             params = SamplingParams(n=n, temperature=temperature, top_p=1.0, max_tokens=max_tokens, logprobs=0,
-                                    seed=None if seed is None else seed + i,
+                                    seed=None if seed is None else seed + i, stop_token_ids=self.end_ids,
                                     output_kind=RequestOutputKind.FINAL_ONLY)
             async with gate.hold(n * (len(prompt_ids) + 1)):
                 final, version, _, seconds = await self.run_request(prompt_ids, params, tag="gen")

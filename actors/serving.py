@@ -383,7 +383,7 @@ class SelectorServer:
                                              max_tokens=self.s.max_response_tokens)
         verdicts = []
         for g, result in zip(judged, results):
-            parsed = [parse_judgment(r.response_text, len(g)) for r in result.rollouts]
+            parsed = [parse_judgment(r.response_text, len(g), r.truncated) for r in result.rollouts]
             local, votes = majority([p.index for p in parsed], len(g))
             verdicts.append({"local": local, "votes": votes, "judgments": [r.response_text for r in result.rollouts],
                              "parsed": [p.index if p.ok else None for p in parsed],

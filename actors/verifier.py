@@ -127,7 +127,7 @@ class VerifierPool:
             raise ValueError(f"task {task.prompt_id}: unknown domain {task.domain!r}; expected one of {DOMAINS}")
         if isinstance(task, SolveTask):
             return self._score_solutions(task, rollouts)
-        judgments = [parse_judgment(r.response_text, task.num_candidates) for r in rollouts]
+        judgments = [parse_judgment(r.response_text, task.num_candidates, r.truncated) for r in rollouts]
         picks = [parse_pick(r.response_text, task.num_candidates) if self.cfg.pick_reward else None
                  for r in rollouts]
         verdicts, seconds = self._verdicts(task, sorted({j.index for j in judgments if j.ok}
@@ -224,7 +224,8 @@ class VerifierPool:
 
         rollouts; verified (verifications actually run) split into ok / timeouts / errors; cache_hits
         (rollouts scored without a new verification); parse_failures and parse_failures/{no_judgment,
-        out_of_range, malformed_index}; rollout_status/{ok,timeout,error}; code_status/{sandbox status}; workers_replaced;
+        out_of_range, malformed_index, cut_index}; rollout_status/{ok,timeout,error}; code_status/{sandbox status};
+        workers_replaced;
         verify_s_mean / verify_s_max over the verifications run.
         """
         with self._lock:
@@ -232,7 +233,8 @@ class VerifierPool:
             replaced = self._math.replaced if self._math is not None else 0
             out = {key: c[key] for key in ("rollouts", "verified", "ok", "timeouts", "errors", "cache_hits")}
             out["workers_replaced"] = replaced - self._replaced_seen
-            reasons = (ParseStatus.NO_JUDGMENT, ParseStatus.OUT_OF_RANGE, ParseStatus.MALFORMED_INDEX, NO_ANSWER)
+            reasons = (ParseStatus.NO_JUDGMENT, ParseStatus.OUT_OF_RANGE, ParseStatus.MALFORMED_INDEX,
+                       ParseStatus.CUT_INDEX, NO_ANSWER)
             for reason in reasons:
                 out[f"parse_failures/{reason}"] = c[f"parse_failures/{reason}"]
             out["parse_failures"] = sum(out[f"parse_failures/{reason}"] for reason in reasons)

@@ -62,6 +62,24 @@ def response_token_ids(tokenizer, response_text: str) -> list:
     return tokenizer(generated, add_special_tokens=False)["input_ids"] + ([eos] if eos is not None else [])
 
 
+# Special tokens that end a turn or a text in the chat formats this project has met (ChatML, Llama 3, Qwen,
+# SentencePiece). A model may write one that is not its configured EOS (SmolLM2's EOS is `<|im_end|>`, yet it also
+# knows `<|endoftext|>`); the engine would then write on past it, and the text, which drops special tokens, would
+# join the two sides (`Judgment: 1` + `<|endoftext|>` + `2` read as `Judgment: 12`).
+END_TOKENS = ("<|im_end|>", "<|endoftext|>", "<|eot_id|>", "<|end_of_text|>", "</s>", "<|end|>")
+
+
+def end_token_ids(tokenizer) -> list:
+    """Ids of the tokenizer's end tokens: its EOS and every special token in `END_TOKENS` it has. Generation stops
+    at the first of them, so a response ends where the model ended it."""
+    special = set(getattr(tokenizer, "all_special_tokens", ()) or ())
+    ids = {tokenizer.eos_token_id} if tokenizer.eos_token_id is not None else set()
+    for token in END_TOKENS:
+        if token in special:
+            ids.add(tokenizer.convert_tokens_to_ids(token))
+    return sorted(i for i in ids if isinstance(i, int) and i >= 0)
+
+
 def index_token_ids(tokenizer, n: int):
     """Token ids of the indices 0..n-1 when each is a single token (per-digit tokenizers), else None. Shared by
     the warm-start's index target and constrained judgment in the rollout."""

@@ -143,7 +143,8 @@ class DataConfig:
                                         "'humaneval', 'file' (JSONL/Parquet at `path`), or 'model' (candidates "
                                         "sampled from the generator model at `generator`).")
     generator: str = _f("", "source=model: a local Hugging Face model folder (config.json, tokenizer, weights) "
-                            "that samples the candidates with the rollout actors (vLLM).")
+                            "that samples the candidates with the rollout actors (vLLM), or 'smollm2-135m' (the "
+                            "packaged model, converted under model.cache_dir).")
     generator_problems: str = _f("procedural_math", "source=model: whose problems (and reference answers or "
                                                     "tests) the generator solves: 'procedural_math', "
                                                     "'reasoning_gym', 'humaneval' or 'file'; their own "

@@ -106,7 +106,8 @@ def sampled_accuracy(groups: Sequence) -> float:
     """Mean correctness of every sampled response (temperature 1): what the policy gets right on average,
     which moves before the greedy choice flips. A parse failure counts as wrong."""
     hits = [float(j.ok and g.task.correct[j.index])
-            for g in groups for j in (parse_judgment(r.response_text, g.task.num_candidates) for r in g.rollouts)]
+            for g in groups for j in (parse_judgment(r.response_text, g.task.num_candidates, r.truncated)
+                                      for r in g.rollouts)]
     return sum(hits) / max(1, len(hits))
 
 
@@ -149,7 +150,8 @@ def own_answer_breakdown(tasks: Sequence, responses: Sequence[str], choices: Seq
 async def choose(worker, tasks: Sequence, max_tokens: Optional[int] = None) -> list:
     """Greedy selections of `worker` (a RolloutWorker or its Ray handle's async call) for `tasks`."""
     groups = await worker.generate(list(tasks), n=1, temperature=0.0, max_tokens=max_tokens)
-    return [parse_judgment(g.rollouts[0].response_text, g.task.num_candidates).index for g in groups]
+    return [parse_judgment(g.rollouts[0].response_text, g.task.num_candidates, g.rollouts[0].truncated).index
+            for g in groups]
 
 
 def sub_task(task, members: Sequence[int], style: PromptStyle):
@@ -172,7 +174,7 @@ async def choose_knockout(worker, tasks: Sequence, window: int, style: PromptSty
                     for k in range(len(judged))]
         results = await worker.generate([sub_task(tasks[i], g, style) for i, g in judged], n=1, temperature=0.0,
                                         max_tokens=max_tokens)
-        return [{"local": parse_judgment(r.rollouts[0].response_text, len(g)).index}
+        return [{"local": parse_judgment(r.rollouts[0].response_text, len(g), r.rollouts[0].truncated).index}
                 for (_, g), r in zip(judged, results)]
 
     choices, _ = await knockout([t.num_candidates for t in tasks], window, judge)
@@ -236,7 +238,8 @@ def choose_remote(rollout_handle, tasks: Sequence, timeout_s: float, samples: in
     call's own sequences (core/deadlines.py), so a greedy call sharing the engine with the sampled one (4x its
     sequences) could time out on a loaded machine (it did: a 200-prompt step-0 evaluation past its 70 s)."""
     groups = _get_or_cancel(rollout_handle.generate.remote(list(tasks), n=1, temperature=0.0), timeout_s)
-    choices = [parse_judgment(g.rollouts[0].response_text, g.task.num_candidates).index for g in groups]
+    choices = [parse_judgment(g.rollouts[0].response_text, g.task.num_candidates, g.rollouts[0].truncated).index
+               for g in groups]
     responses = [g.rollouts[0].response_text for g in groups]
     breakdown = own_answer_breakdown([g.task for g in groups], responses, choices)
     if not samples:
@@ -317,6 +320,9 @@ def _parse_args(argv: Sequence[str]) -> argparse.Namespace:
     parser.add_argument("--split", default="heldout", choices=["heldout", "train"])
     parser.add_argument("--prompts", type=int, default=0, help="evaluate the first N prompts (0: all)")
     parser.add_argument("--max-tokens", type=int, default=None, help="response budget (default: config's)")
+    parser.add_argument("--config", default=None,
+                        help="a config (name in configs/ or YAML path) whose rollout.* engine settings, response "
+                             "budget and deadlines to use (default: the schema's)")
     parser.add_argument("--knockout-window", type=int, default=0,
                         help="select by a knockout tournament of groups of at most this many candidates (>= 2)")
     parser.add_argument("--both-orders", action="store_true",
@@ -360,6 +366,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     built_with = json.loads((Path(args.dataset) / "manifest.json").read_text())["config"]
     style = PromptStyle.of(SimpleNamespace(**built_with))  # as the dataset's prompts were rendered
     cfg = RolloutConfig(samples_per_prompt=1)
+    if args.config:
+        import dataclasses
+
+        from core.config import load_config
+
+        cfg = dataclasses.replace(load_config(args.config).rollout, samples_per_prompt=1)
     if args.max_tokens:
         cfg.max_response_tokens = args.max_tokens
 

@@ -86,6 +86,27 @@ class Fleet:
                             "learner log-probs (off-policy max@k)")
         return results[0]
 
+    def check_sync(self, sequences: list) -> dict:
+        """After a sync: one of `sequences` scored by every engine and by the learner at temperature 1
+        (driver/sync_check.py); RunFailed when an engine differs by more than weight_sync.check_tolerance."""
+        from driver.sync_check import agreement, checked_sequence
+
+        seq = checked_sequence(sequences)
+        if seq is None:
+            return {}
+        ranks = self.handles.learners
+        if not (self.cfg.learner.zero_stage == 3 and len(ranks) > 1):
+            ranks = ranks[:1]
+        timeout = self.cfg.learner.step_timeout_s
+        learner = self.call([l.compute_logprobs.remote([seq], 1.0) for l in ranks], timeout, "learner log-probs "
+                            "(sync check)")[0][0]
+        engines = self.call([r.compute_logprobs.remote(seq.prompt_token_ids, seq.response_token_ids)
+                             for r in self.handles.rollouts], timeout, "engine log-probs (sync check)")
+        metrics, error = agreement(learner, engines, self.cfg.weight_sync.check_tolerance)
+        if error:
+            raise RunFailed(f"{error}; {how_to_continue(self.run_dir)}")
+        return metrics
+
     # -- stage 6 and recovery ---------------------------------------------------------------------------------
     def sync_weights(self, version: int, attempts: int = 3) -> dict:
         """Stage 6 (also on resume and after a rollout restart): push the learner's weights into every engine as

@@ -70,6 +70,47 @@ def generator_sampler(data_cfg, model_cfg, rollout_cfg=None):
     return lambda: RaySampler(cfg, data_cfg.generator, dtype=model_cfg.dtype, seed=data_cfg.seed)
 
 
+def with_generator_folder(data_cfg, model_cfg):
+    """`data_cfg` with `data.generator` as a folder: a model name the registry converts (`smollm2-135m`, cached under
+    `model.cache_dir`) becomes its folder, so a model can write the candidates it is then trained to select
+    among; a path is kept as it is (checked with the rest of the source, driver/data/generated.py)."""
+    if data_cfg.source != "model" or data_cfg.generator != "smollm2-135m":
+        return data_cfg
+    import dataclasses
+
+    folder = registry.resolve_model(dataclasses.replace(model_cfg, name=data_cfg.generator))
+    return dataclasses.replace(data_cfg, generator=str(folder))
+
+
+def check_chat_template(model_cfg) -> None:
+    """A selector other than a model built here must have a chat template: its prompt is the template with the
+    generation prompt, after which it reasons and writes `Judgment: IDX` (core/chat.py). Without one the prompt
+    would end in the tiny model's answer prefix, a format a pretrained model never learned. DataError (one line)
+    naming the folder and the fix; checked before any candidate is sampled."""
+    if model_cfg.name == "tiny":
+        return
+    import json
+
+    from transformers import AutoTokenizer
+
+    from core.chat import has_chat_template
+    from driver.data.problem import DataError
+
+    try:
+        folder = registry.resolve_model(model_cfg)
+    except registry.ModelFolderError as err:  # a missing folder, config, weights or tokenizer: one line too
+        raise DataError(str(err)) from None
+    try:
+        kind = json.loads((folder / "genselect_model.json").read_text()).get("kind")
+    except (OSError, ValueError, AttributeError):
+        kind = None
+    if kind == "tiny" or has_chat_template(AutoTokenizer.from_pretrained(folder)):
+        return  # a tiny model trained here (and its exports) answers after the prefix; its tokenizer has no template
+    raise DataError(f"model.name={model_cfg.name}: the tokenizer in {folder} has no chat template. A selector "
+                    f"reasons after the model's chat template and ends with `Judgment: IDX`; give the folder one "
+                    f"(`chat_template` in tokenizer_config.json, or chat_template.jinja, e.g. the instruct model's)")
+
+
 def prepare(data_cfg, model_cfg, with_model: bool = True, sandbox_cfg=None, progress: bool = True,
             eval_prompts: int = 200, rollout_cfg=None) -> Prepared:
     """Build or reuse the dataset; resolve the model; warm-start it (tiny, when enabled and `with_model`).
@@ -84,6 +125,8 @@ def prepare(data_cfg, model_cfg, with_model: bool = True, sandbox_cfg=None, prog
         rollout_cfg: core.config.RolloutConfig of the engines that sample candidates from the generator
             (`data.source=model`; default: its defaults). The generator's engines use `model_cfg.dtype`.
     """
+    check_chat_template(model_cfg)
+    data_cfg = with_generator_folder(data_cfg, model_cfg)
     provider = ModelTokenizerProvider(model_cfg)
     built = build_dataset(data_cfg, provider, format_fn=format_prompt, sandbox_cfg=sandbox_cfg, progress=progress,
                           sampler_factory=generator_sampler(data_cfg, model_cfg, rollout_cfg))

@@ -19,6 +19,8 @@
     5. learner DAPO step (all ranks)                                              Fleet.learner_step
     6. weight sync: push the new weights into every rollout engine (in-flight
        requests finish on the old weights first) and bump the policy version     Fleet.sync_weights
+       (every weight_sync.check_every syncs: engines and learner score one
+       trained response alike, or the run stops)                                  Fleet.check_sync
     then record, evaluate and checkpoint (the run's lifecycle: driver/run.py). With `max_staleness = 0` nothing is
     in flight during 3-6: strictly synchronous on-policy training. A step whose groups were all filtered or stale
     skips 3-6 (counted).
@@ -62,6 +64,8 @@ def train_loop(run, start_step: int, steps: int) -> None:
             batch = shard(sequences, fleet.num_learners)                                              # 4.
             train_metrics, train_s = fleet.learner_step(batch, step)                                  # 5.
             sync_stats = fleet.sync_weights(fleet.version + 1)                                        # 6.
+            if cfg.weight_sync.check_every and fleet.version % cfg.weight_sync.check_every == 0:
+                train_metrics.update(fleet.check_sync(sequences.sequences))  # do the engines serve what was trained?
         else:  # every group filtered or stale after max_num_gen_batches rounds: counted, weights unchanged
             log.warning("step %d: no usable group after %s generation rounds; skipping the update", step,
                         collected.stats.get("collect/rounds"))

@@ -12,7 +12,11 @@ GenSelect). Conventions kept here:
 * the *last* `Judg(e)ment: IDX` in the response wins (without one, the last answer line naming a candidate,
   `Answer: X #IDX`, the beside layout's pointer); no match, an index outside 0..N-1, or an index not
   written canonically (leading zeros such as `007` or `0000`: a degenerate output an RL policy can drift
-  into) is a parse failure with a reason (reward 0 in training; flagged in serving).
+  into) is a parse failure with a reason (reward 0 in training; flagged in serving);
+* a response's own reasoning trace is not its answer: judgments inside `<think>...</think>` are ignored, and a
+  response whose `<think>` never closes has no judgment;
+* a response cut at the token budget whose text ends in the index's digits may have lost digits (`Judgment: 1`
+  of `Judgment: 12`, several tokens): a parse failure (`cut_index`), never the shorter index.
 
 Pure: stdlib only.
 """
@@ -56,6 +60,15 @@ OWN_ANSWER_RE = re.compile(r"^Answer:([^\n#]*)#", flags=re.MULTILINE)
 
 class CandidateTooLong(ValueError):
     """A candidate exceeds the character cap; the caller drops the prompt and counts it."""
+
+
+def after_thinking(response: str) -> Optional[str]:
+    """The part of a response after its reasoning trace: the text after the last `</think>` (a trace whose
+    `<think>` the prompt opened ends there too), the whole text without one, or None when a `<think>` never
+    closes (the response ended, or was cut, while still reasoning)."""
+    if "</think>" in response:
+        return response.rsplit("</think>", 1)[1]
+    return None if "<think>" in response else response
 
 
 def strip_thinking(text: str) -> str:
@@ -189,6 +202,7 @@ class ParseStatus:
     NO_JUDGMENT = "no_judgment"
     OUT_OF_RANGE = "out_of_range"
     MALFORMED_INDEX = "malformed_index"
+    CUT_INDEX = "cut_index"
 
 
 @dataclass(frozen=True)
@@ -203,13 +217,23 @@ class Judgment:
         return self.status == ParseStatus.OK
 
 
-def parse_judgment(response: str, num_candidates: int) -> Judgment:
+def parse_judgment(response: str, num_candidates: int, truncated: bool = False) -> Judgment:
     """Parse the last `Judgment: IDX` of a response (else its last `Answer: X #IDX` line); IDX must be in
-    0..num_candidates-1."""
-    matches = JUDGMENT_RE.findall(response) or POINTER_RE.findall(response)
+    0..num_candidates-1. Judgments inside a `<think>` trace do not count (`after_thinking`). `truncated`: the
+    response was cut at the token budget (finish reason `length`); its index is refused when the text ends in it,
+    since the digits after the cut are unknown."""
+    body = after_thinking(response)
+    if body is None:
+        return Judgment(None, ParseStatus.NO_JUDGMENT, "the reasoning trace (<think>) never closes: no judgment "
+                                                       "after it")
+    matches = list(JUDGMENT_RE.finditer(body)) or list(POINTER_RE.finditer(body))
     if not matches:
         return Judgment(None, ParseStatus.NO_JUDGMENT, "no 'Judgment: IDX' (or 'Answer: X #IDX') in the response")
-    written = matches[-1]
+    last = matches[-1]
+    written = last.group(1)
+    if truncated and body[last.end(1):] == "":
+        return Judgment(None, ParseStatus.CUT_INDEX, f"the response was cut at the token budget right after index "
+                                                     f"{written[:20]!r}: digits may be missing")
     if written.lstrip("-") != str(abs(int(written))):
         return Judgment(None, ParseStatus.MALFORMED_INDEX, f"index {written[:20]!r} is not written canonically")
     index = int(written)

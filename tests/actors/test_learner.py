@@ -172,6 +172,29 @@ def test_bf16_and_proximal_ratio(tiny_model_path, vocab):
         learner.shutdown()
 
 
+def test_log_probs_at_another_temperature_leave_the_training_temperature_as_it_was(tiny_model_path, vocab):
+    """The sync check (driver/sync_check.py) compares temperature-1 log-probs with an engine's prompt log-probs while
+    the learner trains at the sampling temperature: `compute_logprobs(..., temperature=1.0)` is the raw model's, and
+    the training temperature is back afterwards."""
+    from transformers import AutoModelForCausalLM
+
+    learner = new_learner(tiny_model_path, temperature=1.5)
+    try:
+        s = make_batch(1, seed=3, vocab=vocab)[0]
+        trained = learner.compute_logprobs([s])[0]
+        raw = learner.compute_logprobs([s], temperature=1.0)[0]
+        model = AutoModelForCausalLM.from_pretrained(str(tiny_model_path), dtype=torch.float32).eval()
+        with torch.no_grad():
+            logits = model(input_ids=torch.tensor([s.prompt_token_ids + s.response_token_ids])).logits[0]
+        ids = torch.tensor(s.response_token_ids)[:, None]
+        for temperature, got in ((1.0, raw), (1.5, trained)):
+            want = torch.log_softmax(logits[len(s.prompt_token_ids) - 1:-1] / temperature, -1).gather(1, ids)[:, 0]
+            np.testing.assert_allclose(got, want.numpy(), atol=1e-5)
+        assert learner.compute_logprobs([s])[0] == trained
+    finally:
+        learner.shutdown()
+
+
 def test_shutdown_releases_the_model_under_zero2(tiny_model_path):
     """After shutdown (engine destroyed, then the process group) nothing keeps a ZeRO-2 learner's model alive:
     several learners in one process (tests, benchmarks) do not pile up weights and optimizer state. Twice is a

@@ -33,7 +33,7 @@ class Judge:
             assert list(shown) == list(t.candidates)  # the prompt was rendered for the sub-task
             pick = next((i for i, c in enumerate(shown) if "good" in c), len(shown) - 1)
             text = "no idea" if any("mute" in c for c in shown) else render_judgment(pick)
-            out.append(SimpleNamespace(rollouts=[SimpleNamespace(response_text=text)]))
+            out.append(SimpleNamespace(rollouts=[SimpleNamespace(response_text=text, truncated=False)]))
         return out
 
 

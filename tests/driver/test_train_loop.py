@@ -3,7 +3,7 @@ what each stage hands the next can be checked exactly (collect -> filter -> shap
 -> learner step -> weight sync)."""
 from types import SimpleNamespace
 
-from core.config import AlgorithmConfig, RolloutConfig
+from core.config import AlgorithmConfig, RolloutConfig, WeightSyncConfig
 from core.records import Rollout, RolloutGroup, SelectionTask
 from driver.step import Issued, RolloutCollector
 from driver.curriculum import CurriculumStream
@@ -36,6 +36,10 @@ class FakeFleet:
         self.version = version
         return {"seconds": 0.0}
 
+    def check_sync(self, sequences):
+        self.calls.append(("check_sync", self.version, len(sequences)))
+        return {"sync/logprob_max_abs_diff": 0.0}
+
 
 class FakeRun:
     """What train_loop uses of driver.run.Run; every stage call is appended to `calls`."""
@@ -44,7 +48,7 @@ class FakeRun:
         ids = [f"q{i}/p0" for i in range(40)]
         self.cfg = SimpleNamespace(max_staleness=max_staleness, prompts_per_step=2, checkpoint_every=100,
                                    algorithm=AlgorithmConfig(overlong_buffer_len=2),
-                                   rollout=RolloutConfig(max_response_tokens=8))
+                                   rollout=RolloutConfig(max_response_tokens=8), weight_sync=WeightSyncConfig())
         self.calls = []
         self.fleet = FakeFleet(self.calls)
         self.collector = RolloutCollector(SimpleNamespace(rollouts=[None]), {},
@@ -87,6 +91,15 @@ def test_one_step_runs_the_stages_in_order():
     assert run.calls[2][3] == ["q0/p0"]
     assert run.calls[0][2] == [2, 2] and run.calls[0][3] == 8  # 2 groups of G=2, one per rank; 4 x 2 tokens
     assert run.version == 2 and run.calls[1] == ("sync_weights", 1) and run.calls[4] == ("sync_weights", 2)
+
+
+def test_the_sync_check_follows_every_check_every_th_sync_with_the_steps_sequences():
+    run = FakeRun(max_staleness=0, flat=set())
+    run.cfg.weight_sync.check_every = 2
+    train_loop(run, 0, 4)
+    assert [c for c in run.calls if c[0] == "check_sync"] == [("check_sync", 2, 4), ("check_sync", 4, 4)]
+    order = [c[0] for c in run.calls if c[0] in ("sync_weights", "check_sync")]
+    assert order == ["sync_weights", "sync_weights", "check_sync"] * 2
 
 
 def test_a_step_with_no_usable_group_skips_the_update():

@@ -54,6 +54,34 @@ def test_parse_table(text, n, index, status):
     assert judgment.ok or judgment.reason
 
 
+@pytest.mark.parametrize("text, n, index, status", [
+    ("<think>Judgment: 1 looks right</think>\nJudgment: 0", 3, 0, ParseStatus.OK),  # the trace is not the answer
+    ("<think>Solution 1 is right. Judgment: 1</think>\nSolution 1.", 3, None, ParseStatus.NO_JUDGMENT),
+    ("<think>Solution 1 is right. Judgment: 1", 3, None, ParseStatus.NO_JUDGMENT),  # never closed: still reasoning
+    ("reasoning the prompt's <think> opened</think>Judgment: 2", 3, 2, ParseStatus.OK),
+    ("Judgment: 12", 16, 12, ParseStatus.OK),  # several tokens (SmolLM2 writes digits one token each)
+    ("Judgment: 12", 12, None, ParseStatus.OUT_OF_RANGE),
+])
+def test_thinking_and_multi_token_indices(text, n, index, status):
+    judgment = parse_judgment(text, n)
+    assert (judgment.index, judgment.status) == (index, status) and (judgment.ok or judgment.reason)
+
+
+@pytest.mark.parametrize("text, index, status", [
+    ("Solution 1 checks out.\nJudgment: 1", None, ParseStatus.CUT_INDEX),  # maybe `Judgment: 12` cut after the 1
+    ("Judgment: 1\nOn second tho", 1, ParseStatus.OK),  # the index was complete: text follows it
+    ("Judgment: 1 ", 1, ParseStatus.OK),
+    ("Solution 1 checks out. Judgm", None, ParseStatus.NO_JUDGMENT),
+    ("<think>Judgment: 1 or maybe", None, ParseStatus.NO_JUDGMENT),  # cut while thinking
+])
+def test_a_response_cut_at_the_budget_never_yields_a_shortened_index(text, index, status):
+    judgment = parse_judgment(text, 16, truncated=True)
+    assert (judgment.index, judgment.status) == (index, status) and (judgment.ok or judgment.reason)
+    # the same text ended by the model itself (EOS, finish reason `stop`) is complete
+    if status == ParseStatus.CUT_INDEX:
+        assert parse_judgment(text, 16).index == 1
+
+
 @given(st.integers(2, 16).flatmap(lambda n: st.tuples(st.just(n), st.integers(0, n - 1))), st.text(max_size=40))
 def test_rendered_judgment_round_trips(n_and_index, rationale):
     n, index = n_and_index
