@@ -6,7 +6,8 @@ command, script, config and link that the docs name exists.
   git (tag `notebook-archive`).
   Another project's tracker is cited as owner/repo#N, which this does not match.
 - No path outside the checkout: `../shared` (notes beside a developer's checkout that a user does not have) or the
-  workplace's `/work/` folder (a clone may live anywhere, /tmp included, so its parent folder is not checked).
+  development machines' workspace folder (`OUTSIDE_PATHS`; a clone may live anywhere, /tmp included, so its parent
+  folder is not checked).
 - BENCHMARKS.md's commands name scripts, modules, configs and result files that exist, so each figure can be
   reproduced on this tree.
 - Relative links in the README and docs/ point to files, and headings, that exist.

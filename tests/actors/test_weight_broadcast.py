@@ -20,11 +20,11 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from tests.actors import helpers_weights as weights
+
 pytestmark = pytest.mark.slow
 
 REPO = str(Path(__file__).resolve().parents[2])
-PROMPT = "Problem: what is 12 + 7?\nSolution 0: 12 + 7 = 19.\nSolution 1: 12 + 7 = 20.\n"
-COMPLETION = "Judgment: 0 because 12 + 7 = 19"
 
 
 def _sender_host_class():
@@ -49,27 +49,16 @@ def _sender_host_class():
             return {k: v.detach().clone() for k, v in self.model.state_dict().items()}
 
         def perturb(self, seed: int, scale: float = 0.02) -> None:
-            import torch
-
-            gen = torch.Generator().manual_seed(seed)
-            with torch.no_grad():
-                for p in self.model.parameters():
-                    p.add_(torch.randn(p.shape, generator=gen) * scale)
+            weights.perturb(self.model, seed, scale)
 
         def has_group(self) -> bool:
             return self._weight_comm is not None
 
         def fixed_ids(self) -> tuple:
-            encode = lambda text: self.tokenizer(text, add_special_tokens=False)["input_ids"]  # noqa: E731
-            return encode(PROMPT), encode(COMPLETION)
+            return weights.fixed_ids(self.tokenizer)
 
         def logprobs(self, prompt_ids: list, response_ids: list) -> list:
-            import torch
-
-            ids = torch.tensor([list(prompt_ids) + list(response_ids)])
-            with torch.no_grad():
-                logp = torch.log_softmax(self.model(ids).logits[0].double(), dim=-1)
-            return [logp[len(prompt_ids) + i - 1, t].item() for i, t in enumerate(response_ids)]
+            return weights.completion_logprobs(self.model, prompt_ids, response_ids)
 
     return SenderHost
 
@@ -104,6 +93,7 @@ def system(rollout_model_path):
     from core.config import RolloutConfig
 
     ray.cloudpickle.register_pickle_by_value(sys.modules[__name__])  # the test actors travel by value
+    ray.cloudpickle.register_pickle_by_value(weights)
     owned = not ray.is_initialized()
     if owned:
         ray.init(address="local", num_cpus=2, include_dashboard=False, object_store_memory=256 << 20,
