@@ -25,6 +25,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from actors.weight_buckets import plan_buckets
+
 ALIGN = 256  # bytes; every tensor starts at a multiple (any dtype's view of the uint8 buffer is aligned)
 
 
@@ -42,21 +44,12 @@ def flatten(state: dict, bucket_bytes: int) -> list:
 
     if bucket_bytes <= 0:
         raise ValueError(f"bucket_bytes must be > 0, got {bucket_bytes}")
-    groups, current, used = [], [], 0
-    for name, tensor in state.items():
-        size = _aligned(tensor.numel() * tensor.element_size())
-        if current and used + size > bucket_bytes:
-            groups.append(current)
-            current, used = [], 0
-        current.append((name, tensor))
-        used += size
-    if current:
-        groups.append(current)
+    sizes = {name: _aligned(tensor.numel() * tensor.element_size()) for name, tensor in state.items()}
     buckets = []
-    for group in groups:
+    for names in plan_buckets(sizes, bucket_bytes):
+        group = [(name, state[name]) for name in names]
         device = group[0][1].device
-        total = sum(_aligned(t.numel() * t.element_size()) for _, t in group)
-        buffer = torch.empty(total, dtype=torch.uint8, device=device)
+        buffer = torch.empty(sum(sizes[name] for name in names), dtype=torch.uint8, device=device)
         entries, offset = [], 0
         for name, tensor in group:
             if tensor.device != device:

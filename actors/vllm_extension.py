@@ -170,7 +170,6 @@ class WeightReceiver:
             raise
         return {"tensors": count, "bytes": nbytes, "seconds": time.perf_counter() - start}
 
-
     # ---- colocated path (weight_sync.backend=ipc; actors/ipc_buckets.py) ------------------------------------
     def genselect_load_ipc(self, exported: list) -> dict:
         """Open each CUDA IPC bucket the learner exported on this worker's device index, load its tensors (the
@@ -207,24 +206,6 @@ def is_bf16_bits(array) -> bool:
 _SAFETENSORS_DTYPES = {"float32": "F32", "float16": "F16", "bfloat16": "BF16", "float64": "F64",
                        "int64": "I64", "int32": "I32", "int16": "I16", "int8": "I8", "uint8": "U8",
                        "bool": "BOOL"}
-
-
-def plan_buckets(sizes: dict, bucket_bytes: int) -> list:
-    """Split tensor names (in the given order) into buckets of at most `bucket_bytes` each.
-
-    sizes: name -> bytes. A tensor larger than a bucket gets a bucket of its own. Layers may straddle
-    buckets: the receiving session processes a layer when its last tensor arrives.
-    """
-    buckets, current, used = [], [], 0
-    for name, size in sizes.items():
-        if current and used + size > bucket_bytes:
-            buckets.append(current)
-            current, used = [], 0
-        current.append(name)
-        used += size
-    if current:
-        buckets.append(current)
-    return buckets
 
 
 def write_safetensors(path, arrays: dict) -> int:

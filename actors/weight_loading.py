@@ -50,7 +50,7 @@ class WeightLoading:
         "load_s", "write_s", "engine_load_s", "worker_index"}. Raises WeightUpdateError (weights left
         inconsistent: generate refuses until a later update succeeds).
         """
-        from actors.vllm_extension import plan_buckets
+        from actors.weight_buckets import plan_buckets
 
         weights = with_output_layer(weights, self.tied_embeddings)
         buckets = plan_buckets({k: int(v.nbytes) for k, v in weights.items()}, self.sync_cfg.bucket_mb << 20)

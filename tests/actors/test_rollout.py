@@ -17,7 +17,8 @@ import pytest
 from actors.engine_gate import WeightUpdateError
 from actors.rollout import RolloutTimeout, RolloutWorker
 from actors.weight_loading import with_output_layer
-from actors.vllm_extension import plan_buckets, write_safetensors
+from actors.vllm_extension import write_safetensors
+from actors.weight_buckets import plan_buckets
 from core.config import RolloutConfig, WeightSyncConfig
 
 G, MAX_TOKENS = 4, 12
