@@ -63,7 +63,6 @@ def _check_gpu_reservation() -> None:
         raise RuntimeError(error)
 
 
-
 app = FastAPI(title="GenSelect selector", docs_url=None, redoc_url=None)
 
 

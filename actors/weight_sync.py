@@ -47,6 +47,7 @@ import ray
 from actors.calls import answer_times
 
 BACKENDS = ("object_store", "gloo", "nccl", "ipc")
+BROADCAST_BACKENDS = ("gloo", "nccl")  # the weights travel by a broadcast inside the engines' load session
 ABANDON_WAIT_S = 60.0  # how long `_abandon` waits for each engine's state after a missed deadline
 ANSWER_GRACE_S = 15.0  # broadcast backends: members stop at the deadline themselves; time for their answer to arrive
 
@@ -104,7 +105,7 @@ class WeightSyncBroadcaster:
         """
         start = time.perf_counter()
         deadline = start + self.cfg.timeout_s
-        if self.cfg.backend in ("gloo", "nccl"):
+        if self.cfg.backend in BROADCAST_BACKENDS:
             workers, export_s = self._sync_broadcast(version, deadline), 0.0
             rtts = [w.get("seconds", 0.0) for w in workers]
         elif self.cfg.backend == "ipc":
@@ -128,12 +129,12 @@ class WeightSyncBroadcaster:
         drain = [w.get("drain_s", w.get("pause_s", 0.0)) for w in workers]
         load = [w.get("load_s", 0.0) for w in workers]
         delivery = [max(0.0, rtt - w.get("seconds", 0.0)) for rtt, w in zip(rtts, workers)]
-        if self.cfg.backend in ("gloo", "nccl"):  # the broadcast happens inside the engine's load session
+        if self.cfg.backend in BROADCAST_BACKENDS:  # the broadcast happens inside the engine's load session
             delivery = [w.get("load_s", 0.0) for w in workers]
         stats = {"version": version, "seconds": seconds, "bytes": nbytes,
                  "gbps": nbytes / seconds / 1e9 if seconds > 0 else 0.0, "export_seconds": export_s,
                  "drain_s": max(drain, default=0.0), "transfer_s": export_s + max(delivery, default=0.0),
-                 "load_s": max(load, default=0.0) if self.cfg.backend not in ("gloo", "nccl") else 0.0,
+                 "load_s": max(load, default=0.0) if self.cfg.backend not in BROADCAST_BACKENDS else 0.0,
                  "workers": workers}
         self.history.append({k: v for k, v in stats.items() if k != "workers"})
         return stats

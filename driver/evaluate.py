@@ -128,10 +128,9 @@ def own_answer_breakdown(tasks: Sequence, responses: Sequence[str], choices: Seq
          cue, or nothing)}.
     """
     answered = solved = stated = follows = unstated_hits = 0
-    for task, response, choice in zip(tasks, responses, choices):
-        own = OWN_ANSWER_RE.findall(response)
-        answered += bool(own)
-        stating = [i for i, a in enumerate(task.candidate_answers) if own and str(a).strip() == own[-1].strip()]
+    for task, own, choice in zip(tasks, own_answers(responses), choices):
+        answered += own is not None
+        stating = [i for i, a in enumerate(task.candidate_answers) if own is not None and str(a).strip() == own]
         if stating:
             stated += 1
             solved += task.correct[stating[0]]  # one answer: all its candidates are right or all wrong

@@ -79,12 +79,15 @@ class Fleet:
         """Per-token log-probs of each response under the learner's current weights (the policy this step trains),
         for an off-policy estimator (`algorithm.maxk_off_policy`). Rank 0 computes them; under ZeRO-3 with several
         ranks the forward pass is collective, so every rank runs it."""
-        ranks = self.handles.learners
-        if not (self.cfg.learner.zero_stage == 3 and len(ranks) > 1):
-            ranks = ranks[:1]
-        results = self.call([l.compute_logprobs.remote(sequences) for l in ranks], self.cfg.learner.step_timeout_s,
-                            "learner log-probs (off-policy max@k)")
+        results = self.call([l.compute_logprobs.remote(sequences) for l in self._logprob_ranks()],
+                            self.cfg.learner.step_timeout_s, "learner log-probs (off-policy max@k)")
         return results[0]
+
+    def _logprob_ranks(self) -> list:
+        """The learner ranks a log-prob forward pass runs on: rank 0, or every rank under ZeRO-3 with several
+        (the forward pass gathers the weights, a collective)."""
+        ranks = self.handles.learners
+        return ranks if self.cfg.learner.zero_stage == 3 and len(ranks) > 1 else ranks[:1]
 
     def check_sync(self, sequences: list) -> dict:
         """After a sync: one of `sequences` scored by every engine and by the learner at temperature 1
@@ -94,12 +97,9 @@ class Fleet:
         seq = checked_sequence(sequences)
         if seq is None:
             return {}
-        ranks = self.handles.learners
-        if not (self.cfg.learner.zero_stage == 3 and len(ranks) > 1):
-            ranks = ranks[:1]
         timeout = self.cfg.learner.step_timeout_s
-        learner = self.call([l.compute_logprobs.remote([seq], 1.0) for l in ranks], timeout, "learner log-probs "
-                            "(sync check)")[0][0]
+        learner = self.call([l.compute_logprobs.remote([seq], 1.0) for l in self._logprob_ranks()], timeout,
+                            "learner log-probs (sync check)")[0][0]
         engines = self.call([r.compute_logprobs.remote(seq.prompt_token_ids, seq.response_token_ids)
                              for r in self.handles.rollouts], timeout, "engine log-probs (sync check)")
         metrics, error = agreement(learner, engines, self.cfg.weight_sync.check_tolerance)
