@@ -178,30 +178,34 @@ def _manifest_line(dataset: str) -> str:
 
 
 def write_report(out: Path, summaries: dict, strong: str, generators: dict, datasets: dict, pairs: dict,
-                 times: dict, args: dict) -> Path:
-    """report.md with the tables, the observation, the figures and each stage's time; returns its path."""
+                 times: dict, args: dict, bon_selector: str = "") -> Path:
+    """report.md with the tables, the observation, the figures and each stage's time; returns its path.
+    `bon_selector`: which selector the Best-of-N section used (default: the weak one of stage 3). With no `pairs`
+    (a given selector, `--selector`) the generator + selector section is left out."""
     evals = {pair: json.loads((out / f"eval-{pair}.json").read_text()) for pair in pairs}
     bons = {p.stem[len("bon-"):]: json.loads(p.read_text()) for p in sorted(out.glob("bon-*.json"))}
     plot_generators(summaries, out / "generators.png")
-    plot_system(evals, out / "system.png")
+    if evals:
+        plot_system(evals, out / "system.png")
+    about = bon_selector or ("The weak selector (trained on the base generator's samples) chooses among k samples of "
+                             "each generator by a knockout of pairs; problems the selector trained on are left out.")
     bon_section = ["## Best-of-N with the selector over all held-out problems", "",
-                   "The weak selector (trained on the base generator's samples) chooses among k samples of each "
-                   "generator by a knockout of pairs, on every held-out problem of the generator runs' evaluation "
-                   "(no filtering: problems with no correct sample count, so pass@k < 1); problems the selector "
-                   "trained on are left out. `python -m driver.bon`.", "", *bon_table(bons), "",
+                   f"{about} Every held-out problem of the generator runs' evaluation counts (no filtering: problems "
+                   f"with no correct sample count, so pass@k < 1). `python -m driver.bon`.", "", *bon_table(bons), "",
                    "![bon](bon.png)", ""] if bons else []
+    system_section = ["## Generator + selector", "",
+                      f"Weak generator: the base (`{generators['weak']}`); strong: the one trained with **{strong}** "
+                      f"(highest final pass@1). Selection data:", "",
+                      *[f"- {name}: {_manifest_line(d)}" for name, d in datasets.items()], "",
+                      "Selectors: the plain selector recipe (`driver.train selector`) on each generator's samples; "
+                      "evaluation by a knockout of pairs on the held-out problems.", "", *system_table(evals), "",
+                      "![system](system.png)", ""] if evals else []
     if bons:
         plot_bon(bons, out / "bon.png")
     lines = ["# Best-of-N system study", "", f"Settings: `{json.dumps(args)}`", "",
              "## Generators (held-out problems, the same for every objective)", "", *generator_table(summaries), "",
              maxk_observation(summaries), "", "![generators](generators.png)", "",
-             "## Generator + selector", "",
-             f"Weak generator: the base (`{generators['weak']}`); strong: the one trained with **{strong}** "
-             f"(highest final pass@1). Selection data:", "",
-             *[f"- {name}: {_manifest_line(d)}" for name, d in datasets.items()], "",
-             "Selectors: the plain selector recipe (`driver.train selector`) on each generator's samples; evaluation by "
-             "a knockout of pairs on the held-out problems.", "", *system_table(evals), "",
-             "![system](system.png)", "", *bon_section, "## Time of each stage (s, when it ran; 0 = built by an earlier study)", "",
+             *system_section, *bon_section, "## Time of each stage (s, when it ran; 0 = built by an earlier study)", "",
              "| stage | seconds |", "|---|---|", *[f"| {k} | {v:.0f} |" for k, v in times.items()], ""]
     path = out / "report.md"
     path.write_text("\n".join(lines))

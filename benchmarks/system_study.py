@@ -118,11 +118,21 @@ def evaluate_command(selector: Path, dataset: str, out: Path) -> list:
             "--knockout-window", "2", "--out", str(out)]
 
 
-def bon_command(s: Settings, selector: Path, samples: Path, exclude: str, out: Path) -> list:
+def bon_command(s: Settings, selector: Path, samples: Path, excludes: list, out: Path) -> list:
     ks = ",".join(str(k) for k in BON_KS if k <= s.k)
     return [sys.executable, "-m", "driver.bon", "--selector", str(selector), "--samples", str(samples), "--ks", ks,
-            "--draws", str(s.bon_draws), "--knockout-window", "2", "--exclude", exclude, "--seed", str(s.seed),
-            "--out", str(out)]
+            "--draws", str(s.bon_draws), "--knockout-window", "2", *[a for e in excludes for a in ("--exclude", e)],
+            "--seed", str(s.seed), "--out", str(out)]
+
+
+def trained_selector(run_dir: Path) -> tuple:
+    """(export folder, folders whose problems it saw: its dataset and its start model) of a selector run
+    (`--selector`), from its summary.json."""
+    summary_file = run_dir / "summary.json"
+    if not summary_file.is_file():
+        raise SystemExit(f"--selector {run_dir}: no summary.json (a finished `python -m driver.train` run folder)")
+    summary = json.loads(summary_file.read_text())
+    return Path(summary["export"]), [summary["dataset"], summary["start_model"]]
 
 
 def bon_samples(s: Settings) -> dict:
@@ -215,6 +225,9 @@ def main(argv=None) -> int:
     parser.add_argument("--synth-problems", type=int, default=2000)
     parser.add_argument("--selector-steps", type=int, default=200)
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--selector", default=None,
+                        help="a trained selector's run folder (e.g. runs/default): Best-of-N with it, stages 2-4 "
+                             "(selectors trained on the generators' samples) skipped")
     parser.add_argument("--quick", action="store_true", help="smoke-test sizes (minutes; numbers meaningless)")
     args = parser.parse_args(argv)
     objectives = tuple(o.strip() for o in args.objectives.split(",") if o.strip())
@@ -233,22 +246,31 @@ def main(argv=None) -> int:
     summaries = train_generators(s, logs, times)                                   # 1. generators
     strong = strongest(summaries)
     generators = {"weak": summaries[s.objectives[0]]["start_model"], "strong": str(s.out / f"gen-{strong}" / "export")}
-    datasets = synthesize(s, generators, logs, times)                             # 2. synthesis
-    for name, folder in generators.items():                                        # 3. selectors
-        times[f"selector-{name}"] = run_stage(f"selector-{name}", selector_command(s, name, folder),
-                                              s.out / f"selector-{name}" / "summary.json", logs)
-    for pair, (sel, data) in PAIRS.items():                                        # 4. evaluation
-        out = s.out / f"eval-{pair}.json"
-        times[f"eval-{pair}"] = run_stage(f"eval-{pair}", evaluate_command(s.out / f"selector-{sel}" / "export",
-                                                                           datasets[f"{data}-eval"], out), out, logs)
+    if args.selector:  # a given selector: Best-of-N only
+        selector, excludes = trained_selector(Path(args.selector).resolve())
+        datasets, pairs = {}, {}
+        about = (f"The selector of the run `{args.selector}` (its export) chooses among k samples of each generator "
+                 f"by a knockout of pairs; problems of its training dataset and of its pretraining corpus are left "
+                 f"out.")
+    else:
+        datasets = synthesize(s, generators, logs, times)                         # 2. synthesis
+        for name, folder in generators.items():                                    # 3. selectors
+            times[f"selector-{name}"] = run_stage(f"selector-{name}", selector_command(s, name, folder),
+                                                  s.out / f"selector-{name}" / "summary.json", logs)
+        for pair, (sel, data) in PAIRS.items():                                    # 4. evaluation
+            out = s.out / f"eval-{pair}.json"
+            times[f"eval-{pair}"] = run_stage(f"eval-{pair}", evaluate_command(s.out / f"selector-{sel}" / "export",
+                                                                               datasets[f"{data}-eval"], out), out, logs)
+        selector, excludes, pairs = s.out / "selector-weak" / "export", [datasets["weak-train"]], PAIRS
+        about = ("The weak selector (trained on the base generator's samples) chooses among k samples of each "
+                 "generator by a knockout of pairs; problems the selector trained on are left out.")
     for name, samples in bon_samples(s).items():                                   # 5. Best-of-N, all problems
         out = s.out / f"bon-{name}.json"
-        times[f"bon-{name}"] = run_stage(f"bon-{name}", bon_command(s, s.out / "selector-weak" / "export", samples,
-                                                                    datasets["weak-train"], out), out, logs)
+        times[f"bon-{name}"] = run_stage(f"bon-{name}", bon_command(s, selector, samples, excludes, out), out, logs)
     from benchmarks.system_report import write_report                             # 6. report
 
     settings = {k: (str(v) if isinstance(v, Path) else v) for k, v in vars(s).items()}
-    report = write_report(s.out, summaries, strong, generators, datasets, PAIRS, times, settings)
+    report = write_report(s.out, summaries, strong, generators, datasets, pairs, times, settings, about)
     print(f"report: {report}")
     return 0
 

@@ -57,6 +57,8 @@ def check(cfg: TrainConfig) -> None:
         ("data.train_max_candidates", d.train_max_candidates == 0
          or d.min_candidates <= d.train_max_candidates <= d.max_candidates,
          "must be 0 (max_candidates) or between min_candidates and max_candidates"),
+        ("eval_test_prompts", cfg.eval_test_prompts >= 0 and (cfg.eval_test_prompts == 0 or cfg.eval_prompts > 0),
+         "must be >= 0, and 0 when eval_prompts is 0 (the validation set then takes every held-out prompt)"),
         ("eval_knockout_window", cfg.eval_knockout_window == 0 or cfg.eval_knockout_window >= 2,
          "must be 0 (off) or at least 2 (candidates per knockout group)"),
         ("serve.orders", cfg.serve.orders in (0, 1, 2), "must be 0 (the run decides), 1 or 2"),

@@ -291,7 +291,10 @@ class TrainConfig:
     max_staleness: int = _f(1, "Samples from policy version v train at version t iff t - v <= this; "
                                "0 = strictly synchronous on-policy.")
     eval_every: int = _f(10, "Evaluate on the held-out set every this many steps (0: start and end only).")
-    eval_prompts: int = _f(200, "Held-out prompts per evaluation (0: all).")
+    eval_prompts: int = _f(200, "Held-out prompts per evaluation (0: all): the validation set, the first prompts of "
+                                "the held-out split.")
+    eval_test_prompts: int = _f(0, "Prompts of a test set read at the start and the end only: held-out prompts of "
+                                   "problems the validation set does not hold (driver/eval_sets.py); 0: no test set.")
     eval_samples: int = _f(4, "Temperature-1 responses per held-out prompt for the sampled accuracy (0: off). "
                                "task=generator: K, the solutions sampled per held-out problem for pass@1..pass@K "
                                "(at rollout.temperature; >= 2).")
@@ -307,12 +310,12 @@ class TrainConfig:
                                    "alone; 'none': not. N (N - 1) one-token judgments a prompt; needs "
                                    "rollout.constrain_index.")
     eval_without_cue: bool = _f(True, "With a hedge cue in the data: also evaluate (at the start and the end) on "
-                                      "held-out prompts built without it, from unseen problems.")
+                                      "the test set's prompts (the validation set's without one) with the hedging "
+                                      "sentences taken out of their candidates.")
     eval_without_cue_every: int = _f(0, "The no-cue evaluation also at every evaluation whose step is a multiple of "
                                         "this (0: start and end only; each costs ~20 s on the default).")
     eval_without_cue_at_start: bool = _f(True, "Read the no-cue held-out set at step 0 too (false: from the first "
-                                               "evaluation after it; the default saves its ~25 s so, its bar being "
-                                               "the trained selector against majority@N on that set).")
+                                               "evaluation after it).")
     checkpoint_every: int = _f(10, "Write an atomic checkpoint every this many steps (0: only after the last "
                                    "step).")
     keep_checkpoints: int = _f(2, "Checkpoints kept on disk.")

@@ -21,7 +21,8 @@ held-out problem? For each problem with n scored samples (a generator run's eval
 
 Every value is a mean over problems with a 95% bootstrap CI over problems. `--exclude DATASET` (the selector's
 training dataset) drops every problem that computes the same thing as one of its training problems
-(`driver.data.procedural.problem_key`), and says how many, so the selector is measured on problems it never saw.
+(`driver.data.procedural.problem_key`), `--exclude MODEL` (a tiny selector's start model) those of its pretraining
+corpus, and says how many, so the selector is measured on problems it never saw.
 """
 from __future__ import annotations
 
@@ -81,13 +82,35 @@ def read_samples(path) -> list:
     return out
 
 
-def exclude_seen(problems: Sequence[SampledProblem], dataset_dir) -> tuple:
-    """(the problems that no training prompt of `dataset_dir` shows, how many were dropped), compared by
-    `problem_key` (a procedural problem's expression, whatever its wording; else the text)."""
+def seen_problems(folder) -> frozenset:
+    """The problem texts a selector saw in training, from one folder: a dataset folder (its training prompts' problems)
+    or a model folder (the pretraining corpus of a pretrained tiny model, `pretrain.json`, followed through a
+    warm-start's `warm_start.json` to the model it started from; nothing for a model without them)."""
+    import json as json_module
+
     from driver.data.dataset import load_dataset
+
+    folder = Path(folder)
+    if (folder / "manifest.json").is_file():
+        return frozenset(t.problem for t in load_dataset(folder).train)
+    if (folder / "pretrain.json").is_file():
+        from tiny_recipe.pretrain import problems_of_pretrained
+
+        return problems_of_pretrained(folder)
+    if (folder / "warm_start.json").is_file():
+        base = json_module.loads((folder / "warm_start.json").read_text()).get("base_model")
+        return seen_problems(base) if base and Path(base).is_dir() else frozenset()
+    if not folder.is_dir():
+        raise ValueError(f"--exclude {folder}: no such folder")
+    return frozenset()
+
+
+def exclude_seen(problems: Sequence[SampledProblem], folders: Sequence) -> tuple:
+    """(the problems that none of `folders` shows (`seen_problems`), how many were dropped), compared by
+    `problem_key` (a procedural problem's expression, whatever its wording; else the text)."""
     from driver.data.procedural import problem_key
 
-    seen = {problem_key(t.problem) for t in load_dataset(dataset_dir).train}
+    seen = {problem_key(p) for folder in folders for p in seen_problems(folder)}
     kept = [p for p in problems if problem_key(p.problem) not in seen]
     return kept, len(problems) - len(kept)
 
@@ -253,8 +276,9 @@ def _parse_args(argv: Sequence[str]) -> argparse.Namespace:
     parser.add_argument("--ks", default="2,4,8,16", help="comma list of k (each at most the samples per problem)")
     parser.add_argument("--draws", type=int, default=8, help="random k-subsets per problem and k")
     parser.add_argument("--knockout-window", type=int, default=2, help="candidates per knockout group (>= 2)")
-    parser.add_argument("--exclude", default=None, help="the selector's training dataset folder: its problems are "
-                                                            "left out of the evaluation")
+    parser.add_argument("--exclude", action="append", default=[],
+                        help="a folder whose problems are left out of the evaluation (repeatable): the selector's "
+                             "training dataset, or its start model (a pretrained tiny model's corpus)")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--dtype", default="float32", choices=["float32", "bfloat16"])
     parser.add_argument("--out", default=None, help="JSON output (default: beside the samples, bon-<selector>.json)")
@@ -269,12 +293,12 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     try:
         ks = sorted({int(k) for k in args.ks.split(",") if k.strip()})
         problems = read_samples(args.samples)
-        problems, excluded = exclude_seen(problems, args.exclude) if args.exclude else (problems, 0)
+        problems, excluded = exclude_seen(problems, args.exclude)
     except (ValueError, OSError) as err:
         print(f"driver.bon: {err}", file=sys.stderr)
         return 2
     if not problems:
-        print(f"driver.bon: every problem of {args.samples} is in {args.exclude}", file=sys.stderr)
+        print(f"driver.bon: every problem of {args.samples} is in {', '.join(args.exclude)}", file=sys.stderr)
         return 2
     n = len(problems[0].rewards)
     problems_msg = [m for m, bad in ((f"--ks {args.ks}: every k must be in 1..{n} (the samples per problem)",
@@ -291,7 +315,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     result.update({"selector": str(args.selector), "samples": str(args.samples), "knockout_window": args.knockout_window,
                    "seed": args.seed, "excluded_problems": excluded, "exclude": args.exclude})
     if excluded:
-        print(f"{excluded} problems left out: the selector trained on them ({args.exclude})")
+        print(f"{excluded} problems left out: the selector saw them ({', '.join(args.exclude)})")
     print(format_table(result))
     out = Path(args.out) if args.out else Path(args.samples).with_name(f"bon-{Path(args.selector).parent.name}.json")
     out.write_text(json.dumps(result, indent=1))

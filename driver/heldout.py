@@ -1,8 +1,8 @@
 """The held-out readings of a selector run (`Run.evaluate`): GenSelect@N of the policy on rollout actor 0, greedy,
 on the held-out prompts read whole (plus sampled responses), by a knockout tournament and by a round robin of pairs
-when configured, next to majority@N, random@N and pass@N with 95% bootstrap CIs over problems (driver/evaluate.py
-holds the procedures and the metrics); and, when the training data carries the hedge cue, the same on a held-out set
-built without it from problems no stage saw (`nocue_heldout`).
+when configured, next to majority@N, random@N, pass@N and the rule selectors (driver/baselines.py) with 95% bootstrap
+CIs over problems (driver/evaluate.py holds the procedures and the metrics); on the validation set at every reading,
+on the test set and the no-cue set at the start and the end (the sets: driver/eval_sets.py).
 """
 from __future__ import annotations
 
@@ -13,15 +13,6 @@ from core.algo.genselect import PromptStyle
 from driver.fleet import RunFailed
 
 log = logging.getLogger("genselect.heldout")
-
-
-def unseen_tasks(tasks: list, seen_problems) -> list:
-    """The tasks whose problem computes none of `seen_problems` (compared by `procedural.problem_key`, so the
-    same expression under another template counts as seen)."""
-    from driver.data.procedural import problem_key
-
-    seen = {problem_key(p) for p in seen_problems}
-    return [t for t in tasks if problem_key(t.problem) not in seen]
 
 
 def on_schedule(step: int, steps: int, every: int) -> bool:
@@ -35,72 +26,57 @@ def nocue_due(step: int, steps: int, every: int, at_start: bool = True) -> bool:
     return at_start if step == 0 else on_schedule(step, steps, every)
 
 
-def nocue_heldout(cfg, model_dir, train_tasks: list) -> list:
-    """When the training data carries the hedge cue: held-out prompts built without it, from problems of
-    another seed (never seen in training or pretraining), tokenized by the model in `model_dir`. Else []."""
-    import dataclasses
-
-    from driver.data.dataset import load_dataset
-    from tiny_recipe.pretrain import pretraining_problems
-    from driver.prepare import prepare
-
-    d = cfg.data
-    if not cfg.eval_without_cue or not (d.hedge_wrong_rate or d.hedge_correct_rate) or d.source == "model":
-        return []
-    data_cfg = dataclasses.replace(d, hedge_wrong_rate=0.0, hedge_correct_rate=0.0, seed=d.seed + 1,
-                                   num_problems=min(d.num_problems, 1000), heldout_fraction=0.5)
-    model_cfg = dataclasses.replace(cfg.model, name=str(model_dir))
-    built = prepare(data_cfg, model_cfg, with_model=False)
-    seen = {t.problem for t in train_tasks} | pretraining_problems(cfg.model.pretrain)
-    heldout = unseen_tasks(load_dataset(built.dataset_dir).heldout, seen)
-    return heldout[: cfg.eval_prompts] if cfg.eval_prompts else heldout
+#: the sets of a reading: (prefix of their keys in a result, their name in the console)
+READ_SETS = (("", ""), ("test/", "test set"), ("nocue/", "no-cue set"))
 
 
 def eval_lines(result: dict, cfg, step: int) -> list:
-    """The console lines of one held-out reading (`HeldOutReader.read`): the whole prompts, the own-answer breakdown
-    of a solve-then-point selector, the knockout, the round robin and the no-cue set, as far as they were read."""
+    """The console lines of one held-out reading (`HeldOutReader.read`): for each set read (validation, test, no
+    cue), the whole prompts, the own-answer breakdown of a solve-then-point selector, the rule selectors, the
+    knockout and the round robin, as far as they were read."""
     lines = []
+    for prefix, name in READ_SETS:
+        values = {k[len(prefix):]: v for k, v in result.items() if k.startswith(prefix)} if prefix else result
+        if "genselect" in values:
+            lines += set_lines(values, cfg, f"eval step {step}" + (f", {name}" if name else ""))
+    return lines
+
+
+def set_lines(result: dict, cfg, tag: str) -> list:
+    """The console lines of one set's reading (`HeldOutReader._evaluate_on`'s keys), each starting `[tag...]`."""
+    def by_n(sizes: dict) -> str:
+        return "  by N " + " ".join(f"{n}:{v['genselect'] if isinstance(v, dict) else v:.2f}"
+                                    for n, v in sizes.items()) if sizes else ""
+
+    def ci(key: str) -> str:
+        return f"{result[key]:.3f} [{result[key + '_lo']:.3f}, {result[key + '_hi']:.3f}]"
+
     sampled = f"  sampled {result['sampled']:.3f}" if result.get("sampled") is not None else ""
-    by_n = " ".join(f"{n}:{r['genselect']:.2f}" for n, r in result["by_size"].items())
-    lines.append(f"[eval step {step}] GenSelect@N {result['genselect']:.3f} "
-                 f"[{result['genselect_lo']:.3f}, {result['genselect_hi']:.3f}]{sampled}  majority@N "
-                 f"{result['majority']:.3f}  random@N {result['random']:.3f}  parse failures "
-                 f"{result['parse_failure_rate']:.3f}  by N {by_n}")
+    lines = [f"[{tag}] GenSelect@N {ci('genselect')}{sampled}  majority@N {result['majority']:.3f}  random@N "
+             f"{result['random']:.3f}  pass@N {result['pass_at_n']:.3f}  parse failures "
+             f"{result['parse_failure_rate']:.3f}{by_n(result.get('by_size'))}"]
     if "own_answer/solved" in result:  # a solve-then-point selector: its solving apart from its pointing
-        lines.append(f"[eval step {step}, own answer] solved {result['own_answer/solved']:.3f}  stated "
+        lines.append(f"[{tag}, own answer] solved {result['own_answer/solved']:.3f}  stated "
                      f"by a candidate {result['own_answer/stated']:.3f}  index follows it "
                      f"{result['own_answer/follows']:.3f}  accuracy if it always did "
                      f"{result['own_answer/follow_ceiling']:.3f}  accuracy where none states it "
                      f"{result['own_answer/unstated_accuracy']:.3f}")
-    lines += rule_lines(result, step)
-    if "knockout/genselect" in result:
-        by_n = " ".join(f"{n}:{v:.2f}" for n, v in result["knockout/by_size"].items())
-        orders = ", both orders" if cfg.eval_knockout_both_orders else ""
-        lines.append(f"[eval step {step}, knockout of {cfg.eval_knockout_window}{orders}] GenSelect@N "
-                     f"{result['knockout/genselect']:.3f} [{result['knockout/genselect_lo']:.3f}, "
-                     f"{result['knockout/genselect_hi']:.3f}]  by N {by_n}")
-    if "round_robin/genselect" in result:
-        by_n = " ".join(f"{n}:{v:.2f}" for n, v in result["round_robin/by_size"].items())
-        lines.append(f"[eval step {step}, round robin of pairs by {cfg.eval_round_robin}] "
-                     f"GenSelect@N {result['round_robin/genselect']:.3f} "
-                     f"[{result['round_robin/genselect_lo']:.3f}, {result['round_robin/genselect_hi']:.3f}]"
-                     f"  by N {by_n}")
-    if "nocue/genselect" in result:
-        line = (f"[eval step {step}, no-cue held-out set] GenSelect@N {result['nocue/genselect']:.3f} "
-                f"[{result['nocue/genselect_lo']:.3f}, {result['nocue/genselect_hi']:.3f}]  majority@N "
-                f"{result['nocue/majority']:.3f}  random@N {result['nocue/random']:.3f}")
-        for name, label in (("knockout", "knockout"), ("round_robin", "round robin")):
-            if f"nocue/{name}/genselect" in result:
-                r = {k: result[f"nocue/{name}/{k}"] for k in ("genselect", "over_majority", "over_majority_lo",
-                                                             "over_majority_hi")}
-                line += (f"  {label} {r['genselect']:.3f} ({r['over_majority']:+.3f} [{r['over_majority_lo']:+.3f}, "
-                         f"{r['over_majority_hi']:+.3f}] over majority@N)")
-        lines.append(line)
+    lines += rule_lines(result, tag)
+    for name, label in (("knockout", f"knockout of {cfg.eval_knockout_window}"
+                                      + (", both orders" if cfg.eval_knockout_both_orders else "")),
+                        ("round_robin", f"round robin of pairs by {cfg.eval_round_robin}")):
+        if f"{name}/genselect" in result:
+            over = (f"  ({result[f'{name}/over_majority']:+.3f} [{result[f'{name}/over_majority_lo']:+.3f}, "
+                    f"{result[f'{name}/over_majority_hi']:+.3f}] over majority@N)"
+                    if f"{name}/over_majority" in result else "")
+            lines.append(f"[{tag}, {label}] GenSelect@N {ci(f'{name}/genselect')}{over}"
+                         f"{by_n(result.get(f'{name}/by_size'))}")
     return lines
 
 
-def rule_lines(result: dict, step: int) -> list:
-    """One console line per rule selector read beside the policy (driver/baselines.py): whole prompt and knockout."""
+def rule_lines(result: dict, tag: str) -> list:
+    """One console line per rule selector read beside the policy (driver/baselines.py): whole prompt and knockout,
+    each starting `[tag, <rule>]`."""
     from driver.baselines import RULES
 
     names = {"cue": "hedge-cue rule", "own_answer": "own-answer rule"}
@@ -109,7 +85,7 @@ def rule_lines(result: dict, step: int) -> list:
         key = f"rule/{rule}/"
         if key + "genselect" not in result:
             continue
-        line = (f"[eval step {step}, {names[rule]}] whole prompt {result[key + 'genselect']:.3f} "
+        line = (f"[{tag}, {names[rule]}] whole prompt {result[key + 'genselect']:.3f} "
                 f"[{result[key + 'genselect_lo']:.3f}, {result[key + 'genselect_hi']:.3f}]")
         if key + "knockout/genselect" in result:
             line += (f"  knockout {result[key + 'knockout/genselect']:.3f} [{result[key + 'knockout/genselect_lo']:.3f}, "
@@ -122,18 +98,22 @@ class HeldOutReader:
     """Reads the policy on the held-out sets through rollout actor 0 of `fleet` (driver.fleet.Fleet); `warn(message)`
     shows a warning to the user (a reading retried after its deadline)."""
 
-    def __init__(self, cfg, fleet, eval_tasks: list, nocue_tasks: list, warn):
+    def __init__(self, cfg, fleet, eval_tasks: list, nocue_tasks: list, warn, test_tasks: list = ()):
         self.cfg, self.fleet, self.eval_tasks, self.nocue_tasks, self.warn = cfg, fleet, eval_tasks, nocue_tasks, warn
+        self.test_tasks = list(test_tasks)
 
     def read(self, step: int) -> dict:
-        """Held-out accuracy (greedy and sampled, by N and by slip kind); at the start (`eval_without_cue_at_start`),
-        the end and every `eval_without_cue_every` steps also on the held-out set built without the hedge cue, when
-        the training data has one."""
+        """Held-out accuracy (greedy and sampled, by N and by slip kind) on the validation set; at the start and the
+        end also on the test set (`test/` keys); at the start (`eval_without_cue_at_start`), the end and every
+        `eval_without_cue_every` steps also on the no-cue set (`nocue/` keys), when the training data has a cue."""
         result = self._evaluate_on(self.eval_tasks, self.cfg.eval_samples, step)
+        if self.test_tasks and (step == 0 or on_schedule(step, self.cfg.steps, 0)):
+            test = self._evaluate_on(self.test_tasks, 0, step)  # greedy only: the sampled reading is validation's
+            result.update({f"test/{k}": v for k, v in test.items() if k != "by_slip_kind"})
         if self.nocue_tasks and nocue_due(step, self.cfg.steps, self.cfg.eval_without_cue_every,
                                           self.cfg.eval_without_cue_at_start):
             nocue = self._evaluate_on(self.nocue_tasks, 0, step)
-            result.update({f"nocue/{k}": v for k, v in nocue.items() if isinstance(v, (int, float))})
+            result.update({f"nocue/{k}": v for k, v in nocue.items() if k != "by_slip_kind"})
         return result
 
     def _evaluate_on(self, tasks: list, samples: int, step: int) -> dict:

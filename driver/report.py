@@ -170,6 +170,8 @@ def summarize(log: MetricsLog, wall_seconds: float, steps: int) -> dict:
         "final_by_slip_kind": last.get("by_slip_kind"),
         "no_cue_heldout": nocue if nocue["genselect_final"] is not None else None,
         "rule_selectors": rule_summary(first, last),
+        "sets": {name: set_summary(evals, prefix) for name, prefix in (("validation", ""), ("test", "test/"),
+                                                                       ("no_cue", "nocue/"))},
         "curriculum_final_max_candidates": train[-1].get("curriculum/max_candidates") if train else None,
         "majority_accuracy": last.get("majority"),
         "random_accuracy": last.get("random"),
@@ -184,6 +186,76 @@ def summarize(log: MetricsLog, wall_seconds: float, steps: int) -> dict:
                               for k in ("drain_s", "transfer_s", "load_s")},
         "dropped_stale_samples": sum(r.get("staleness/dropped_groups", 0) for r in train),
     }
+
+
+RULE_NAMES = {"cue": "hedge-cue rule", "own_answer": "own-answer rule"}
+
+
+def set_summary(evals: list, prefix: str) -> Optional[dict]:
+    """One held-out set's first and last readings (the eval records holding its `prefix` keys; driver/heldout.py):
+    the policy read whole and by knockout, majority@N, random@N, pass@N and each rule selector, each start and
+    final with the final's 95% CI, and `best_non_rl` (`best_non_rl`). None when the set was never read."""
+    read = [r for r in evals if r.get(prefix + "genselect") is not None]
+    if not read:
+        return None
+    first, last = read[0], read[-1]
+
+    def reading(key: str) -> dict:
+        return {"start": first.get(prefix + key), "final": last.get(prefix + key),
+                "final_ci": [last.get(prefix + key + "_lo"), last.get(prefix + key + "_hi")]}
+
+    out = {"prompts": last.get(prefix + "prompts"), "start_step": first.get("step"), "final_step": last.get("step"),
+           "policy": reading("genselect"), "policy_knockout": reading("knockout/genselect"),
+           "majority": last.get(prefix + "majority"), "random": last.get(prefix + "random"),
+           "pass_at_n": last.get(prefix + "pass_at_n"),
+           "rules": {rule: {"whole": reading(f"rule/{rule}/genselect"),
+                            "knockout": reading(f"rule/{rule}/knockout/genselect")}
+                     for rule in ("cue", "own_answer") if first.get(f"{prefix}rule/{rule}/genselect") is not None}}
+    out["best_non_rl"] = best_non_rl(out)
+    return out
+
+
+def best_non_rl(s: dict) -> Optional[dict]:
+    """The strongest selector of a set summary (`set_summary`) that RL did not train, and what the RL-trained
+    policy's final reading by knockout adds over it: majority@N, random@N, the start policy (whole prompt and
+    knockout) and the rules at the start (the own-answer rule then reads the start model's own solutions; the cue
+    rule reads no model). {name, accuracy, rl_final, rl_over_it}; None before a final knockout reading."""
+    final = s["policy_knockout"]["final"]
+    if final is None or s["final_step"] == s["start_step"]:
+        return None
+    options = {"majority@N": s["majority"], "random@N": s["random"],
+               "start policy, whole prompt": s["policy"]["start"], "start policy, knockout": s["policy_knockout"]["start"]}
+    for rule, r in s["rules"].items():
+        options[f"{RULE_NAMES[rule]}, whole prompt"] = r["whole"]["start"]
+        options[f"{RULE_NAMES[rule]}, knockout"] = r["knockout"]["start"]
+    name, accuracy = max(((k, v) for k, v in options.items() if v is not None), key=lambda kv: kv[1])
+    return {"name": name, "accuracy": accuracy, "rl_final": final, "rl_over_it": round(final - accuracy, 4)}
+
+
+SET_TITLES = {"validation": "validation set", "test": "test set (problems no recipe choice was read on)",
+              "no_cue": "no-cue set (the same prompts, hedging sentences taken out)"}
+
+
+def set_summary_lines(name: str, s: dict) -> list:
+    """The final console summary of one held-out set (`set_summary`): the policy start -> final, the baselines, and
+    what RL adds over the strongest non-RL selector."""
+    def f(v) -> str:
+        return "n/a" if v is None else f"{v:.3f}"
+
+    def change(r: dict) -> str:
+        lo, hi = r["final_ci"]
+        return f"{f(r['start'])} -> {f(r['final'])}" + (f" [{f(lo)}, {f(hi)}]" if lo is not None else "")
+
+    lines = [f"  {SET_TITLES[name]}, {s['prompts']} prompts:",
+             f"    policy: knockout {change(s['policy_knockout'])}, whole prompt {change(s['policy'])}",
+             f"    majority@N {f(s['majority'])}  random@N {f(s['random'])}  pass@N {f(s['pass_at_n'])}"]
+    for rule, r in s["rules"].items():
+        lines.append(f"    {RULE_NAMES[rule]}: knockout {change(r['knockout'])}, whole prompt {change(r['whole'])}")
+    best = s["best_non_rl"]
+    if best:
+        lines.append(f"    RL's final knockout {f(best['rl_final'])} against the best non-RL selector ({best['name']}, "
+                     f"{f(best['accuracy'])}): {best['rl_over_it']:+.3f}")
+    return lines
 
 
 def rule_summary(first: dict, last: dict) -> Optional[dict]:

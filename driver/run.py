@@ -21,7 +21,7 @@ from core.algo.genselect import PromptStyle, write_prompt_style
 from core.config import to_yaml
 from driver import checkpoint as ckpt
 from driver.fleet import RunFailed
-from driver.heldout import HeldOutReader, eval_lines, nocue_heldout, on_schedule
+from driver.heldout import HeldOutReader, eval_lines, on_schedule
 from driver.report import MetricsLog, Progress, plot_curves, summarize
 
 log = logging.getLogger("genselect.run")
@@ -54,14 +54,20 @@ class Run:
         the held-out ones. A selector's: GenSelect prompts (driver/prepare.py); driver/generator_run.py
         overrides it for `task=generator`."""
         from driver.data.dataset import load_dataset
+        from driver.data.problem import DataError
+        from driver.eval_sets import nocue_tasks, split_heldout, missing_test_prompts
         from driver.prepare import prepare
 
         # the warm-start is not evaluated here: the step-0 evaluation reads the same weights through vLLM (~20 s saved)
         self.prepared = prepare(self.cfg.data, self.cfg.model, eval_prompts=0, rollout_cfg=self.cfg.rollout)
         data = load_dataset(self.prepared.dataset_dir)
         self.train_tasks, self.heldout = data.train, data.heldout
-        self.eval_tasks = self.heldout[: self.cfg.eval_prompts] if self.cfg.eval_prompts else self.heldout
-        self.nocue_tasks = nocue_heldout(self.cfg, self.prepared.model_dir, self.train_tasks)
+        sizes = (self.cfg.eval_prompts, self.cfg.eval_test_prompts)
+        self.eval_tasks, self.test_tasks = split_heldout(self.heldout, *sizes)
+        shortfall = missing_test_prompts(self.heldout, *sizes)
+        if shortfall:
+            raise DataError(shortfall)
+        self.nocue_tasks = nocue_tasks(self.cfg, self.eval_tasks, self.test_tasks)
 
     def _log_to_file(self) -> None:
         """The console shows the progress bar, evaluations, warnings and the summary; the driver's INFO log
@@ -163,9 +169,9 @@ class Run:
         self.collector = RolloutCollector(self.handles, self._tasks_by_id(), self.stream, self.cfg.rollout,
                                           self.fleet.restore_worker,
                                           deadline_s=lambda prompts: collect_deadline_s(self.cfg, prompts))
-        heldout = [t.problem for t in list(self.heldout) + list(self.nocue_tasks)]
-        self.extra_rows = registry.extra_rows(self.cfg, model_dir, heldout)
-        self.reader = HeldOutReader(self.cfg, self.fleet, self.eval_tasks, self.nocue_tasks, self._warn)
+        self.extra_rows = registry.extra_rows(self.cfg, model_dir, [t.problem for t in self.heldout])
+        self.reader = HeldOutReader(self.cfg, self.fleet, self.eval_tasks, self.nocue_tasks, self._warn,
+                                    test_tasks=self.test_tasks)
 
     def _start_serving(self):
         """serve.live: the selection service (driver/serve.py) beside the trainer, on the starting weights;

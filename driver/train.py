@@ -117,6 +117,7 @@ def main(argv=None) -> int:
     from driver.checkpoint import IncompatibleCheckpoint
     from driver.data.problem import DataError
     from driver.fleet import RunFailed
+    from driver.report import set_summary_lines
     from driver.run import Run
 
     run_class = Run
@@ -143,9 +144,9 @@ def main(argv=None) -> int:
     for key in keys:
         if summary.get(key) is not None or "knockout" not in key:
             print(f"  {key:<23} {summary.get(key)}")
-    for rule, r in (summary.get("rule_selectors") or {}).items():  # the selectors that need no RL, beside it
-        print(f"  {rule + ' rule':<23} whole prompt {r['start']} -> {r['final']}, knockout {r['start_knockout']} -> "
-              f"{r['final_knockout']}")
+    for name, reading in (summary.get("sets") or {}).items():  # each set beside the selectors that need no RL
+        if reading:
+            print("\n".join(set_summary_lines(name, reading)))
     return 0
 
 

@@ -171,7 +171,7 @@ def test_an_evaluation_extracts_the_stated_answers_once_and_hands_them_on(tmp_pa
     assert calls == [] and handed == alone and alone[0]["majority_curve"] is not None
 
 
-def test_problems_the_selector_trained_on_are_left_out_whatever_their_wording(monkeypatch):
+def test_problems_the_selector_trained_on_are_left_out_whatever_their_wording(monkeypatch, tmp_path):
     import driver.data.dataset as dataset
     from driver.bon import exclude_seen
 
@@ -180,8 +180,33 @@ def test_problems_the_selector_trained_on_are_left_out_whatever_their_wording(mo
     items = [_problem("x", [1, 0]), _problem("y", [1, 0])]
     items[0] = SampledProblem("x", "What is the value of 3 + 4 * 2?", "math", items[0].texts, items[0].answers,
                               items[0].rewards)
-    kept, dropped = exclude_seen(items, "some/dataset")
+    (tmp_path / "manifest.json").write_text("{}")  # a dataset folder
+    kept, dropped = exclude_seen(items, [tmp_path])
     assert [p.id for p in kept] == ["y"] and dropped == 1
+    assert exclude_seen(items, []) == (items, 0)
+
+
+def test_a_start_model_excludes_its_pretraining_corpus_through_its_warm_start(tmp_path):
+    """`--exclude MODEL`: a warm-started tiny model leads to the pretrained one it started from, whose corpus's
+    problems are left out."""
+    import json
+
+    from core.config import PretrainConfig
+    from driver.bon import exclude_seen, seen_problems
+    from tiny_recipe.pretrain import STATS_FILE, pretraining_problems
+
+    pretrained, started = tmp_path / "pt", tmp_path / "ws"
+    pretrained.mkdir(), started.mkdir()
+    cfg = PretrainConfig(steps=2, batch_size=4)
+    (pretrained / STATS_FILE).write_text(json.dumps({"steps": 2, "batch_size": 4}))
+    (started / "warm_start.json").write_text(json.dumps({"base_model": str(pretrained)}))
+    corpus = pretraining_problems(cfg)
+    assert seen_problems(started) == corpus and len(corpus) == 8
+    items = [_problem("x", [1, 0]), _problem("y", [1, 0])]
+    items[0] = SampledProblem("x", sorted(corpus)[0], "math", items[0].texts, items[0].answers, items[0].rewards)
+    assert [p.id for p in exclude_seen(items, [started])[0]] == ["y"]
+    with pytest.raises(ValueError, match="no such folder"):
+        seen_problems(tmp_path / "missing")
 
 
 def test_the_cli_refuses_bad_arguments_before_loading_a_model(tmp_path):

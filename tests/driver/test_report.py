@@ -28,7 +28,7 @@ def test_the_rule_selectors_are_summarised_at_start_and_end_and_printed_in_the_c
     rules = summarize(log, 1.0, 50)["rule_selectors"]
     assert list(rules) == ["cue"] and rules["cue"]["start"] == 0.62 and rules["cue"]["final"] == 0.64
     assert rules["cue"]["final_knockout"] == 0.65 and rules["cue"]["final_ci"] == [0.54, 0.74]
-    [line] = rule_lines(log.records("eval")[-1], 50)
+    [line] = rule_lines(log.records("eval")[-1], "eval step 50")
     assert "hedge-cue rule" in line and "whole prompt 0.640 [0.540, 0.740]" in line and "knockout 0.650" in line
     empty = MetricsLog(tmp_path / "none", tensorboard=False)
     empty.log(0, "eval", {"genselect": 0.5})
