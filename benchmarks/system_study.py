@@ -41,7 +41,6 @@ import sys
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Optional
 
 ROOT = Path(__file__).resolve().parent.parent
 TRAIN_CANDIDATES, EVAL_CANDIDATES = 8, 16  # the selectors train on 2-8 (the default's), are evaluated on 2-16
@@ -243,11 +242,12 @@ def main(argv=None) -> int:
     s.out.mkdir(parents=True, exist_ok=True)
     logs, times = s.out / "logs", StageTimes(s.out / "times.json")
 
+    given = trained_selector(Path(args.selector).resolve()) if args.selector else None  # refused before any stage
     summaries = train_generators(s, logs, times)                                   # 1. generators
     strong = strongest(summaries)
     generators = {"weak": summaries[s.objectives[0]]["start_model"], "strong": str(s.out / f"gen-{strong}" / "export")}
-    if args.selector:  # a given selector: Best-of-N only
-        selector, excludes = trained_selector(Path(args.selector).resolve())
+    if given:  # a given selector: Best-of-N only
+        selector, excludes = given
         datasets, pairs = {}, {}
         about = (f"The selector of the run `{args.selector}` (its export) chooses among k samples of each generator "
                  f"by a knockout of pairs; problems of its training dataset and of its pretraining corpus are left "

@@ -165,3 +165,27 @@ def test_the_max_at_k_observation_is_read_with_the_noise_of_a_re_evaluation():
     said = maxk_observation(flat)
     assert "lowers pass@4: no" in said and "(flat)" in said and "better than GRPO: no" in said
     assert maxk_observation({"grpo": GENERATORS["grpo"]}).startswith("Not tested")
+
+
+def test_a_given_selector_runs_best_of_n_only_with_its_dataset_and_start_model_left_out(tmp_path, monkeypatch):
+    """`--selector RUN`: no selection data is synthesised and no selector trained; Best-of-N uses RUN's export and
+    leaves out the problems of RUN's dataset and of its start model's pretraining."""
+    fake = FakeStages()
+    _stand_in(monkeypatch, fake)
+    run = tmp_path / "default"
+    run.mkdir()
+    (run / "summary.json").write_text(json.dumps({"export": str(run / "export"), "dataset": "/data/cued",
+                                                   "start_model": "/models/ws"}))
+    out = tmp_path / "study"
+    assert study.main(["--out", str(out), "--gen-steps", "2", "--k", "4", "--objectives", "grpo",
+                       "--selector", str(run)]) == 0
+    assert [entry for entry, _ in fake.calls] == ["driver.train", "driver.bon", "driver.bon"]
+    for command in (c for c in fake.commands if c[2] == "driver.bon"):
+        assert command[command.index("--selector") + 1] == str(run / "export")
+        assert [command[i + 1] for i, a in enumerate(command) if a == "--exclude"] == ["/data/cued", "/models/ws"]
+    report = (out / "report.md").read_text()
+    assert f"The selector of the run `{run}`" in report and "## Generator + selector" not in report
+    calls = len(fake.calls)
+    with pytest.raises(SystemExit, match="no summary.json"):
+        study.main(["--out", str(tmp_path / "other"), "--selector", str(tmp_path / "nothing")])
+    assert len(fake.calls) == calls  # refused before any stage ran
