@@ -33,3 +33,46 @@ def test_the_rule_selectors_are_summarised_at_start_and_end_and_printed_in_the_c
     empty = MetricsLog(tmp_path / "none", tensorboard=False)
     empty.log(0, "eval", {"genselect": 0.5})
     assert summarize(empty, 1.0, 1)["rule_selectors"] is None
+
+
+def _reading(accuracy: float, prefix: str = "") -> dict:
+    values = {"genselect": accuracy, "majority": 0.48, "random": 0.42, "pass_at_n": 1.0, "parse_failure_rate": 0.0,
+              "prompts": 200, "by_size": {2: {"genselect": accuracy}}, "knockout/genselect": accuracy + 0.2,
+              "knockout/by_size": {2: accuracy + 0.2}, "rule/own_answer/genselect": 0.74,
+              "rule/own_answer/knockout/genselect": 0.765, "rule/cue/genselect": 0.69, "rule/cue/knockout/genselect": 0.7}
+    for key in [k for k in values if k.endswith("genselect")]:
+        values[key + "_lo"], values[key + "_hi"] = values[key] - 0.1, values[key] + 0.1
+    return {prefix + k: v for k, v in values.items()}
+
+
+def test_each_set_is_printed_and_summarised_with_what_rl_adds_over_the_best_non_rl_selector(tmp_path):
+    """The validation, test and no-cue readings each get their console lines; summary.json's `sets` has each set's
+    start and end and `best_non_rl`: the strongest of majority@N, random@N, the start policy and the rules at the
+    start, against the policy's final knockout (here the own-answer rule's 0.765 on the test set, 0.75 - 0.765)."""
+    from types import SimpleNamespace
+
+    from driver.heldout import eval_lines
+    from driver.report import set_summary_lines
+
+    cfg = SimpleNamespace(eval_knockout_window=2, eval_knockout_both_orders=False, eval_round_robin="none")
+    log = MetricsLog(tmp_path, tensorboard=False)
+    log.log(0, "eval", {**_reading(0.45), **_reading(0.45, "test/"), **_reading(0.42, "nocue/")})
+    log.log(25, "eval", _reading(0.5))  # a reading between: the validation set only
+    log.log(50, "eval", {**_reading(0.5), **_reading(0.55, "test/"), **_reading(0.6, "nocue/")})
+    lines = eval_lines(log.records("eval")[-1], cfg, 50)
+    assert [line.split("]")[0] for line in lines if "knockout of 2" in line] == [
+        "[eval step 50, knockout of 2", "[eval step 50, test set, knockout of 2", "[eval step 50, no-cue set, knockout of 2"]
+    assert any(line.startswith("[eval step 50, test set, own-answer rule] whole prompt 0.740") for line in lines)
+    sets = summarize(log, 1.0, 50)["sets"]
+    test = sets["test"]
+    assert (test["start_step"], test["final_step"]) == (0, 50) and test["policy_knockout"]["final"] == 0.75
+    assert test["best_non_rl"] == {"name": "own-answer rule, knockout", "accuracy": 0.765, "rl_final": 0.75,
+                                   "rl_over_it": -0.015}
+    assert sets["no_cue"]["best_non_rl"]["name"] == "own-answer rule, knockout"
+    assert abs(sets["no_cue"]["best_non_rl"]["rl_over_it"] - 0.035) < 1e-9
+    assert "RL's final knockout 0.750 against the best non-RL selector (own-answer rule, knockout, 0.765): -0.015" in \
+        "\n".join(set_summary_lines("test", test))
+    only_start = MetricsLog(tmp_path / "start", tensorboard=False)
+    only_start.log(0, "eval", _reading(0.45, "test/") | _reading(0.45))
+    assert summarize(only_start, 1.0, 0)["sets"]["test"]["best_non_rl"] is None  # nothing trained yet
+    assert summarize(only_start, 1.0, 0)["sets"]["no_cue"] is None  # never read
