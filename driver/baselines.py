@@ -76,9 +76,9 @@ def knockout_choices(rule: str, tasks: Sequence, own_answers: Sequence[Optional[
 
 def rule_metrics(tasks: Sequence, own_answers: Sequence[Optional[str]], window: int, seed: int) -> dict:
     """`rule/{rule}/{genselect,_lo,_hi}` on the whole prompts and, with `window` > 0, `rule/{rule}/knockout/...` by a
-    knockout of that window, each with its 95% bootstrap CI over problems (driver.evaluate.selection_metrics). The
+    knockout of that window, each with its 95% bootstrap CI over problems (driver.eval_metrics.selection_metrics). The
     own-answer rule is read only where some response wrote an answer X."""
-    from driver.evaluate import selection_metrics
+    from driver.eval_metrics import selection_metrics
 
     out = {}
     rules = [r for r in RULES if r != "own_answer" or any(a is not None for a in own_answers)]

@@ -121,7 +121,7 @@ class HeldOutReader:
         knockout and the round robin when configured, one after the other (run at once they took as long: the
         engine is busy either way). `eval_s`: its wall time."""
         from driver.baselines import rule_metrics
-        from driver.evaluate import by_size, by_slip_kind, selection_metrics
+        from driver.eval_metrics import by_size, by_slip_kind, selection_metrics
 
         started = time.time()
         choices, sampled, own_answer, answers = self._choose_whole_prompts(tasks, samples, step)
@@ -205,7 +205,7 @@ class HeldOutReader:
 
     def _procedure_metrics(self, prefix: str, tasks: list, choices: list, extra: tuple) -> dict:
         """`{prefix}/genselect` with its CI, the `extra` metrics and `{prefix}/by_size` of one selection procedure."""
-        from driver.evaluate import by_size, selection_metrics
+        from driver.eval_metrics import by_size, selection_metrics
 
         metrics = selection_metrics(tasks, choices, seed=self.cfg.seed)
         out = {f"{prefix}/{k}": metrics[k] for k in ("genselect", "genselect_lo", "genselect_hi") + extra}

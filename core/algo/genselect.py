@@ -54,7 +54,7 @@ JUDGMENT_RE = re.compile(r"Judg(?:e)?ment:\s*(-?\d+)")
 POINTER_RE = re.compile(r"^Answer:[^\n#]*#[ \t]*(-?\d+)[ \t]*$", flags=re.MULTILINE)
 # the pick of a pick-then-point response: its first line `Pick: #g` (core.chat.PICK_MARK + the index)
 PICK_RE = re.compile(r"\APick: #(\d+)")
-# The own answer X of such a line (`Answer: 24 #3` -> "24"; driver.evaluate.own_answer_breakdown)
+# The own answer X of such a line (`Answer: 24 #3` -> "24"; driver.eval_metrics.own_answer_breakdown)
 OWN_ANSWER_RE = re.compile(r"^Answer:([^\n#]*)#", flags=re.MULTILINE)
 
 

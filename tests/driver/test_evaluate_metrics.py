@@ -2,7 +2,8 @@
 import pytest
 
 from core.records import SelectionTask
-from driver.evaluate import format_table, selection_metrics
+from driver.eval_metrics import selection_metrics
+from driver.evaluate import format_table
 
 
 def _task(pid, k, answers, labels):
@@ -32,7 +33,7 @@ def test_table_of_choices():
 
 
 def test_by_size_reports_the_baselines_of_each_number_of_candidates():
-    from driver.evaluate import by_size
+    from driver.eval_metrics import by_size
 
     tasks = [_task("a", 0, ["1", "2"], [1, 0]), _task("b", 0, ["3", "3", "1"], [0, 0, 1]),
              _task("c", 0, ["2", "1"], [0, 1])]
@@ -124,7 +125,7 @@ def test_an_evaluation_that_times_out_is_run_again_then_gives_up():
 def test_own_answer_breakdown_separates_solving_from_pointing():
     """A solve-then-point response `... Answer: X #k`: solved = X is a correct candidate's answer, follows = k
     names a candidate stating X, and the ceiling scores each prompt as if k always followed X."""
-    from driver.evaluate import own_answer_breakdown
+    from driver.eval_metrics import own_answer_breakdown
 
     tasks = [_task("a", 0, ["5", "1", "5"], [0, 1, 0]),   # solves (1), points at it
              _task("a", 1, ["5", "1"], [0, 1]),           # solves (1), points elsewhere: the ceiling counts it right
