@@ -7,7 +7,8 @@ Reads each run's `metrics.jsonl` (the `kind: eval` rows the run logs every `eval
 the step: the accuracy of one selection procedure (`--key`: `knockout/genselect`, the knockout of pairs, or
 `round_robin/genselect`, the round robin of pairs, with its 95% bootstrap CI as a band), the one-prompt accuracy
 (`genselect`), and majority@N / random@N of the same held-out prompts; where the runs read the no-cue held-out set
-by the same procedure (`nocue/...`), a second panel shows it against that set's majority@N. Prints one line per
+by the same procedure, a panel each for the test set (`test/...`) and the no-cue set (`nocue/...`), against
+that set's majority@N. Prints one line per
 run and set (start -> end, gain, CI, whether the CI's lower bound clears both baselines) and writes the figure.
 """
 from __future__ import annotations
@@ -53,35 +54,26 @@ def main(argv=None) -> int:
         if not rows or args.key not in rows[0]:
             print(f"{run}: no {args.key} evaluations in metrics.jsonl", file=sys.stderr)
             return 2
-    nocue_key = f"nocue/{args.key}"
-    with_nocue = all(any(nocue_key in r for r in rows) for _, rows in runs)
-    fig, axes = plt.subplots(1, 2 if with_nocue else 1, figsize=(13 if with_nocue else 9, 4.2), squeeze=False)
-    ax = axes[0][0]
+    # one panel per held-out set every run read by this procedure: validation, then test and no cue
+    panels = [(prefix, name) for prefix, name in (("", "validation"), ("test/", "test set"), ("nocue/", "no-cue set"))
+              if all(any(f"{prefix}{args.key}" in r for r in rows) for _, rows in runs)]
+    fig, axes = plt.subplots(1, len(panels), figsize=(4.6 * len(panels) + 2, 4.2), squeeze=False)
     what = "knockout of pairs" if args.key.startswith("knockout") else "round robin of pairs"
-    for i, (run, rows) in enumerate(runs):
-        print(summary_line(run.name, rows, args.key))
-        steps = [r["step"] for r in rows]
-        color = f"C{i}"
-        ax.plot(steps, [r[args.key] for r in rows], "-o", color=color, label=f"{run.name}: {what}")
-        ax.fill_between(steps, [r[f"{args.key}_lo"] for r in rows], [r[f"{args.key}_hi"] for r in rows],
-                        color=color, alpha=0.12)
-        ax.plot(steps, [r["genselect"] for r in rows], ":", color=color, label=f"{run.name}: one prompt")
-    _baselines(ax, runs[0][1][-1], "")
-    ax.set_ylabel("held-out GenSelect accuracy (N = 2..8)")
-    if with_nocue:
-        ax = axes[0][1]
-        ax.set_xlim(axes[0][0].get_xlim())  # the same steps as the cued panel (the no-cue set may be read at the end only)
+    for ax, (prefix, name) in zip(axes[0], panels):
         for i, (run, rows) in enumerate(runs):
-            rows = [{k[len("nocue/"):]: v for k, v in r.items() if k.startswith("nocue/")} | {"step": r["step"]}
-                    for r in rows if nocue_key in r]
-            print(summary_line(f"{run.name} (no-cue set)", rows, args.key))
-            ax.plot([r["step"] for r in rows], [r[args.key] for r in rows], "-o", color=f"C{i}",
-                    label=f"{run.name}: {what}")
-            ax.fill_between([r["step"] for r in rows], [r[f"{args.key}_lo"] for r in rows],
-                            [r[f"{args.key}_hi"] for r in rows], color=f"C{i}", alpha=0.12)
-        last = {k[len("nocue/"):]: v for k, v in runs[0][1][-1].items() if k.startswith("nocue/")}
-        _baselines(ax, last, "no-cue ")
-        ax.set_ylabel("no-cue held-out accuracy (N = 2..8)")
+            rows = [{k[len(prefix):]: v for k, v in r.items() if k.startswith(prefix)} | {"step": r["step"]}
+                    for r in rows if f"{prefix}{args.key}" in r]
+            print(summary_line(run.name if not prefix else f"{run.name} ({name})", rows, args.key))
+            steps = [r["step"] for r in rows]
+            ax.plot(steps, [r[args.key] for r in rows], "-o", color=f"C{i}", label=f"{run.name}: {what}")
+            ax.fill_between(steps, [r[f"{args.key}_lo"] for r in rows], [r[f"{args.key}_hi"] for r in rows],
+                            color=f"C{i}", alpha=0.12)
+            if not prefix:
+                ax.plot(steps, [r["genselect"] for r in rows], ":", color=f"C{i}", label=f"{run.name}: one prompt")
+        last = {k[len(prefix):]: v for k, v in runs[0][1][-1].items() if k.startswith(prefix)}
+        _baselines(ax, last, "")
+        ax.set_xlim(axes[0][0].get_xlim())  # the same steps in every panel (some sets are read at the start and end only)
+        ax.set_ylabel(f"{name} accuracy (N = 2..8)")
     fig.tight_layout()
     Path(args.out).parent.mkdir(parents=True, exist_ok=True)
     fig.savefig(args.out, dpi=120)
