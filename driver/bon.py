@@ -249,16 +249,17 @@ def format_table(result: dict) -> str:
     return "\n".join(lines)
 
 
-def knockout_chooser(selector: str, window: int, style: PromptStyle, dtype: str = "float32") -> Callable[[list], list]:
-    """choose_batch through one RolloutWorker (vLLM) of `selector`: a greedy knockout tournament per task."""
+def knockout_chooser(selector: str, window: int, style: PromptStyle, dtype: str = "float32",
+                     config: Optional[str] = None) -> Callable[[list], list]:
+    """choose_batch through one RolloutWorker (vLLM) of `selector`: a greedy knockout tournament per task, with the
+    rollout settings of `config`, else of the run `selector` was exported from (driver.evaluate.rollout_settings)."""
     from actors.rollout import RolloutWorker
-    from core.config import RolloutConfig
-    from driver.evaluate import choose_knockout
+    from driver.evaluate import choose_knockout, rollout_settings
     from driver.models.registry import response_form
 
     def choose_batch(tasks: list) -> list:
         async def run() -> list:
-            cfg = RolloutConfig(samples_per_prompt=1)
+            cfg = rollout_settings(selector, config)
             worker = RolloutWorker(cfg, selector, dtype=dtype, response_form=response_form(selector, cfg))
             try:
                 return await choose_knockout(worker, tasks, window, style)
@@ -281,6 +282,10 @@ def _parse_args(argv: Sequence[str]) -> argparse.Namespace:
                              "training dataset, or its start model (a pretrained tiny model's corpus)")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--dtype", default="float32", choices=["float32", "bfloat16"])
+    parser.add_argument("--config", default=None,
+                        help="a config (name or YAML path) whose rollout.* settings (response budget, engine, "
+                             "deadlines) to read the selector with (default: the run's config.yaml beside "
+                             "SELECTOR when it is RUN/export, else the schema's)")
     parser.add_argument("--out", default=None, help="JSON output (default: beside the samples, bon-<selector>.json)")
     return parser.parse_args(argv)
 
@@ -310,7 +315,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         return 2
     apply_defaults()
     style = read_prompt_style(args.selector)
-    chooser = knockout_chooser(args.selector, args.knockout_window, style, args.dtype)
+    chooser = knockout_chooser(args.selector, args.knockout_window, style, args.dtype, args.config)
     result = evaluate(problems, chooser, ks, args.draws, style, args.seed)
     result.update({"selector": str(args.selector), "samples": str(args.samples), "knockout_window": args.knockout_window,
                    "seed": args.seed, "excluded_problems": excluded, "exclude": args.exclude})

@@ -191,6 +191,20 @@ def format_table(result: dict) -> str:
     return "\n".join(lines)
 
 
+def rollout_settings(model: str, config: Optional[str] = None):
+    """The rollout.* settings (core.config.RolloutConfig, one sample a prompt) a selector is read with: those of
+    `config` (a config name in configs/ or a YAML path), else those of the run it was exported from (`RUN/config.yaml`
+    beside `RUN/export`: its response budget, engine settings and deadlines), else the schema's."""
+    import dataclasses
+
+    from core.config import RolloutConfig, load_config
+
+    run_config = Path(model).parent / "config.yaml"
+    source = config or (str(run_config) if Path(model).name == "export" and run_config.is_file() else None)
+    settings = load_config(source).rollout if source else RolloutConfig()
+    return dataclasses.replace(settings, samples_per_prompt=1)
+
+
 def _parse_args(argv: Sequence[str]) -> argparse.Namespace:
     parser = argparse.ArgumentParser(prog="python -m driver.evaluate", description=__doc__.split("\n\n")[0])
     parser.add_argument("--model", required=True, help="selector: a Hugging Face folder (e.g. RUN/export)")
@@ -200,7 +214,8 @@ def _parse_args(argv: Sequence[str]) -> argparse.Namespace:
     parser.add_argument("--max-tokens", type=int, default=None, help="response budget (default: config's)")
     parser.add_argument("--config", default=None,
                         help="a config (name in configs/ or YAML path) whose rollout.* engine settings, response "
-                             "budget and deadlines to use (default: the schema's)")
+                             "budget and deadlines to use (default: the run's config.yaml beside MODEL when MODEL is "
+                             "RUN/export, else the schema's)")
     parser.add_argument("--knockout-window", type=int, default=0,
                         help="select by a knockout tournament of groups of at most this many candidates (>= 2)")
     parser.add_argument("--both-orders", action="store_true",
@@ -221,7 +236,6 @@ def main(argv: Sequence[str] | None = None) -> int:
     apply_defaults()
     from actors.rollout import RolloutWorker
     from driver.models.registry import response_form
-    from core.config import RolloutConfig
     from driver.data.dataset import load_dataset
 
     args = _parse_args(sys.argv[1:] if argv is None else argv)
@@ -243,13 +257,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     built_with = json.loads((Path(args.dataset) / "manifest.json").read_text())["config"]
     style = PromptStyle.of(SimpleNamespace(**built_with))  # as the dataset's prompts were rendered
-    cfg = RolloutConfig(samples_per_prompt=1)
-    if args.config:
-        import dataclasses
-
-        from core.config import load_config
-
-        cfg = dataclasses.replace(load_config(args.config).rollout, samples_per_prompt=1)
+    cfg = rollout_settings(args.model, args.config)
     if args.max_tokens:
         cfg.max_response_tokens = args.max_tokens
 

@@ -140,3 +140,19 @@ def test_own_answer_breakdown_separates_solving_from_pointing():
     mixed = own_answer_breakdown(tasks[:2], ["Answer: 1 #1", "no line"], [1, None])
     assert mixed["answered"] == 0.5 and mixed["solved"] == 0.5 and mixed["follow_ceiling"] == 0.5
     assert mixed["unstated_accuracy"] == 0.0  # the unanswered prompt, whose choice is None
+
+
+def test_a_run_export_is_read_with_its_runs_rollout_settings(tmp_path):
+    """driver.evaluate and driver.bon read RUN/export with RUN/config.yaml's rollout settings (the default selector's
+    96-token response would be cut at the schema's 48 and never reach its pointer), a given --config wins, and any
+    other folder gets the schema's."""
+    from core.config import load_config, to_yaml
+    from driver.evaluate import rollout_settings
+
+    run = tmp_path / "run"
+    (run / "export").mkdir(parents=True)
+    (run / "config.yaml").write_text(to_yaml(load_config("default")))
+    assert rollout_settings(str(run / "export")).max_response_tokens == 96
+    assert rollout_settings(str(run / "export")).samples_per_prompt == 1
+    assert rollout_settings(str(run / "export"), "smoke").max_response_tokens == load_config("smoke").rollout.max_response_tokens
+    assert rollout_settings(str(tmp_path / "elsewhere")).max_response_tokens == 48
