@@ -28,10 +28,9 @@ def split_heldout(heldout: list, eval_prompts: int, test_prompts: int) -> tuple:
     return validation, [t for t in heldout if t.problem_id not in seen][:test_prompts]
 
 
-def missing_test_prompts(heldout: list, eval_prompts: int, test_prompts: int) -> str:
-    """A one-line reason when the held-out split cannot give `test_prompts` test prompts beside the validation
+def missing_test_prompts(validation: list, test: list, test_prompts: int) -> str:
+    """A one-line reason when `split_heldout` gave fewer than `test_prompts` test prompts beside the validation
     ones, else ''."""
-    validation, test = split_heldout(heldout, eval_prompts, test_prompts)
     if test_prompts and len(test) < test_prompts:
         return (f"eval_test_prompts={test_prompts}: the held-out split has {len(test)} prompts of problems outside "
                 f"the {len(validation)} validation prompts; raise data.num_problems or data.heldout_fraction, or "

@@ -62,9 +62,9 @@ class Run:
         self.prepared = prepare(self.cfg.data, self.cfg.model, eval_prompts=0, rollout_cfg=self.cfg.rollout)
         data = load_dataset(self.prepared.dataset_dir)
         self.train_tasks, self.heldout = data.train, data.heldout
-        sizes = (self.cfg.eval_prompts, self.cfg.eval_test_prompts)
-        self.eval_tasks, self.test_tasks = split_heldout(self.heldout, *sizes)
-        shortfall = missing_test_prompts(self.heldout, *sizes)
+        self.eval_tasks, self.test_tasks = split_heldout(self.heldout, self.cfg.eval_prompts,
+                                                         self.cfg.eval_test_prompts)
+        shortfall = missing_test_prompts(self.eval_tasks, self.test_tasks, self.cfg.eval_test_prompts)
         if shortfall:
             raise DataError(shortfall)
         self.nocue_tasks = nocue_tasks(self.cfg, self.eval_tasks, self.test_tasks)

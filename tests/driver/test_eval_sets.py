@@ -19,8 +19,8 @@ def test_the_test_set_holds_no_problem_of_the_validation_set():
     assert {t.problem_id for t in test} == {"p2", "p3"} and len(test) == 8
     assert split_heldout(tasks, 6, 0) == (tasks[:6], [])
     assert split_heldout(tasks, 0, 0)[0] == tasks
-    assert missing_test_prompts(tasks, 6, 8) == ""
-    assert "eval_test_prompts=40" in missing_test_prompts(tasks, 6, 40)
+    assert missing_test_prompts(validation, test, 8) == ""
+    assert "eval_test_prompts=40" in missing_test_prompts(*split_heldout(tasks, 6, 40), 40)
 
 
 def test_the_no_cue_set_is_the_test_set_without_hedging_sentences():
