@@ -19,6 +19,7 @@ import random
 from typing import Optional, Sequence
 
 RULES = ("cue", "own_answer")
+RULE_NAMES = {"cue": "hedge-cue rule", "own_answer": "own-answer rule"}  # as the console and summaries name them
 
 
 def cue_choice(candidates: Sequence[str], members: Sequence[int], rng: random.Random) -> int:

@@ -77,15 +77,14 @@ def set_lines(result: dict, cfg, tag: str) -> list:
 def rule_lines(result: dict, tag: str) -> list:
     """One console line per rule selector read beside the policy (driver/baselines.py): whole prompt and knockout,
     each starting `[tag, <rule>]`."""
-    from driver.baselines import RULES
+    from driver.baselines import RULE_NAMES, RULES
 
-    names = {"cue": "hedge-cue rule", "own_answer": "own-answer rule"}
     lines = []
     for rule in RULES:
         key = f"rule/{rule}/"
         if key + "genselect" not in result:
             continue
-        line = (f"[{tag}, {names[rule]}] whole prompt {result[key + 'genselect']:.3f} "
+        line = (f"[{tag}, {RULE_NAMES[rule]}] whole prompt {result[key + 'genselect']:.3f} "
                 f"[{result[key + 'genselect_lo']:.3f}, {result[key + 'genselect_hi']:.3f}]")
         if key + "knockout/genselect" in result:
             line += (f"  knockout {result[key + 'knockout/genselect']:.3f} [{result[key + 'knockout/genselect_lo']:.3f}, "

@@ -8,6 +8,8 @@ import math
 from pathlib import Path
 from typing import Optional
 
+from driver.baselines import RULE_NAMES, RULES
+
 
 class MetricsLog:
     """Appends one JSON line per record to `run_dir/metrics.jsonl` and mirrors scalars to TensorBoard."""
@@ -188,9 +190,6 @@ def summarize(log: MetricsLog, wall_seconds: float, steps: int) -> dict:
     }
 
 
-RULE_NAMES = {"cue": "hedge-cue rule", "own_answer": "own-answer rule"}
-
-
 def set_summary(evals: list, prefix: str) -> Optional[dict]:
     """One held-out set's first and last readings (the eval records holding its `prefix` keys; driver/heldout.py):
     the policy read whole and by knockout, majority@N, random@N, pass@N and each rule selector, each start and
@@ -210,7 +209,7 @@ def set_summary(evals: list, prefix: str) -> Optional[dict]:
            "pass_at_n": last.get(prefix + "pass_at_n"),
            "rules": {rule: {"whole": reading(f"rule/{rule}/genselect"),
                             "knockout": reading(f"rule/{rule}/knockout/genselect")}
-                     for rule in ("cue", "own_answer") if first.get(f"{prefix}rule/{rule}/genselect") is not None}}
+                     for rule in RULES if first.get(f"{prefix}rule/{rule}/genselect") is not None}}
     out["best_non_rl"] = best_non_rl(out)
     return out
 
@@ -262,7 +261,7 @@ def rule_summary(first: dict, last: dict) -> Optional[dict]:
     """The rule selectors read beside the policy (driver/baselines.py) at the first and last reading: {rule: {start,
     final, final_ci, start_knockout, final_knockout, final_knockout_ci}} (None: none was read)."""
     out = {}
-    for rule in ("cue", "own_answer"):
+    for rule in RULES:
         key = f"rule/{rule}/"
         if last.get(key + "genselect") is None:
             continue
