@@ -11,7 +11,7 @@ learner_step -> sync_weights); only what a task is differs:
   `verifier.reward=partial`);
 * the advantage is `algorithm.advantage_estimator` with its `algorithm.*` parameters: `grpo` (DAPO),
   `maxk` (max@k, arXiv 2510.23393; `maxk_off_policy` corrects stale samples with the sequence log-ratio of
-  `Fleet.policy_logprobs` against the engine's behaviour log-probs), `bon_rlb` / `bon_rlb_p` (Chow et al.,
+  `driver.step.policy_logprobs` against the engine's behaviour log-probs), `bon_rlb` / `bon_rlb_p` (Chow et al.,
   arXiv 2412.15287);
 * evaluation is pass@k on held-out problems: `eval_samples` = K solutions per problem at
   `rollout.temperature`, pass@1..pass@K and max@k with the unbiased estimators, bootstrap 95% CIs
@@ -34,7 +34,7 @@ import numpy as np
 
 from driver.data.problem import DataError
 from driver.report import log_k_axis, summarize
-from driver.fleet import RunFailed, how_to_continue
+from driver.failure import RunFailed, how_to_continue
 from driver.run import Run
 
 

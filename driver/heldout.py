@@ -10,7 +10,7 @@ import logging
 import time
 
 from core.algo.genselect import PromptStyle
-from driver.fleet import RunFailed
+from driver.failure import RunFailed
 
 log = logging.getLogger("genselect.heldout")
 

@@ -2,7 +2,7 @@
 
 `Run` owns the Ray session, the actors (started by `cluster.launch`, held with the weight sync and the policy version
 by `self.fleet`, driver/fleet.py), the prompt stream, the metrics log and the checkpoints. The stages of a step live
-in driver/step.py and driver/fleet.py; `driver.train.train_loop` calls them, and this object's record, evaluate and
+in driver/step.py; `driver.train.train_loop` calls them, and this object's record, evaluate and
 checkpoint between steps. Nothing a stage calls comes back here.
 """
 from __future__ import annotations
@@ -20,7 +20,7 @@ from actors.faults import maybe_crash
 from core.algo.genselect import PromptStyle, write_prompt_style
 from core.config import to_yaml
 from driver import checkpoint as ckpt
-from driver.fleet import RunFailed
+from driver.failure import RunFailed
 from driver.heldout import HeldOutReader, eval_lines, on_schedule
 from driver.report import MetricsLog, Progress, plot_curves, summarize
 
@@ -246,6 +246,8 @@ class Run:
         return step
 
     def _resume(self, folder: Path) -> int:
+        from driver.step import sync_weights
+
         state = ckpt.load_driver_state(folder)
         ckpt.check_compatible(folder, self.cfg, list(self.collector.tasks))  # with their mirror twins, if any
         self.fleet.call([l.load_checkpoint.remote(str(folder / "learner")) for l in self.handles.learners],
@@ -256,7 +258,7 @@ class Run:
         except ValueError as err:
             raise RunFailed(f"cannot resume from {folder}: {err}") from None
         self.collector.stream = self.stream
-        self.fleet.sync_weights(state["version"])
+        sync_weights(self.fleet, state["version"])
         self.metrics.truncate_after(state["step"])
         _truncate_jsonl(self.run_dir / "consumed.jsonl", state["step"])
         message = (f"resumed from {folder} at step {state['step']} (policy version {self.version}, "

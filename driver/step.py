@@ -1,17 +1,17 @@
-"""Stages 1-4 of one training step (driver/train.py calls them in this order): from prompts to the learner's
-sharded batch, DAPO's data path between the rollout engines and the learner (arXiv 2503.14476, section 3).
+"""The stages of one training step (driver/train.py calls them in this order): from prompts to new weights in the
+rollout engines, DAPO's data path between the rollout engines and the learner (arXiv 2503.14476, section 3).
 
     1. `RolloutCollector.collect`: issue prompts to the rollout actors, have the verifier pool score them, and hand
        back full batches of scored groups that pass stage 2, refilling with fresh generation rounds while too few do.
-    2. `filter_groups` (applied by the collector): drop groups older than the staleness bound
-       (`core.algo.dapo.is_stale`), then dynamic sampling: keep groups whose raw rewards are not all equal
-       (std > 0); a group with a failed verification (timeout or crash: reward 0 that is no wrong answer) is always
-       dropped and counted.
+    2. `filter_groups` (applied by the collector): drop groups older than the staleness bound, then dynamic
+       sampling (`dynamic_sampling`).
     3. `shape_and_advantage`: overlong shaping (soft penalty added to the reward, or truncated responses masked
        out), advantages from the configured estimator (GRPO/DAPO, max@k, BoN-RLB), one TrainSequence per response.
-    4. `shard`: the sequences over learner ranks (a group's responses stay on one rank, so the learner computes
-       their shared prompt once; identical samples merged) with balanced token counts. The token-level loss divides
-       by the number of response tokens in the whole batch (all ranks), computed here once (`global_num_tokens`).
+    4. `shard`: the sequences over learner ranks (a group stays on one rank; identical samples merged), balanced by
+       tokens; the token-level loss divides by the whole batch's response tokens (`global_num_tokens`).
+    5. `learner_step`: one DAPO step of every learner rank on its shard (actors/learner.py).
+    6. `sync_weights`: the new weights into every rollout engine (actors/weight_sync.py), retried once a rollout
+       actor that died is back; every `weight_sync.check_every` syncs `check_sync` compares engine and learner.
 
 Every issued prompt is tracked until it is *finished* (trained on, filtered out by dynamic sampling, or dropped as
 too stale), so a checkpoint can record the drawn-but-unfinished ids and a resumed run re-issues exactly those. A
@@ -35,6 +35,7 @@ from core.algo.bon import make_estimator
 from core.config import estimator_params
 from core.records import TrainSequence
 from driver.curriculum import mean_gain
+from driver.failure import RunFailed, how_to_continue
 
 log = logging.getLogger("genselect.collect")
 ABORT_WAIT_S = 60.0  # how long the driver waits for a rollout actor to confirm an abort
@@ -196,20 +197,12 @@ class RolloutCollector:
         return [i for c in self.inflight for i in c.prompt_ids] + [g.task.prompt_id for g in self.ready]
 
 
-def estimator_from_config(algo):
-    """The advantage estimator named by `algo.advantage_estimator`, with every parameter from the config
-    (`core.config.estimator_params`; validated when the config was loaded)."""
-    return make_estimator(algo.advantage_estimator, **estimator_params(algo))
-
-
 def dynamic_sampling(groups: list, enabled: bool) -> tuple:
     """Split groups into (kept, filtered) and count the reasons (metric labels such as 'all_wrong').
 
     A group with a failed verification (a rollout whose check timed out or crashed, `Rollout.verifier_failed`)
     is always filtered, reason 'verifier_failure', even with dynamic sampling off: its reward 0 is not a wrong
-    answer, and training on it would push the policy away from a possibly correct choice. Otherwise, with
-    `enabled`, groups whose rewards are all equal are filtered (DAPO dynamic sampling).
-    """
+    answer. Otherwise, with `enabled`, groups whose rewards are all equal are filtered (DAPO dynamic sampling)."""
     if not groups:
         return [], [], Counter()
     rewards = torch.tensor([g.rewards for g in groups], dtype=torch.float64)
@@ -267,7 +260,7 @@ def shape_and_advantage(groups: list, algo, max_response_tokens: int, policy_log
     scored rollouts).
 
     `policy_logprobs(sequences) -> per-token log-probs` under the policy being trained (the learner's current
-    weights; `driver.fleet.Fleet.policy_logprobs`) is needed only by an off-policy estimator
+    weights; `policy_logprobs` below) is needed only by an off-policy estimator
     (`algorithm.maxk_off_policy`): its sequence log-ratio is `sum(policy log-probs) - sum(behaviour log-probs)` per
     response, over the tokens the policy sampled (`loss_mask` 1)."""
     if not groups:
@@ -285,7 +278,8 @@ def shape_and_advantage(groups: list, algo, max_response_tokens: int, policy_log
         penalty = dapo.overlong_penalty(lengths, max_response_tokens, algo.overlong_buffer_len,
                                         algo.overlong_penalty_factor)
         shaped = shaped + penalty.view(len(groups), G)
-    estimator = estimator_from_config(algo)
+    # the configured estimator, with every parameter from the config (validated when the config was loaded)
+    estimator = make_estimator(algo.advantage_estimator, **estimator_params(algo))
     weights = (~truncated).double() if algo.overlong_filtering else torch.ones(len(rollouts), dtype=torch.float64)
     # a failed verification (timeout, crash) is no wrong answer: out of the loss (filter_groups drops such
     # groups before they get here; this guards callers that skip it)
@@ -341,3 +335,68 @@ def shard(sequences: Sequences, num_ranks: int) -> Batch:
     stats = {**sequences.stats, "batch/distinct_sequences": len(merged)}
     return Batch(shard_sequences(merged, num_ranks), count_loss_tokens(merged), stats)
 
+
+
+# -- stages 5 and 6: the learner ranks and the weight sync (their handles and the calls' deadline: driver/fleet.py)
+def learner_step(fleet, batch: Batch, step: int) -> tuple:
+    """Stage 5: one DAPO step of every learner rank on its shard of `batch` (actors/learner.py `train_step`):
+    (metrics: the batch's and rank 0's, the latter prefixed `learner/`; seconds)."""
+    started = time.time()
+    results = fleet.call([l.train_step.remote(shard, batch.global_num_tokens, step)
+                          for l, shard in zip(fleet.handles.learners, batch.shards)],
+                         fleet.cfg.learner.step_timeout_s, f"learner step {step}")
+    metrics = {**batch.stats, **{f"learner/{k}": v for k, v in results[0].items() if isinstance(v, (int, float))}}
+    return metrics, time.time() - started
+
+
+def sync_weights(fleet, version: int, attempts: int = 3) -> dict:
+    """Stage 6 (also on resume and after a rollout restart): push the learner's weights into every engine as
+    `version` (actors/weight_sync.py), then `fleet.version = version`. A rollout actor that died meanwhile is being
+    restarted by Ray: wait until every engine answers again, then retry the whole sync (the restarted engine gets the
+    current weights that way)."""
+    for attempt in range(1, attempts + 1):
+        try:
+            stats = fleet.broadcaster.sync(version)
+            break
+        except Exception as err:
+            if attempt == attempts:
+                raise RunFailed(f"weight sync to version {version} failed: {err}") from err
+            fleet.sync_retries += 1
+            log.warning("weight sync to version %d failed (%s); waiting for the rollout actors, then retrying",
+                        version, str(err).splitlines()[0][:200])
+            fleet.wait_for_rollouts()
+    fleet.version = version
+    return stats
+
+
+def check_sync(fleet, sequences: list) -> dict:
+    """After every `weight_sync.check_every`-th sync: one of `sequences` scored by every engine and the learner at
+    temperature 1 (driver/sync_check.py); RunFailed when an engine differs by more than weight_sync.check_tolerance."""
+    from driver.sync_check import agreement, checked_sequence
+
+    seq = checked_sequence(sequences)
+    if seq is None:
+        return {}
+    timeout = fleet.cfg.learner.step_timeout_s
+    learner = fleet.call([l.compute_logprobs.remote([seq], 1.0) for l in logprob_ranks(fleet)], timeout,
+                         "learner log-probs (sync check)")[0][0]
+    engines = fleet.call([r.compute_logprobs.remote(seq.prompt_token_ids, seq.response_token_ids)
+                          for r in fleet.handles.rollouts], timeout, "engine log-probs (sync check)")
+    metrics, error = agreement(learner, engines, fleet.cfg.weight_sync.check_tolerance)
+    if error:
+        raise RunFailed(f"{error}; {how_to_continue(fleet.run_dir)}")
+    return metrics
+
+
+def policy_logprobs(fleet, sequences: list) -> list:
+    """Per-token log-probs of each response under the learner's current weights (the policy this step trains), for
+    an off-policy estimator at stage 3 (`algorithm.maxk_off_policy`)."""
+    return fleet.call([l.compute_logprobs.remote(sequences) for l in logprob_ranks(fleet)],
+                      fleet.cfg.learner.step_timeout_s, "learner log-probs (off-policy max@k)")[0]
+
+
+def logprob_ranks(fleet) -> list:
+    """The learner ranks a log-prob forward pass runs on: rank 0, or every rank under ZeRO-3 with several (the
+    forward pass gathers the weights, a collective)."""
+    ranks = fleet.handles.learners
+    return ranks if fleet.cfg.learner.zero_stage == 3 and len(ranks) > 1 else ranks[:1]

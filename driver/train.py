@@ -14,19 +14,20 @@
        dynamic sampling                                                           step.filter_groups
     (with `max_staleness >= 1`, issue the next batch now, so it generates while this one trains)
     3. overlong shaping and advantages -> one TrainSequence per response          step.shape_and_advantage
-       then the run's extra rows, if any (anchor-only worked solutions)           run.extra_rows
+       then the model's extra rows, if any (anchor-only worked solutions)         extra_rows hook
     4. merge identical sequences, shard them over the learner ranks               step.shard
-    5. learner DAPO step (all ranks)                                              Fleet.learner_step
+    5. learner DAPO step (all ranks)                                              step.learner_step
     6. weight sync: push the new weights into every rollout engine (in-flight
-       requests finish on the old weights first) and bump the policy version     Fleet.sync_weights
+       requests finish on the old weights first) and bump the policy version     step.sync_weights
        (every weight_sync.check_every syncs: engines and learner score one
-       trained response alike, or the run stops)                                  Fleet.check_sync
+       trained response alike, or the run stops)                                  step.check_sync
     then record, evaluate and checkpoint (the run's lifecycle: driver/run.py). With `max_staleness = 0` nothing is
     in flight during 3-6: strictly synchronous on-policy training. A step whose groups were all filtered or stale
     skips 3-6 (counted).
-The files a step visits, in order: driver/train.py (this loop), driver/step.py (stages 1-4), actors/rollout.py and
-actors/verifier.py (stage 1), driver/fleet.py (stages 5-6, and the learner's log-probs for an off-policy estimator),
-actors/learner.py, actors/weight_sync.py (the engine side: actors/vllm_extension.py).
+The six files a step visits, in order: driver/train.py (this loop), driver/step.py (the driver side of stages 1-6),
+actors/rollout.py and actors/verifier.py (stage 1), actors/learner.py (stage 5), actors/weight_sync.py (stage 6; the
+engine side of a sync: actors/vllm_extension.py). The actors' handles and the deadline of every call to them:
+driver/fleet.py; the extra rows of the tiny recipe: tiny_recipe/anchor_rows.py.
 """
 from __future__ import annotations
 
@@ -43,9 +44,10 @@ log = logging.getLogger("genselect.train")
 
 def train_loop(run, start_step: int, steps: int) -> None:
     """Steps `start_step`..`steps-1` of the run (see the module docstring for the stages)."""
-    from driver.step import shape_and_advantage, shard  # torch: not for --help or --plan
+    from driver.step import (check_sync, learner_step, policy_logprobs, shape_and_advantage, shard,  # torch: not
+                             sync_weights)                                                        # for --help/--plan
 
-    cfg, algo, fleet = run.cfg, run.cfg.algorithm, run.fleet
+    cfg, algo, fleet, extra_rows = run.cfg, run.cfg.algorithm, run.fleet, run.extra_rows
     pending = deque()
     for step in range(start_step, steps):
         started = time.time()
@@ -59,13 +61,13 @@ def train_loop(run, start_step: int, steps: int) -> None:
         train_metrics, train_s, sync_stats = {}, 0.0, {"seconds": 0.0}
         if collected.groups:
             sequences = shape_and_advantage(collected.groups, algo, cfg.rollout.max_response_tokens,  # 3.
-                                            fleet.policy_logprobs)
-            sequences = run.extra_rows(sequences, collected.groups, step)
+                                            lambda seqs: policy_logprobs(fleet, seqs))
+            sequences = extra_rows(sequences, collected.groups, step)
             batch = shard(sequences, fleet.num_learners)                                              # 4.
-            train_metrics, train_s = fleet.learner_step(batch, step)                                  # 5.
-            sync_stats = fleet.sync_weights(fleet.version + 1)                                        # 6.
+            train_metrics, train_s = learner_step(fleet, batch, step)                                 # 5.
+            sync_stats = sync_weights(fleet, fleet.version + 1)                                       # 6.
             if cfg.weight_sync.check_every and fleet.version % cfg.weight_sync.check_every == 0:
-                train_metrics.update(fleet.check_sync(sequences.sequences))  # do the engines serve what was trained?
+                train_metrics.update(check_sync(fleet, sequences.sequences))  # do the engines serve what was trained?
         else:  # every group filtered or stale after max_num_gen_batches rounds: counted, weights unchanged
             log.warning("step %d: no usable group after %s generation rounds; skipping the update", step,
                         collected.stats.get("collect/rounds"))
@@ -116,7 +118,7 @@ def main(argv=None) -> int:
         return plan_main(cfg, name)
     from driver.checkpoint import IncompatibleCheckpoint
     from driver.data.problem import DataError
-    from driver.fleet import RunFailed
+    from driver.failure import RunFailed
     from driver.report import set_summary_lines
     from driver.run import Run
 

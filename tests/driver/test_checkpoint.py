@@ -67,7 +67,8 @@ def _stub_run(cfg, prompt_ids: list, run_dir):
     run.cfg, run.run_dir = cfg, run_dir
     run.train_tasks = [SimpleNamespace(prompt_id=i, num_candidates=4) for i in prompt_ids]
     run.handles = SimpleNamespace(learners=[])
-    run.fleet = SimpleNamespace(version=0, call=lambda refs, timeout, what: [], sync_weights=lambda version: {})
+    run.fleet = SimpleNamespace(version=0, call=lambda refs, timeout, what: [],
+                                broadcaster=SimpleNamespace(sync=lambda version: {"seconds": 0.0}))
     run.metrics = SimpleNamespace(truncate_after=lambda step: None)
     twins = [i + MIRROR_SUFFIX for i in prompt_ids] if cfg.curriculum.mirror else []
     run.collector = SimpleNamespace(stream=None, tasks=dict.fromkeys(prompt_ids + twins))  # as Run._tasks_by_id

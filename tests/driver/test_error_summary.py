@@ -1,10 +1,10 @@
-"""`driver.fleet.error_summary`: a failed actor start-up names the exception that killed the actor (Ray's own
+"""`driver.failure.error_summary`: a failed actor start-up names the exception that killed the actor (Ray's own
 message says only "died because of an error raised in its creation task", and the actor logs may be gone)."""
 from pathlib import Path
 
 import pytest
 
-from driver.fleet import error_summary
+from driver.failure import error_summary
 
 ROOT = Path(__file__).resolve().parent.parent.parent
 

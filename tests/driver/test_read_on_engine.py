@@ -5,7 +5,7 @@ from types import SimpleNamespace
 import pytest
 from ray.exceptions import RayActorError
 
-from driver.fleet import RunFailed
+from driver.failure import RunFailed
 from driver.heldout import HeldOutReader
 
 
