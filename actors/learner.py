@@ -24,7 +24,6 @@ from __future__ import annotations
 import datetime
 import functools
 import logging
-import os
 import time
 from pathlib import Path
 from typing import Optional
@@ -35,6 +34,7 @@ import torch
 
 from actors import checkpoint_io as cio
 from actors.faults import maybe_crash
+from actors.process_group import join_process_group
 from actors.weight_sender import BroadcastWeightSender
 from actors.packing import (count_anchor_tokens, count_loss_tokens, count_sequences, dummy_micro_batch,
                             pack_sequences, split_mini_batches, unpack_per_sequence)
@@ -45,32 +45,6 @@ from core.records import TrainSequence
 log = logging.getLogger(__name__)
 CKPT_TAG = "state"
 _STAT_KEYS = ("clip_frac", "clip_frac_high", "clip_frac_low", "dual_clip_frac", "approx_kl", "ratio_mean")
-
-
-def join_process_group(init, rank: int, world_size: int, master_addr: str, master_port: int,
-                       attempts: int = 3) -> None:
-    """Set the rendezvous variables and call `init()` (deepspeed.init_distributed with this rank's arguments).
-
-    A single rank has no peer to agree on a port with, so it picks one itself, here, on every interface, and
-    picks again if the pick was taken before its store could listen (EADDRINUSE). Several ranks use the
-    driver's `master_addr:master_port`, which all of them were given; the driver takes it from
-    `core.net.rendezvous_port`, outside the ports that outgoing connections are given (a port from the kernel's
-    ephemeral range, chosen by the driver seconds earlier, was once taken in CI)."""
-    from core.net import rendezvous_port
-
-    for attempt in range(1, attempts + 1):
-        addr, port = (master_addr, master_port) if world_size > 1 else ("127.0.0.1", rendezvous_port(""))
-        os.environ.update(RANK=str(rank), WORLD_SIZE=str(world_size), LOCAL_RANK="0",
-                          LOCAL_WORLD_SIZE=str(world_size), MASTER_ADDR=addr, MASTER_PORT=str(port))
-        try:
-            init()
-            return
-        except RuntimeError as err:
-            taken = "EADDRINUSE" in str(err) or "address already in use" in str(err).lower()
-            if world_size > 1 or not taken or attempt == attempts:
-                raise
-            log.warning("learner rank 0: port %d was taken before the process group could listen on it (%s); "
-                        "picking another", port, str(err).splitlines()[0][:200])
 
 
 class Learner(BroadcastWeightSender):

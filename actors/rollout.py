@@ -25,17 +25,16 @@ import asyncio
 import atexit
 import functools
 import json
-import os
 import time
 import uuid
 import weakref
 from pathlib import Path
 from typing import Optional
 
+from actors.engine_env import CPU_EXECUTOR, configure_cpu_env, engine_backends, on_cpu
 from actors.engine_gate import TokenGate, VersionGate
 from actors.faults import maybe_crash
 from actors.response_forms import FreeText, generate_group
-from actors.vllm_plugin import OWNER_ENV
 from actors.weight_loading import WeightLoading
 from core.chat import answer_prefix, end_token_ids, index_token_ids
 from core.records import Rollout, SolveTask
@@ -49,50 +48,12 @@ CPU_BLOCK_SIZE = 32
 # core's own wait for its worker (VLLM_WORKER_SHUTDOWN_TIMEOUT_SECONDS=5), so on a busy machine the core
 # was force-killed before it unlinked its shared memory (a /dev/shm leak seen here).
 SHUTDOWN_TIMEOUT_S = 30.0
-# vLLM executor on CPU. Its CPU default ("mp") runs the model in a worker process beside the engine core
-# process; "uni" runs it inside the engine core (one process fewer): an engine starts in 15-19 s instead of
-# 26-32 s here (BENCHMARKS.md, "vLLM engine start on CPU"). The model then inherits the actor's thread settings
-# (Ray's OMP_NUM_THREADS = the actor's CPUs) instead of vLLM's core binding. vLLM accepts "uni" on CPU only
-# with VLLM_ENABLE_V1_MULTIPROCESSING=0, which for AsyncLLM changes nothing else: its engine core is
-# always a process of its own.
-CPU_EXECUTOR = "uni"
-
-
 class RolloutTimeout(TimeoutError):
     """A generate call ran past RolloutConfig.request_timeout_s (its requests were aborted)."""
 
 
 class RolloutAborted(RuntimeError):
     """A generate call was ended by `abort(call_id)` (its requests were aborted in the engine)."""
-
-
-def configure_cpu_env(cfg) -> None:
-    """Environment for vLLM (read when the engine's processes start): the project defaults
-    (core/env.py: offline hubs, caches under .cache/) where unset, and the KV cache size from
-    `cfg.kv_cache_gib` (whole GiB, vLLM parses an int; the config wins over the environment).
-    On CPU the model runs inside the engine core process (`CPU_EXECUTOR`), with as many threads as the
-    actor's OMP_NUM_THREADS; elsewhere OpenMP binding stays vLLM's `auto` unless set.
-    """
-    from core.env import apply_defaults
-
-    apply_defaults()
-    os.environ["VLLM_CPU_KVCACHE_SPACE"] = str(max(1, int(round(cfg.kv_cache_gib))))
-    os.environ.setdefault("VLLM_CPU_OMP_THREADS_BIND", "auto")
-    if _on_cpu() and CPU_EXECUTOR == "uni":
-        os.environ["VLLM_ENABLE_V1_MULTIPROCESSING"] = "0"
-    os.environ.setdefault("VLLM_NO_USAGE_STATS", "1")
-    # the worker rarely leaves its busy loop on its own when the core stops; vLLM then SIGTERMs (and
-    # SIGKILLs) it after this grace period: 1 s instead of 5. The core, given SHUTDOWN_TIMEOUT_S,
-    # still tears down and unlinks its shared memory afterwards (checked by test_rollout).
-    os.environ.setdefault("VLLM_WORKER_SHUTDOWN_TIMEOUT_SECONDS", "1")
-    # the engine's processes die with this one, even when it is SIGKILLed (actors/vllm_plugin.py)
-    os.environ[OWNER_ENV] = str(os.getpid())
-    if _on_cpu() and cfg.enforce_eager:
-        # vLLM still torch.compiles two sampler helpers (token ranks of the returned log-probs, random sampling):
-        # on a fresh machine inductor spends ~12 s building their C++ kernels at the first request; eager, their
-        # cost at these vocabulary sizes is nothing (torch's `_optimize` reads this variable when vLLM's modules
-        # decorate them, i.e. when the engine is created below)
-        os.environ.setdefault("TORCHDYNAMO_DISABLE", "1")
 
 
 def encode_prompt(tokenizer, prompt: str) -> list:
@@ -137,7 +98,7 @@ class RolloutWorker(VersionGate, WeightLoading):
         self.tokenizer = AutoTokenizer.from_pretrained(self.model_path)
         model_config = _model_config(self.model_path)
         self.tied_embeddings = bool(model_config.get("tie_word_embeddings", False))
-        self.engine_backends = _engine_backends(cfg, dtype, worker_index)
+        self.engine_backends = engine_backends(cfg, dtype, worker_index)
         start = time.perf_counter()
         args = AsyncEngineArgs(
             model=self.model_path, tokenizer=self.model_path, dtype=dtype, seed=seed,
@@ -146,8 +107,8 @@ class RolloutWorker(VersionGate, WeightLoading):
             enforce_eager=cfg.enforce_eager, enable_prefix_caching=True,
             gpu_memory_utilization=cfg.gpu_memory_utilization, worker_extension_cls=EXTENSION,
             logprobs_mode="processed_logprobs", disable_log_stats=True,
-            block_size=CPU_BLOCK_SIZE if _on_cpu() else None,
-            distributed_executor_backend=CPU_EXECUTOR if _on_cpu() else None,
+            block_size=CPU_BLOCK_SIZE if on_cpu() else None,
+            distributed_executor_backend=CPU_EXECUTOR if on_cpu() else None,
             attention_backend=self.engine_backends["attention_backend"],
             kv_cache_memory_bytes=cfg.kv_cache_memory_bytes or None,
         )
@@ -331,7 +292,7 @@ class RolloutWorker(VersionGate, WeightLoading):
 
         from core.chat import generator_prompt_token_ids
 
-        gate = TokenGate(self._step_token_budget() if seed is not None and _on_cpu() else None)
+        gate = TokenGate(self._step_token_budget() if seed is not None and on_cpu() else None)
 
         async def one(i: int, prompt_ids: list, problem_id: str, text: str, domain: str) -> list:
             params = SamplingParams(n=n, temperature=temperature, top_p=1.0, max_tokens=max_tokens, logprobs=0,
@@ -402,25 +363,3 @@ class RolloutWorker(VersionGate, WeightLoading):
             self._shutdown_now()
         except Exception:
             pass
-
-
-def _engine_backends(cfg, dtype: str, worker_index: int) -> dict:
-    """The model runner and attention backend of this engine (core/engine_backends.py), logged; the runner's env var
-    is set for the engine's processes, which read it when they start."""
-    import logging
-
-    from core.engine_backends import choose
-
-    choice = choose(cfg.attention_backend, cfg.model_runner, dtype, on_gpu=not _on_cpu())
-    os.environ.update(choice["env"])
-    logging.getLogger(__name__).warning("rollout[%d]: vLLM model runner %s, attention backend %s (dtype %s)",
-                                        worker_index, choice["model_runner"], choice["attention_backend"], dtype)
-    return choice
-
-
-def _on_cpu() -> bool:
-    from vllm.platforms import current_platform
-
-    return current_platform.is_cpu()
-
-

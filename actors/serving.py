@@ -4,7 +4,7 @@ One replica = one `RolloutWorker` (actors/rollout.py) in the replica's process: 
 settings, chat formatting (core/chat.py, through `RolloutWorker.encode_prompt`), admission gate and
 weight-update path the trainer uses, with the GenSelect prompt builder and `Judgment:` parser of
 core/algo/genselect.py and the selection procedures of core/algo/selection.py (the ones the held-out evaluation
-runs). Nothing here re-implements them.
+runs; /v1/select's use of them: actors/served_selection.py). Nothing here re-implements them.
 
 Endpoints (docs/serving.md has a curl example for each):
     POST /v1/select          problem + N candidates -> chosen index, votes, judgments, policy_version, rounds
@@ -40,15 +40,11 @@ from typing import Optional
 from fastapi import FastAPI, Request
 from fastapi.responses import JSONResponse
 
-from actors import openai_api
+from actors import openai_api, served_selection
 from actors.select_request import (RequestError, SelectorSettings, _client_errors, _is_int, error_response,
                                    parse_json, parse_select, unreserved_gpu_error)
 from actors.weight_board import BOARD_NAMESPACE, check_same_shape, read_model_weights
-from core.algo.genselect import build_prompt, parse_judgment, read_prompt_style
-from core.algo.knockout import DoesNotFit, both_orders_pick, both_orders_scores, majority
-from core.algo.round_robin import all_pairs
-from core.algo.selection import knockout, round_robin
-from core.records import SelectionTask
+from core.algo.genselect import read_prompt_style
 
 log = logging.getLogger("genselect.serving")
 
@@ -260,135 +256,11 @@ class SelectorServer:
             log.exception("request failed")
             return error_response(503, "", f"{type(e).__name__}: {e}", "server_error")
 
-    # ---- /v1/select ------------------------------------------------------------------------------------
-    def _prompt_fits(self, problem: str, candidates: list, group: list) -> bool:
-        prompt = build_prompt(problem, [candidates[i] for i in group], style=self.style)
-        return len(self.worker.encode_prompt(prompt)) <= self.s.max_prompt_tokens
-
+    # ---- /v1/select (actors/served_selection.py) ------------------------------------------------------
     async def _select(self, body: bytes) -> dict:
         req = await asyncio.to_thread(parse_select, body, self.s)
         self.counters["select"] += 1
-        self._check_index_logprobs(req)
-        if req["selection"] == "round_robin":
-            return await self._round_robin(req)
-        problem, candidates = req["problem"], req["candidates"]
-        started = time.perf_counter()
-
-        async def judge(judged: list) -> list:  # every group of a round in flight at once: the engine batches them
-            return await self._judge(req, [g for _, g in judged])
-
-        try:
-            _, (bracket,) = await knockout([len(candidates)], self.s.window, judge,
-                                           fits=lambda _, g: self._prompt_fits(problem, candidates, g))
-        except DoesNotFit as e:
-            raise RequestError(413, "candidates", f"candidates {e.members} together exceed the prompt budget "
-                                                  f"of {self.s.max_prompt_tokens} tokens") from None
-        versions = {v["policy_version"] for r in bracket for v in r["verdicts"] if v is not None}
-        self.counters["knockout_fallbacks"] += sum(v is not None and v["local"] is None
-                                                   for r in bracket[:-1] for v in r["verdicts"])
-        rounds = [{"groups": r["groups"], "winners": r["winners"]} for r in bracket]
-        final = bracket[-1]
-        last = dict(final["verdicts"][0], group=final["groups"][0], winner=final["winners"][0])
-        votes, scores = [0] * len(candidates), [None] * len(candidates)
-        for j, v in zip(last["group"], last["votes"]):
-            votes[j] = v
-        for j, v in zip(last["group"], last.get("scores") or ()):
-            scores[j] = v
-        out = {
-            "index": last["winner"],
-            "votes": votes,
-            "judgments": last["judgments"],
-            "parsed": [last["group"][i] if i is not None else None for i in last["parsed"]],
-            "unparsed": sum(i is None for i in last["parsed"]),
-            "parse_errors": last["parse_errors"],
-            "policy_version": last["policy_version"],
-            "policy_versions": sorted(versions),
-            "rounds": len(rounds),
-            "bracket": rounds,
-            "samples": req["samples"], "temperature": req["temperature"], "orders": req["orders"],
-            "selection": "knockout", "seconds": round(time.perf_counter() - started, 4),
-        }
-        if req["orders"] == 2:
-            out["scores"] = scores
-        return out
-
-    def _check_index_logprobs(self, req: dict) -> None:
-        """A round robin and a knockout read in both orders score the one-token index distribution
-        (`RolloutWorker.index_logprobs`); a model that judges in free text (a pick-then-point selector, the
-        embedded default's) has none: 422 naming the field, before any engine request."""
-        if req["selection"] == "round_robin":
-            field, value = "selection", "round_robin"
-        elif req["orders"] == 2:
-            field, value = "orders", 2
-        else:
-            return
-        if self.worker.allowed_token_ids(2) is None:
-            raise RequestError(422, field, f"{field}={value} reads the log-probs of a one-token index, but this model "
-                                           "writes its judgment in free text (e.g. pick-then-point): use a knockout "
-                                           "read in one order")
-
-    async def _round_robin(self, req: dict) -> dict:
-        """A round robin of pairs (`core.algo.selection.round_robin`): every pair read as given and reversed, in one
-        batch; wins pooled by `answers` when the request sent them. 413 when a pair does not fit the prompt budget."""
-        problem, candidates = req["problem"], req["candidates"]
-        started = time.perf_counter()
-        pairs = all_pairs(len(candidates))
-        too_long = next((p for p in pairs if not self._prompt_fits(problem, candidates, list(p))), None)
-        if too_long is not None:
-            raise RequestError(413, "candidates", f"candidates {list(too_long)} together exceed the prompt budget "
-                                                  f"of {self.s.max_prompt_tokens} tokens")
-        versions = set()
-
-        async def read(orders: list) -> list:
-            try:
-                readings = await self.worker.index_logprobs([self._group_task(req, list(order), k)
-                                                             for k, (_, order) in enumerate(orders)])
-            except ValueError as e:  # a model that answers in free text has no index log-probs
-                raise RequestError(422, "selection", f"round_robin needs the log-prob of every index: {e}") from None
-            versions.update(version for _, version in readings)
-            return [logprobs for logprobs, _version in readings]
-
-        ((index, wins),) = await round_robin([len(candidates)], read, [req["answers"]])
-        versions = sorted(versions)
-        return {"index": index, "selection": "round_robin", "wins": [round(w, 6) for w in wins],
-                "pooled_by_answer": req["answers"] is not None, "pairs": len(pairs),
-                "policy_version": versions[-1], "policy_versions": versions, "rounds": 1, "orders": 2,
-                "samples": 1, "temperature": 1.0, "seconds": round(time.perf_counter() - started, 4)}
-
-    def _group_task(self, req: dict, group: list, i: int) -> SelectionTask:
-        shown = tuple(req["candidates"][j] for j in group)
-        return SelectionTask(prompt_id=f"serve/{i}", problem_id="serve", domain=req["domain"], problem=req["problem"],
-                             candidates=shown, candidate_answers=shown, labels=(0.0,) * len(group), reference="",
-                             prompt=build_prompt(req["problem"], list(shown), style=self.style))
-
-    async def _judge(self, req: dict, judged: list) -> list:
-        """One verdict per group of a round: {local (index within the group, or None), votes, judgments, parsed
-        (local indices or None), parse_errors, policy_version[, scores]}. orders=1: the majority of `samples`
-        sampled judgments; orders=2: the group read as given and reversed from the log-probs of every index
-        (core.algo.knockout.both_orders_pick), `scores` the summed log-probs."""
-        if req["orders"] == 2:
-            tasks = [self._group_task(req, order, i) for i, g in enumerate(judged) for order in (g, g[::-1])]
-            readings = await self.worker.index_logprobs(tasks)
-            verdicts = []
-            for k, g in enumerate(judged):
-                (forward, v1), (backward, v2) = readings[2 * k], readings[2 * k + 1]
-                local = both_orders_pick(forward, backward)
-                verdicts.append({"local": local, "votes": [int(i == local) for i in range(len(g))], "judgments": [],
-                                 "parsed": [local], "parse_errors": [], "policy_version": max(v1, v2),
-                                 "scores": [round(x, 6) for x in both_orders_scores(forward, backward)]})
-            return verdicts
-        results = await self.worker.generate([self._group_task(req, g, i) for i, g in enumerate(judged)],
-                                             n=req["samples"], temperature=req["temperature"],
-                                             max_tokens=self.s.max_response_tokens)
-        verdicts = []
-        for g, result in zip(judged, results):
-            parsed = [parse_judgment(r.response_text, len(g), r.truncated) for r in result.rollouts]
-            local, votes = majority([p.index for p in parsed], len(g))
-            verdicts.append({"local": local, "votes": votes, "judgments": [r.response_text for r in result.rollouts],
-                             "parsed": [p.index if p.ok else None for p in parsed],
-                             "parse_errors": [p.status for p in parsed if not p.ok],
-                             "policy_version": result.policy_version})
-        return verdicts
+        return await served_selection.select(self, req)
 
     # ---- /admin/reload ---------------------------------------------------------------------------------
     async def _reload(self, body: bytes) -> dict:

@@ -31,13 +31,14 @@ import threading
 import time
 from collections import Counter, OrderedDict
 from concurrent.futures import Future, ThreadPoolExecutor
-from typing import Any, Callable, NamedTuple, Optional, Sequence
+from typing import Any, Callable, Optional, Sequence
 
 from actors.math_check import (ERROR, OK, TIMEOUT, ProcessPool, Verdict, check_answer, math_timeout, run_check,
                                warm_up)
 from core.algo.genselect import ParseStatus, blend_pick_reward, parse_judgment, parse_pick, selection_reward
 from core.config import VerifierConfig
 from core.records import Rollout, SelectionTask, SolveTask
+from actors.code_check import Check, check_program, start_sandbox
 from actors.solutions import code_program, stated_answer
 
 log = logging.getLogger(__name__)
@@ -179,7 +180,7 @@ class VerifierPool:
             key = None if answer is None else (task.prompt_id, "answer", answer)
             keys.append(key)
             if key is not None:
-                checks[key] = _Check(task.domain, answer, task.reference, task.entry_point,
+                checks[key] = Check(task.domain, answer, task.reference, task.entry_point,
                                      f"{task.prompt_id}#{len(checks)}")
         verdicts, seconds = self._run_checks(checks)
         counts: Counter = Counter(rollouts=len(rollouts))
@@ -294,13 +295,13 @@ class VerifierPool:
 
     def _verdicts(self, task: SelectionTask, indices: list) -> tuple:
         """({idx: Verdict}, {idx: seconds of a verification run now}) for the chosen candidates `indices`."""
-        checks = {(task.prompt_id, idx): _Check(task.domain, task.candidate_answers[idx], task.reference,
+        checks = {(task.prompt_id, idx): Check(task.domain, task.candidate_answers[idx], task.reference,
                                                 task.entry_point, f"{task.prompt_id}#{idx}") for idx in indices}
         verdicts, seconds = self._run_checks(checks)
         return ({key[1]: v for key, v in verdicts.items()}, {key[1]: v for key, v in seconds.items()})
 
     def _run_checks(self, checks: dict) -> tuple:
-        """({key: Verdict}, {key: seconds of a verification run now}) for `checks` ({cache key: _Check}); cached
+        """({key: Verdict}, {key: seconds of a verification run now}) for `checks` ({cache key: Check}); cached
         verdicts are reused."""
         verdicts, seconds = {}, {}
         for key in checks:
@@ -319,13 +320,13 @@ class VerifierPool:
             self._record(key, checks[key], verdicts[key], seconds[key])
         return verdicts, seconds
 
-    def _submit(self, check: "_Check") -> "Future":
+    def _submit(self, check: "Check") -> "Future":
         self._slots.acquire()  # the bounded queue: blocks while processes + queue_size are pending
         future = self._threads.submit(self._verify, check)
         future.add_done_callback(lambda _: self._slots.release())
         return future
 
-    def _verify(self, check: "_Check") -> tuple:
+    def _verify(self, check: "Check") -> tuple:
         """(Verdict, seconds) for one answer or program; never raises."""
         start = time.monotonic()
         try:
@@ -343,7 +344,7 @@ class VerifierPool:
         except Exception as e:  # noqa: BLE001 -- reported as an "error" verdict and counted
             return Verdict(0.0, ERROR, f"{type(e).__name__}: {e}"), time.monotonic() - start
 
-    def _record(self, key: tuple, check: "_Check", verdict: Verdict, seconds: float) -> None:
+    def _record(self, key: tuple, check: "Check", verdict: Verdict, seconds: float) -> None:
         status = {OK: "ok", TIMEOUT: "timeouts"}.get(verdict.status, "errors")
         with self._lock:
             self._counts["verified"] += 1
@@ -373,56 +374,4 @@ class VerifierPool:
         return selection_reward(judgment, scores, self.cfg.reward)
 
 
-def start_sandbox(cfg: VerifierConfig) -> Any:
-    """A started `SandboxPool` for `cfg` (raises `SandboxUnavailable` naming what is missing)."""
-    from sandbox.pool import SandboxConfig, SandboxPool
-    if cfg.sandbox_timeout_s >= cfg.timeout_s:
-        log.warning("verifier.sandbox_timeout_s=%s >= verifier.timeout_s=%s: slow code runs will be scored as "
-                    "verifier timeouts instead of partial credit", cfg.sandbox_timeout_s, cfg.timeout_s)
-    sandbox_cfg = SandboxConfig(backend=cfg.sandbox_backend, timeout_s=cfg.sandbox_timeout_s,
-                                case_timeout_s=min(3.0, cfg.sandbox_timeout_s), memory_mb=cfg.sandbox_memory_mb,
-                                workers=cfg.processes_per_worker)
-    return SandboxPool(sandbox_cfg)
-
-
-class _Check(NamedTuple):
-    """One verification: a math answer against its reference, or a program against its tests."""
-    domain: str
-    answer: str          # math: the answer string; code: the program
-    reference: str       # math: the reference answer; code: the test program or stdin/stdout cases
-    entry_point: str     # code: the function under test ("" for stdin/stdout cases)
-    task_id: str         # for the sandbox and the logs
-
-
-def check_code(sandbox: Any, task: SelectionTask, idx: int, deadline_s: float) -> tuple:
-    """Run candidate `idx` of `task` against `task.reference` in the sandbox: (Verdict, sandbox status); see
-    `check_program`."""
-    return check_program(sandbox, _Check("code", task.candidate_answers[idx], task.reference, task.entry_point,
-                                         f"{task.prompt_id}#{idx}"), deadline_s)
-
-
-def check_program(sandbox: Any, check: _Check, deadline_s: float) -> tuple:
-    """Run `check.answer` (a program) against `check.reference` in the sandbox: (Verdict, sandbox status).
-
-    HumanEval-style `check(candidate)` tests when `check.entry_point` is set, else stdin/stdout cases (a JSON
-    list). The verdict's score is the unit-test pass fraction; what the *solution* does (fails, hangs, floods
-    its output, runs out of memory) is a verdict about the candidate ("ok", with the tests it passed); a
-    sandbox failure or unparseable tests is "error"; no result within `deadline_s` is "timeout".
-    """
-    from concurrent.futures import TimeoutError as FutureTimeout
-    from sandbox.pool import CodeTask
-    code_task = CodeTask(solution=check.answer, tests=check.reference,
-                         format="assert" if check.entry_point else "stdio", entry_point=check.entry_point or None,
-                         task_id=check.task_id)
-    future = sandbox.submit(code_task)
-    try:
-        result = future.result(timeout=deadline_s)
-    except FutureTimeout:
-        future.cancel()
-        return Verdict(0.0, TIMEOUT, f"no sandbox result within {deadline_s:.1f}s"), "verifier_timeout"
-    if result.status in ("sandbox_error", "invalid_tests"):
-        return Verdict(0.0, ERROR, f"{result.status}: {result.error}"), result.status
-    return Verdict(result.pass_fraction, OK, f"{result.status}: {result.passed}/{result.total}"), result.status
-
-
-__all__ = ["VerifierPool", "start_sandbox", "check_code", "check_program", "DOMAINS", "PARSE_FAILURE", "NO_ANSWER"]
+__all__ = ["VerifierPool", "start_sandbox", "check_program", "DOMAINS", "PARSE_FAILURE", "NO_ANSWER"]

@@ -603,7 +603,7 @@ JOIN_TAKEN_PORT = r'''
 import datetime, functools, socket, sys
 import torch.distributed as dist
 import core.net
-from actors.learner import join_process_group
+from actors.process_group import join_process_group
 
 held = socket.socket()
 held.bind(("", 0))

@@ -105,7 +105,7 @@ def test_cpu_engines_run_vllms_sampler_helpers_eagerly():
 
     script = (
         "import dataclasses, os\n"
-        "from actors.rollout import configure_cpu_env\n"
+        "from actors.engine_env import configure_cpu_env\n"
         "from core.config import RolloutConfig\n"
         "configure_cpu_env(dataclasses.replace(RolloutConfig(), enforce_eager=False))\n"
         "compiled_kept = os.environ.get('TORCHDYNAMO_DISABLE')\n"
