@@ -1,0 +1,56 @@
+"""The files one training step visits, as driver/train.py's docstring names them, stay true: the loop calls one step
+module and the run's lifecycle only, and every actor method the step module calls is defined in a named file."""
+import ast
+import re
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[2]
+STEP_FILES = ["driver/train.py", "driver/step.py", "actors/rollout.py", "actors/verifier.py", "actors/learner.py",
+              "actors/weight_sync.py"]
+LIFECYCLE = {"cfg", "fleet", "collector", "extra_rows", "record_step", "should_evaluate", "evaluate", "checkpoint"}
+
+
+def _tree(path: str) -> ast.Module:
+    return ast.parse((REPO / path).read_text())
+
+
+def _defined_methods(path: str) -> set:
+    return {n.name for n in ast.walk(_tree(path)) if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))}
+
+
+def test_the_loops_docstring_names_the_six_files_a_step_visits():
+    doc = ast.get_docstring(_tree("driver/train.py"))
+    sentence = doc[doc.index("The six files a step visits"):]
+    sentence = sentence[:sentence.index("The actors' handles")]
+    named = re.findall(r"(?:driver|actors)/\w+\.py", sentence)
+    assert [f for f in named if f != "actors/vllm_extension.py"] == STEP_FILES
+    assert all((REPO / f).is_file() for f in named)
+
+
+def test_the_loop_imports_only_the_step_module_and_calls_only_the_runs_lifecycle():
+    loop = next(n for n in ast.walk(_tree("driver/train.py")) if isinstance(n, ast.FunctionDef)
+                and n.name == "train_loop")
+    imports = {n.module for n in ast.walk(loop) if isinstance(n, ast.ImportFrom)}
+    assert imports == {"driver.step"}
+    used = {n.attr for n in ast.walk(loop) if isinstance(n, ast.Attribute) and isinstance(n.value, ast.Name)
+            and n.value.id == "run"}
+    assert used <= LIFECYCLE, used - LIFECYCLE
+
+
+def test_every_actor_method_the_step_module_calls_is_in_a_named_actor_file():
+    step = _tree("driver/step.py")
+    remote = {n.value.attr for n in ast.walk(step) if isinstance(n, ast.Attribute) and n.attr == "remote"
+              and isinstance(n.value, ast.Attribute)}
+    assert {"generate", "score_groups", "train_step", "compute_logprobs", "abort"} <= remote
+    defined = set().union(*(_defined_methods(f) for f in STEP_FILES[2:]))
+    assert remote <= defined, remote - defined
+    assert "sync" in _defined_methods("actors/weight_sync.py")  # stage 6: fleet.broadcaster.sync
+
+
+def test_the_step_module_imports_no_other_stage_code():
+    """driver/step.py's repository imports: packing and core's pure pieces, the curriculum's gain, RunFailed, and the
+    sync check (every weight_sync.check_every syncs); nothing of the run, the fleet or the tiny recipe."""
+    imported = {n.module for n in ast.walk(_tree("driver/step.py")) if isinstance(n, ast.ImportFrom)}
+    own = {m for m in imported if m.split(".")[0] in ("actors", "core", "driver", "tiny_recipe", "cluster")}
+    assert own == {"actors.packing", "core.algo", "core.algo.bon", "core.config", "core.records",
+                   "driver.curriculum", "driver.failure", "driver.sync_check"}
