@@ -92,7 +92,7 @@ def split_by_problem(problems: list, heldout_fraction: float, seed: int) -> tupl
 
 def without_cue(problems: list, share: float, seed: int) -> list:
     """`problems` with the hedging sentences removed from every candidate of a seeded `share` of them (the
-    procedural source's verbal-confidence cue; `data.train_no_cue_share`): the same solutions and labels, so
+    procedural source's verbal-confidence cue; `tiny.train_no_cue_share`): the same solutions and labels, so
     those prompts can be decided only by reading the solutions."""
     from dataclasses import replace
 
