@@ -77,9 +77,8 @@ class VerifierPool:
         queue_size: verifications that may wait beyond the in-flight ones before submission blocks.
         cache_size: verdicts kept (least recently used are evicted).
         math_memory_mb: address-space cap of each math worker process (None: no cap).
-        pick_reward: weight w of a response's pick (`Pick: #g`) in its reward, (1 - w) * [named candidate correct]
-            + w * [picked candidate correct] (a response form that picks first; the run hands its model's value
-            in); 0: the selection reward alone.
+        pick_reward: weight w of a response's pick (`Pick: #g`) in its reward (`blend_pick_reward`), handed in by
+            the run for a model whose response picks first; 0: the selection reward alone.
     """
 
     def __init__(self, cfg: VerifierConfig, domains: Sequence[str] = ("math",),

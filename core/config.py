@@ -138,7 +138,8 @@ def cache_key_settings(section, added_later: dict) -> dict:
 
 
 __all__ = ["TrainConfig", "ModelConfig", "TinyRecipeConfig", "TinyModelConfig", "WarmStartConfig", "PretrainConfig",
-           "DataConfig", "RolloutConfig", "VerifierConfig", "LearnerConfig", "AlgorithmConfig", "WeightSyncConfig", "ClusterConfig",
+           "DataConfig", "RolloutConfig", "VerifierConfig", "LearnerConfig", "AlgorithmConfig", "WeightSyncConfig",
+           "ClusterConfig",
            "CurriculumConfig", "ServeConfig", "ConfigError", "CONFIG_DIR", "load_config", "resolve_config_path",
            "estimator_params", "resolve_ratio_reference", "to_yaml", "from_yaml", "describe", "is_recipe_key",
            "cache_key_settings"]

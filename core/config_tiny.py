@@ -26,17 +26,19 @@ class TinyModelConfig:
                                   "tokens (false: a line like `7 * 8 = 56` is then a lookup over whole tokens).")
     max_position_embeddings: int = _f(4096, "Longest sequence (prompt + response) the model accepts.")
     induction_circuit: bool = _f(False, "Write an induction circuit into the initial weights (copy the token that "
-                                        "followed the last three tokens' earlier occurrence; tiny_recipe/induction.py) and "
-                                        "keep it frozen in every training stage (pretraining, warm-start, learner). "
-                                        "Needs the default shape (hidden 256, 4 heads, 2 KV heads).")
+                                        "followed the last three tokens' earlier occurrence; "
+                                        "tiny_recipe/induction.py) and keep it frozen in every training stage "
+                                        "(pretraining, warm-start, learner). Needs the default shape (hidden 256, 4 "
+                                        "heads, 2 KV heads).")
     response: str = _f("index", "'index': the response is the index alone, after the prompt's `Judgment: ` "
                                 "(core/chat.py); 'solve_point': the problem is restated after the prompt and the "
                                 "model writes a worked solution ending in `Answer: X #k`, k a candidate stating X "
-                                "(needs tiny.answer_labels; tiny_recipe.chat.SOLVE_POINT_TEMPLATE); 'pick_point': the model "
-                                "writes `Pick: #g` after the prompt, its own worked solution with that line in its "
-                                "context, then ` #k` (tiny_recipe.chat.PICK_POINT_TEMPLATE); both indices are sampled, the "
-                                "solution between them written greedily (tiny_recipe/pick_point.py; needs tiny.answer_labels "
-                                "and tiny.warm_start.target=pick_point).")
+                                "(needs tiny.answer_labels; tiny_recipe.chat.SOLVE_POINT_TEMPLATE); 'pick_point': "
+                                "the model writes `Pick: #g` after the prompt, its own worked solution with that "
+                                "line in its context, then ` #k` (tiny_recipe.chat.PICK_POINT_TEMPLATE); both "
+                                "indices are sampled, the solution between them written greedily "
+                                "(tiny_recipe/pick_point.py; needs tiny.answer_labels and "
+                                "tiny.warm_start.target=pick_point).")
 
 
 @dataclass
