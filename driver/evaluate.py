@@ -212,12 +212,13 @@ def sample_index_only(model: str, config: Optional[str] = None) -> bool:
 
 def _run_config(model: str, config: Optional[str] = None):
     """The TrainConfig of `config` (a config name or YAML path), else of the run `model` was exported from
-    (`RUN/config.yaml` beside `RUN/export`), else None."""
-    from core.config import load_config
+    (`RUN/config.yaml` beside `RUN/export`, read as written, older key paths moved), else None."""
+    from core.config import from_yaml, load_config
 
+    if config:
+        return load_config(config)
     run_config = Path(model).parent / "config.yaml"
-    source = config or (str(run_config) if Path(model).name == "export" and run_config.is_file() else None)
-    return load_config(source) if source else None
+    return from_yaml(run_config.read_text()) if Path(model).name == "export" and run_config.is_file() else None
 
 
 def _parse_args(argv: Sequence[str]) -> argparse.Namespace:
