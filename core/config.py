@@ -78,7 +78,7 @@ def _refuse_moved_keys(tree, where: str, key: str = "") -> None:
     """ConfigError (one line, naming the new path) if `tree` (a YAML layer as nested dicts) or the override `key`
     (dotted) sets a key that moved into the `tiny:` section (core/config_tiny.py MOVED_KEYS)."""
     found = moved_key(key) if key else None
-    suffix = key[len(found[0]):] if found else ""  # model.pretrain.steps: set tiny.pretrain.steps
+    suffix = key[len(found[0]):] if found else ""  # the key below the moved path, kept under the new one
     if found is None and isinstance(tree, dict) and moved_keys_in(tree):
         found = moved_key(moved_keys_in(tree)[0])
     if found:
