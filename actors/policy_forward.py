@@ -148,7 +148,7 @@ def micro_batch_loss(logprobs, mb, algo, num_tokens: int, world_size: int, prox=
 def anchor_loss(logprobs, mb, coef: float, num_anchor_tokens: int, world_size: int) -> tuple:
     """The label-free solution anchor of one packed micro-batch (pure): `coef` times the mean negative log-likelihood
     of the anchor targets (`mb.anchor_weights`: the model's own greedy solutions, and the worked solutions of
-    `algorithm.anchor_corpus_rows`), averaged over the `num_anchor_tokens` of the whole mini-batch on all ranks
+    `tiny.anchor_corpus_rows`), averaged over the `num_anchor_tokens` of the whole mini-batch on all ranks
     exactly as the DAPO token mean is (`token_level_mean`). A supervised term beside the policy gradient, as
     InstructGPT's pretraining mix (arXiv 2203.02155 eq. 2).
     logprobs: (N,) with grad. Returns (loss to backpropagate, the micro-batch's NLL sum, detached)."""

@@ -78,11 +78,14 @@ class VerifierPool:
         queue_size: verifications that may wait beyond the in-flight ones before submission blocks.
         cache_size: verdicts kept (least recently used are evicted).
         math_memory_mb: address-space cap of each math worker process (None: no cap).
+        pick_reward: weight w of a response's pick (`Pick: #g`) in its reward (`blend_pick_reward`), handed in by
+            the run for a model whose response picks first; 0: the selection reward alone.
     """
 
     def __init__(self, cfg: VerifierConfig, domains: Sequence[str] = ("math",),
                  check_fn: Optional[Callable[..., Verdict]] = None, context: str = "forkserver",
-                 queue_size: int = 64, cache_size: int = 65536, math_memory_mb: Optional[int] = 2048):
+                 queue_size: int = 64, cache_size: int = 65536, math_memory_mb: Optional[int] = 2048,
+                 pick_reward: float = 0.0):
         if cfg.reward not in REWARD_MODES:
             raise ValueError(f"verifier.reward={cfg.reward!r} is not one of {list(REWARD_MODES)}")
         if cfg.processes_per_worker < 1 or cfg.timeout_s <= 0:
@@ -91,6 +94,7 @@ class VerifierPool:
         if unknown:
             raise ValueError(f"unknown domains {unknown}; expected a subset of {list(DOMAINS)}")
         self.cfg = cfg
+        self.pick_reward = pick_reward
         self._check_fn = check_fn or check_answer
         self._context = context
         self._math_memory_mb = math_memory_mb
@@ -129,7 +133,7 @@ class VerifierPool:
         if isinstance(task, SolveTask):
             return self._score_solutions(task, rollouts)
         judgments = [parse_judgment(r.response_text, task.num_candidates, r.truncated) for r in rollouts]
-        picks = [parse_pick(r.response_text, task.num_candidates) if self.cfg.pick_reward else None
+        picks = [parse_pick(r.response_text, task.num_candidates) if self.pick_reward else None
                  for r in rollouts]
         verdicts, seconds = self._verdicts(task, sorted({j.index for j in judgments if j.ok}
                                                         | {g for g in picks if g is not None}))
@@ -150,13 +154,13 @@ class VerifierPool:
                 counts["cache_hits"] += 1
             rollout.verifier_status = verdict.status
             rollout.reward = self._reward(task, judgment, verdict)
-            if self.cfg.pick_reward:
+            if self.pick_reward:
                 picked = verdicts.get(pick) if pick is not None else None
                 if picked is not None and picked.status != OK:  # a failed check of the pick: masked like the final's
                     rollout.verifier_status, rollout.reward = picked.status, 0.0
                 else:
                     rollout.reward = blend_pick_reward(rollout.reward, picked.score if picked else None,
-                                                       self.cfg.pick_reward)
+                                                       self.pick_reward)
             counts[f"rollout_status/{rollout.verifier_status}"] += 1
         for rollout, pick in zip(rollouts, picks):  # a verification run for a pick alone: its first picker's
             if pick in seconds:

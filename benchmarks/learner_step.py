@@ -65,7 +65,7 @@ def default_model_and_tasks(config: str = "configs/selector.yaml"):
     from driver.prepare import prepare
 
     cfg = load_config(str(REPO / config))
-    prepared = prepare(cfg.data, cfg.model, with_model=True, progress=False)
+    prepared = prepare(cfg.data, cfg.model, with_model=True, progress=False, tiny_cfg=cfg.tiny)
     return prepared.model_dir, load_dataset(prepared.dataset_dir).train, AutoTokenizer.from_pretrained(
         prepared.model_dir), cfg
 

@@ -244,7 +244,7 @@ def main(argv=None) -> int:
     else:
         from driver.prepare import prepare
 
-        model = str(Path(prepare(cfg.data, cfg.model, eval_prompts=50).model_dir).resolve())
+        model = str(Path(prepare(cfg.data, cfg.model, eval_prompts=50, tiny_cfg=cfg.tiny).model_dir).resolve())
     from driver.serve import run_config_of
 
     run_cfg = run_config_of(model)  # the training run's data and rollout settings, when the model has one

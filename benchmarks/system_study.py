@@ -77,7 +77,7 @@ def quick(settings: Settings) -> Settings:
     settings.synth_problems, settings.synth_k, settings.selector_steps, settings.bon_draws = 100, 8, 2, 2
     settings.extra_generator = ["prompts_per_step=4", "checkpoint_every=0"]
     settings.extra_selector = ["prompts_per_step=4", "rollout.samples_per_prompt=4", "eval_every=0",
-                               "eval_prompts=16", "model.warm_start.steps=10", "checkpoint_every=0"]
+                               "eval_prompts=16", "tiny.warm_start.steps=10", "checkpoint_every=0"]
     return settings
 
 

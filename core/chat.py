@@ -16,7 +16,7 @@ from __future__ import annotations
 SEPARATOR = "\n\nResponse:\n"
 ANSWER_PREFIX = "Judgment: "
 # What a response that picks first writes right after the prompt, before the pick's index and its worked solution
-# (`Pick: #3`; model.pretrain.pick_line). The pick comes first because an index sampled before the solution learns
+# (`Pick: #3`; tiny.pretrain.pick_line). The pick comes first because an index sampled before the solution learns
 # the hedge cue (0.47 -> 0.78 on held-out pairs) while one sampled after it collapsed onto one index (0.405).
 PICK_MARK = "Pick: #"
 # What precedes the index in a solve-then-point or pick-then-point answer line (`Answer: 24 #3`,

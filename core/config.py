@@ -15,10 +15,12 @@ from typing import Any, Optional
 from omegaconf import DictConfig, OmegaConf
 from omegaconf.errors import OmegaConfBaseException
 
-from core.config_model import DataConfig, ModelConfig, PretrainConfig, TinyModelConfig, WarmStartConfig
+from core.config_model import DataConfig, ModelConfig
 from core.config_rules import ConfigError, check, estimator_params, resolve, resolve_ratio_reference
 from core.config_schema import (AlgorithmConfig, ClusterConfig, CurriculumConfig, LearnerConfig, RolloutConfig,
                                 ServeConfig, TrainConfig, VerifierConfig, WeightSyncConfig)
+from core.config_tiny import (PretrainConfig, TinyModelConfig, TinyRecipeConfig, WarmStartConfig, migrate_moved_keys,
+                              moved_key, moved_keys_in)
 
 CONFIG_DIR = Path(__file__).resolve().parent.parent / "configs"
 
@@ -38,11 +40,16 @@ def load_config(name_or_path: str = "default", overrides: Optional[list] = None)
     Returns a typed TrainConfig object."""
     schema = OmegaConf.structured(TrainConfig)
     try:
-        merged = OmegaConf.merge(schema, *_yaml_layers(name_or_path))
+        layers = _yaml_layers(name_or_path)
+        for layer in layers:
+            _refuse_moved_keys(OmegaConf.to_container(layer), f"config {name_or_path!r}")
+        merged = OmegaConf.merge(schema, *layers)
         dotlist = list(overrides or [])
         for item in dotlist:
             if "=" not in item:
                 raise ConfigError(f"override {item!r} is not of the form key=value")
+            _refuse_moved_keys(OmegaConf.to_container(OmegaConf.from_dotlist([item])), f"override {item!r}",
+                               item.partition("=")[0].strip())
         merged = OmegaConf.merge(merged, OmegaConf.from_dotlist(dotlist))
         cfg = OmegaConf.to_object(merged)
     except OmegaConfBaseException as e:
@@ -67,6 +74,19 @@ def _yaml_layers(name_or_path: str, seen: tuple = ()) -> list:
     return _yaml_layers(base, seen + (path.resolve(),)) + [layer]
 
 
+def _refuse_moved_keys(tree, where: str, key: str = "") -> None:
+    """ConfigError (one line, naming the new path) if `tree` (a YAML layer as nested dicts) or the override `key`
+    (dotted) sets a key that moved into the `tiny:` section (core/config_tiny.py MOVED_KEYS)."""
+    found = moved_key(key) if key else None
+    suffix = key[len(found[0]):] if found else ""  # the key below the moved path, kept under the new one
+    if found is None and isinstance(tree, dict) and moved_keys_in(tree):
+        found = moved_key(moved_keys_in(tree)[0])
+    if found:
+        old, new = found
+        raise ConfigError(f"{where}: {old} moved to {new} (the embedded tiny recipe's keys are under `tiny:`); "
+                          f"set {new}{suffix} instead")
+
+
 def _first_line(e: Exception) -> str:
     return str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
 
@@ -77,8 +97,10 @@ def to_yaml(cfg: Any) -> str:
 
 
 def from_yaml(text: str) -> TrainConfig:
-    """Inverse of to_yaml (used on resume), validated like load_config."""
-    merged = OmegaConf.merge(OmegaConf.structured(TrainConfig), OmegaConf.create(text))
+    """Inverse of to_yaml (used on resume), validated like load_config. A config written before the tiny recipe's
+    keys moved under `tiny:` (a run folder's config.yaml) is read with them moved."""
+    tree = migrate_moved_keys(OmegaConf.to_container(OmegaConf.create(text)))
+    merged = OmegaConf.merge(OmegaConf.structured(TrainConfig), OmegaConf.create(tree))
     cfg = OmegaConf.to_object(merged)
     check(cfg)
     return resolve(cfg)
@@ -97,15 +119,13 @@ def describe(cls: type = TrainConfig, prefix: str = "") -> list:
     return rows
 
 
-#: the keys of the embedded tiny recipe (the model built here, its label-free pretraining and warm-start, and the
-#: response forms and terms only it uses): `--help` lists them apart from the system's keys
-RECIPE_KEY_PREFIXES = ("model.tiny.", "model.pretrain.", "model.warm_start.", "model.seed", "data.train_no_cue_share",
-                       "data.answer_labels", "data.line_labels", "data.solution_end_line", "rollout.sample_index_only",
-                       "verifier.pick_reward", "algorithm.solution_anchor", "algorithm.anchor_corpus_rows")
+#: the keys of the embedded tiny recipe (the `tiny:` section, core/config_tiny.py: the model built here, its label-free
+#: pretraining and warm-start, and the response forms and terms only it uses): `--help` lists them after the system's
+RECIPE_KEY_PREFIXES = ("tiny.",)
 
 
 def is_recipe_key(key: str) -> bool:
-    """Whether `key` (dotted) belongs to the embedded tiny recipe (RECIPE_KEY_PREFIXES)."""
+    """Whether `key` (dotted) belongs to the embedded tiny recipe (the `tiny:` section)."""
     return key.startswith(RECIPE_KEY_PREFIXES)
 
 
@@ -117,8 +137,9 @@ def cache_key_settings(section, added_later: dict) -> dict:
     return {k: v for k, v in settings.items() if not (k in added_later and v == added_later[k])}
 
 
-__all__ = ["TrainConfig", "ModelConfig", "TinyModelConfig", "WarmStartConfig", "PretrainConfig", "DataConfig",
-           "RolloutConfig", "VerifierConfig", "LearnerConfig", "AlgorithmConfig", "WeightSyncConfig", "ClusterConfig",
+__all__ = ["TrainConfig", "ModelConfig", "TinyRecipeConfig", "TinyModelConfig", "WarmStartConfig", "PretrainConfig",
+           "DataConfig", "RolloutConfig", "VerifierConfig", "LearnerConfig", "AlgorithmConfig", "WeightSyncConfig",
+           "ClusterConfig",
            "CurriculumConfig", "ServeConfig", "ConfigError", "CONFIG_DIR", "load_config", "resolve_config_path",
            "estimator_params", "resolve_ratio_reference", "to_yaml", "from_yaml", "describe", "is_recipe_key",
            "cache_key_settings"]

@@ -4,11 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from core.config_rules_tiny import TINY_CHOICES, tiny_rules
 from core.config_schema import AlgorithmConfig, TrainConfig
-
-
-# the warm-start target each tiny response needs
-_WARM_TARGET = {"solve_point": "pointer", "pick_point": "pick_point"}
 
 
 class ConfigError(ValueError):
@@ -19,10 +16,6 @@ _CHOICES = {
     "task": ("selector", "generator"),
     "model.dtype": ("float32", "bfloat16"),
     "learner.dtype": ("float32", "bfloat16"),
-    "model.warm_start.target": ("format", "oracle", "pointer", "pick_point"),
-    "model.tiny.response": ("index", "solve_point", "pick_point"),
-    "model.warm_start.pointer": ("own_answer", "uniform", "pick"),
-    "model.pretrain.lr_decay": ("constant", "cosine"),
     "data.source": ("procedural_math", "reasoning_gym", "humaneval", "file", "model"),
     "data.generator_problems": ("procedural_math", "reasoning_gym", "humaneval", "file"),
     "data.bad_rows": ("skip", "error"),
@@ -37,6 +30,7 @@ _CHOICES = {
     "algorithm.bon_p_estimate": ("group", "loo"),
     "weight_sync.backend": ("object_store", "gloo", "nccl", "ipc"),
     "cluster.placement_strategy": ("PACK", "SPREAD", "STRICT_PACK", "STRICT_SPREAD"),
+    **TINY_CHOICES,
 }
 
 
@@ -79,7 +73,6 @@ def check(cfg: TrainConfig) -> None:
         ("data.candidate_error_rate", 0 <= d.candidate_error_rate <= 1, "must be in [0, 1]"),
         ("data.hedge_wrong_rate", 0 <= d.hedge_wrong_rate <= 1, "must be in [0, 1]"),
         ("data.hedge_correct_rate", 0 <= d.hedge_correct_rate <= 1, "must be in [0, 1]"),
-        ("data.train_no_cue_share", 0 <= d.train_no_cue_share <= 1, "must be in [0, 1]"),
         ("data.path", d.source != "file" or bool(d.path), "is required when data.source=file"),
         ("data.path", d.source != "model" or d.generator_problems != "file" or bool(d.path),
          "is required when data.generator_problems=file"),
@@ -87,33 +80,6 @@ def check(cfg: TrainConfig) -> None:
         ("data.generator_max_tokens", d.generator_max_tokens >= 1, "must be >= 1"),
         ("data.max_rows", d.max_rows >= 0, "must be >= 0 (0: every row of the file)"),
         ("data.max_prompt_tokens", d.max_prompt_tokens >= 1, "must be >= 1"),
-        ("data.max_prompt_tokens", cfg.model.name != "tiny"
-         or d.max_prompt_tokens + r.max_response_tokens <= cfg.model.tiny.max_position_embeddings,
-         f"plus rollout.max_response_tokens={r.max_response_tokens} exceeds the model's context "
-         f"(model.tiny.max_position_embeddings={cfg.model.tiny.max_position_embeddings}): prompts that long "
-         f"could not be read"),
-        ("model.pretrain.steps", cfg.model.pretrain.steps >= 0, "must be >= 0 (0: off)"),
-        ("model.pretrain.steps", cfg.model.pretrain.steps == 0 or (cfg.model.name == "tiny"
-                                                               and d.source == "procedural_math"),
-         f"pretrains on procedural worked solutions: needs model.name=tiny and data.source=procedural_math "
-         f"(they are {cfg.model.name!r} and {d.source!r}); set model.pretrain.steps=0"),
-        ("model.pretrain.batch_size", cfg.model.pretrain.batch_size >= 1, "must be >= 1"),
-        ("model.pretrain.lr", cfg.model.pretrain.lr > 0, "must be > 0"),
-        ("model.pretrain.pointer_share", 0 <= cfg.model.pretrain.pointer_share < 1
-         and (cfg.model.pretrain.pointer_share == 0 or cfg.data.answer_labels),
-         "must be in [0, 1), and above 0 only with data.answer_labels (pointer rows read `Answer: X #i` lines)"),
-        ("model.pretrain.context_steps", cfg.model.pretrain.context_steps >= 0
-         and (cfg.model.pretrain.context_steps == 0 or cfg.model.pretrain.steps > 0),
-         "must be >= 0, and above 0 only after a first stage (model.pretrain.steps > 0)"),
-        ("model.pretrain.context_batch", cfg.model.pretrain.context_batch >= 1, "must be >= 1"),
-        ("model.pretrain.context_lr", cfg.model.pretrain.context_lr > 0, "must be > 0"),
-        ("verifier.pick_reward", 0.0 <= cfg.verifier.pick_reward <= 1.0, "must be in [0, 1]"),
-        ("model.pretrain.slipped_share", 0 <= cfg.model.pretrain.slipped_share < 1, "must be in [0, 1)"),
-        ("model.pretrain.pack_tokens", 0 <= cfg.model.pretrain.pack_tokens <= cfg.model.tiny.max_position_embeddings,
-         f"must be 0 (one text per row) or a row length up to model.tiny.max_position_embeddings "
-         f"({cfg.model.tiny.max_position_embeddings})"),
-        ("model.pretrain.solution_check", not cfg.model.pretrain.solution_check or cfg.model.pretrain.slipped_share > 0,
-         "needs model.pretrain.slipped_share > 0 (a check of correct solutions only says nothing)"),
         ("rollout.samples_per_prompt", r.samples_per_prompt >= 2, "must be >= 2 (group advantages)"),
         ("rollout.max_response_tokens", r.max_response_tokens > a.overlong_buffer_len,
          "must exceed algorithm.overlong_buffer_len"),
@@ -134,11 +100,6 @@ def check(cfg: TrainConfig) -> None:
         ("algorithm.eps_low", 0 < a.eps_low < 1, "must be in (0, 1)"),
         ("algorithm.eps_high", a.eps_high > 0, "must be > 0"),
         ("algorithm.solution_anchor", a.solution_anchor >= 0, "must be >= 0 (0 = off)"),
-        ("algorithm.anchor_corpus_rows", a.anchor_corpus_rows == 0 or (
-            a.anchor_corpus_rows > 0 and a.solution_anchor > 0 and cfg.model.name == "tiny"
-            and cfg.model.tiny.response == "pick_point" and d.source == "procedural_math"),
-         "needs algorithm.solution_anchor > 0, model.tiny.response=pick_point and data.source=procedural_math "
-         "(0 = off)"),
         ("algorithm.dual_clip_c", a.dual_clip_c > 1, "must be > 1"),
         *_estimator_rules(cfg),
         *_generator_rules(cfg),
@@ -156,12 +117,6 @@ def check(cfg: TrainConfig) -> None:
         ("curriculum.start_candidates", d.min_candidates <= cfg.curriculum.start_candidates <= d.max_candidates,
          "must be between data.min_candidates and data.max_candidates"),
         ("curriculum.window", cfg.curriculum.window >= 1, "must be >= 1"),
-        ("model.warm_start.pool", cfg.model.warm_start.pool == 0 or
-         cfg.model.warm_start.pool >= cfg.model.warm_start.batch_size,
-         "must be 0 (steps x batch_size) or at least model.warm_start.batch_size (a step's rows)"),
-        ("model.warm_start.max_candidates", cfg.model.warm_start.max_candidates == 0 or
-         d.min_candidates <= cfg.model.warm_start.max_candidates, "must be 0 (every prompt) or at least "
-         "data.min_candidates"),
         ("curriculum.max_candidates", cfg.curriculum.max_candidates == 0 or
          cfg.curriculum.start_candidates <= cfg.curriculum.max_candidates,
          "must be 0 (the data's largest) or at least curriculum.start_candidates"),
@@ -172,29 +127,7 @@ def check(cfg: TrainConfig) -> None:
          (cfg.serve.min_replicas == 0 and cfg.serve.max_replicas >= 1), "must be >= serve.min_replicas and >= 1"),
         ("prompts_per_step", cfg.prompts_per_step >= 1, "must be >= 1"),
         ("checkpoint_every", cfg.checkpoint_every >= 0, "must be >= 0 (0: only after the last step)"),
-        ("model.tiny.response", cfg.model.tiny.response == "index" or cfg.data.answer_labels,
-         f"{cfg.model.tiny.response!r} ends a solution with `Answer: X #k`, which points only where the prompt's "
-         "answer lines carry their index: set data.answer_labels=true"),
-        ("model.warm_start.target", not cfg.model.warm_start.enabled or cfg.model.name != "tiny"
-         or cfg.model.warm_start.target == _WARM_TARGET.get(cfg.model.tiny.response, cfg.model.warm_start.target)
-         and (cfg.model.tiny.response != "index" or cfg.model.warm_start.target in ("format", "oracle")),
-         "must be 'pointer' with model.tiny.response=solve_point, 'pick_point' with pick_point, and 'format' or "
-         "'oracle' with index (those write `Judgment: IDX` alone)"),
-        ("rollout.sample_index_only", not r.sample_index_only or cfg.model.tiny.response != "pick_point" or
-         cfg.model.name != "tiny", "must be false with model.tiny.response=pick_point (its rollout samples both "
-         "indices and writes the solution between them greedily)"),
-        ("rollout.sample_index_only", not r.sample_index_only or (
-            cfg.task == "selector" and (cfg.model.name != "tiny" or cfg.model.tiny.response == "solve_point")),
-         "samples the index after a greedily written solution's `#`: it needs task=selector and, with the tiny "
-         "model, model.tiny.response=solve_point"),
-        ("model.tiny.induction_circuit", not cfg.model.tiny.induction_circuit or (
-            cfg.model.tiny.hidden_size, cfg.model.tiny.num_heads, cfg.model.tiny.num_kv_heads) == (256, 4, 2)
-         and cfg.model.tiny.num_layers >= 2, "is written for model.tiny hidden_size=256, num_heads=4, num_kv_heads=2 "
-         "and at least 2 layers"),
-        ("data.max_candidates", not (cfg.task == "selector" and cfg.model.name == "tiny" and r.constrain_index
-                                     and cfg.model.tiny.split_digits and d.max_candidates > 10),
-         "must be <= 10 with the tiny model and rollout.constrain_index (its tokenizer writes one digit per "
-         "token, so indices 10-15 are two tokens); or set rollout.constrain_index=false"),
+        *tiny_rules(cfg),
     ]
     for key, ok, message in rules:
         if not ok:

@@ -1,5 +1,6 @@
 """The config schema: one tree of dataclasses (`TrainConfig`) for every entry point; the model and data sections are in
-core/config_model.py, the rules a config must obey in core/config_rules.py, loading in core/config.py.
+core/config_model.py, the embedded tiny recipe's section (`tiny`) in core/config_tiny.py, the rules a config must obey
+in core/config_rules.py (the recipe's in core/config_rules_tiny.py), loading in core/config.py.
 
 Sub-configs are passed down to the component that owns them (`Learner(cfg.learner)`), never the whole tree. Keys use
 the papers' names (`eps_low`, `eps_high`, `overlong_buffer_len`, `max_staleness`). Each field's `help` metadata is its
@@ -11,6 +12,7 @@ from dataclasses import dataclass
 from typing import Optional
 
 from core.config_model import DataConfig, ModelConfig, _f
+from core.config_tiny import TinyRecipeConfig
 
 
 @dataclass
@@ -36,12 +38,6 @@ class RolloutConfig:
                                      "'Judgment: ', core/chat.py), the response is one token sampled "
                                      "among the valid indices 0..N-1; the learner normalises over the same "
                                      "tokens. No effect on chat models, which reason before their judgment.")
-    sample_index_only: bool = _f(False, "For a model that writes a worked solution ending `Answer: X #k` "
-                                        "(model.tiny.response=solve_point): the solution is written greedily, up "
-                                        "to its `#`, and only the index after it is sampled (G times, among "
-                                        "0..N-1, at the call's temperature); the learner trains that one token, "
-                                        "the solution being part of its prompt. RL on the pointer with the "
-                                        "solution held fixed (docs/models.md).")
     max_num_seqs: int = _f(128, "Most sequences the engine batches at once.")
     max_num_batched_tokens: int = _f(0, "Most tokens the engine schedules in one step (vLLM's "
                                         "max_num_batched_tokens; 0: vLLM's default). Seeded candidate "
@@ -83,9 +79,6 @@ class VerifierConfig:
     sandbox_timeout_s: float = _f(5.0, "Wall deadline for one sandboxed execution.")
     sandbox_memory_mb: int = _f(512, "Memory cap for one sandboxed execution.")
     num_cpus: float = _f(0.0, "CPUs reserved per verifier actor (0: shares cores; it is mostly idle).")
-    pick_reward: float = _f(0.0, "Pick-then-point responses (model.tiny.response=pick_point): weight w of the pick's own "
-                                 "correctness in the reward, (1 - w) * [named candidate correct] + w * [picked "
-                                 "candidate correct]; parse failures still score 0. 0: the selection reward alone.")
 
 
 @dataclass
@@ -135,16 +128,15 @@ class AlgorithmConfig:
                                       "model.dtype != learner.dtype, else 'behaviour'. 'behaviour' with differing "
                                       "dtypes is refused.")
     tis_cap: float = _f(2.0, "Truncated importance-sampling cap (ratio_reference='proximal').")
-    solution_anchor: float = _f(0.0, "Weight of a label-free anchor on the tokens a response's model wrote "
-                                     "greedily and RL does not train (the pick-then-point response's own worked "
-                                     "solution, `anchor_mask`): their mean negative log-likelihood under the "
-                                     "policy, added to the loss, so the shared weights keep the solver the "
-                                     "decisions read. 0 = off.")
-    anchor_corpus_rows: int = _f(0, "Per step, that many worked solutions of fresh procedural problems (correct: "
-                                    "the pretraining's text, never a held-out problem) added after the step's "
-                                    "prompts as anchor-only sequences, which `solution_anchor` trains by "
-                                    "likelihood: the solver taught on during RL, as PPO-ptx mixes pretraining "
-                                    "data (tiny_recipe/anchor_rows.py). Needs model.tiny.response=pick_point. 0 = off.")
+    solution_anchor: float = _f(0.0, "Likelihood weight of a step's anchor tokens: the tokens a sequence marks in "
+                                     "`anchor_mask` (loss mask 0: the DAPO loss does not train them), such as the "
+                                     "part of a response its response form wrote greedily, or the extra training "
+                                     "sequences a model's step hook adds after the step's prompts "
+                                     "(driver/models/registry.py `extra_rows`). Their mean negative log-likelihood "
+                                     "under the policy, times this weight, is added to the loss (label-free, as "
+                                     "PPO-ptx mixes pretraining data), so the weights keep what those tokens "
+                                     "teach. A general hook for any model; the embedded tiny recipe's "
+                                     "pick-then-point solution and tiny.anchor_corpus_rows use it. 0 = off.")
     grpo_eps: float = _f(1e-6, "Estimator 'grpo': eps in (r - mean) / (std + eps).")
     grpo_scale_by_std: bool = _f(True, "Estimator 'grpo': divide by the group's std (false: centring only, "
                                        "as in Dr. GRPO).")
@@ -331,3 +323,4 @@ class TrainConfig:
     cluster: ClusterConfig = _f(ClusterConfig(), "Ray cluster and placement.")
     curriculum: CurriculumConfig = _f(CurriculumConfig(), "Candidate-count curriculum.")
     serve: ServeConfig = _f(ServeConfig(), "Selection service (serve.live: beside the training run).")
+    tiny: TinyRecipeConfig = _f(TinyRecipeConfig(), "The embedded tiny recipe's own keys (core/config_tiny.py).")

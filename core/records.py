@@ -185,7 +185,7 @@ class TrainSequence:
             `allowed_token_ids`). None: every response token is trained.
         anchor_mask: R values, 1 = a mask-0 token that the learner's label-free anchor (`algorithm.solution_anchor`)
             trains by likelihood over the whole vocabulary: the model's own greedy solution, or a worked solution of
-            `algorithm.anchor_corpus_rows` (tiny_recipe/anchor_rows.py); `num_anchor_tokens` counts them. None: none.
+            `tiny.anchor_corpus_rows` (tiny_recipe/anchor_rows.py); `num_anchor_tokens` counts them. None: none.
         copies: how many identical sampled sequences this one stands for (`actors.packing.merge_identical`): the
             learner computes it once and counts each of its token terms, `num_loss_tokens` and `num_anchor_tokens`
             `copies` times, which is exactly the sum over the copies.

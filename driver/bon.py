@@ -254,13 +254,14 @@ def knockout_chooser(selector: str, window: int, style: PromptStyle, dtype: str 
     """choose_batch through one RolloutWorker (vLLM) of `selector`: a greedy knockout tournament per task, with the
     rollout settings of `config`, else of the run `selector` was exported from (driver.evaluate.rollout_settings)."""
     from actors.rollout import RolloutWorker
-    from driver.evaluate import choose_knockout, rollout_settings
+    from driver.evaluate import choose_knockout, rollout_settings, sample_index_only
     from driver.models.registry import response_form
 
     def choose_batch(tasks: list) -> list:
         async def run() -> list:
             cfg = rollout_settings(selector, config)
-            worker = RolloutWorker(cfg, selector, dtype=dtype, response_form=response_form(selector, cfg))
+            form = response_form(selector, sample_index_only(selector, config))
+            worker = RolloutWorker(cfg, selector, dtype=dtype, response_form=form)
             try:
                 return await choose_knockout(worker, tasks, window, style)
             finally:

@@ -24,8 +24,11 @@ import numpy as np
 DRIVER_STATE = "driver.json"
 CONFIG = "config.yaml"
 #: Config keys (dotted prefixes) a resumed run must share with the checkpoint: they fix the dataset and its prompt
-#: ids, the model, the learner's partitioning of its optimizer state, and the curriculum's stages.
-RESUME_KEYS = ("data.", "model.", "learner.num_ranks", "learner.zero_stage", "learner.dtype", "curriculum.")
+#: ids, the model (with the tiny recipe's model, seed, pretraining, warm-start and dataset settings), the learner's
+#: partitioning of its optimizer state, and the curriculum's stages.
+RESUME_KEYS = ("data.", "model.", "tiny.model.", "tiny.seed", "tiny.pretrain.", "tiny.warm_start.",
+               "tiny.train_no_cue_share", "tiny.solution_end_line", "tiny.line_labels", "tiny.answer_labels",
+               "learner.num_ranks", "learner.zero_stage", "learner.dtype", "curriculum.")
 _RESUME_IGNORED = ("data.out_dir", "model.cache_dir")  # where things are cached, not what they are
 
 
@@ -94,6 +97,7 @@ def check_compatible(folder: Path, cfg, train_prompt_ids) -> None:
     from omegaconf import OmegaConf
 
     from core.config import TrainConfig, to_yaml
+    from core.config_tiny import migrate_moved_keys
 
     where = f"cannot resume from {folder}"
     hint = "start a new run (another run_dir, or resume=never) or restore the checkpoint's settings"
@@ -101,7 +105,7 @@ def check_compatible(folder: Path, cfg, train_prompt_ids) -> None:
         new = _flatten(OmegaConf.to_container(OmegaConf.create(to_yaml(cfg))))
         # a key the checkpoint's config lacks was added since it was written: it ran with that key's default
         old = {**_flatten(OmegaConf.to_container(OmegaConf.create(to_yaml(TrainConfig())))),
-               **_flatten(OmegaConf.to_container(OmegaConf.load(Path(folder) / CONFIG)))}
+               **_flatten(migrate_moved_keys(OmegaConf.to_container(OmegaConf.load(Path(folder) / CONFIG))))}
         for key in sorted(set(old) | set(new)):
             if key.startswith(RESUME_KEYS) and key not in _RESUME_IGNORED and old.get(key) != new.get(key):
                 raise IncompatibleCheckpoint(f"{where}: it was written with {key}={old.get(key)!r}, this run has "

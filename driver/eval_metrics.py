@@ -93,7 +93,7 @@ def sampled_accuracy(groups: Sequence) -> float:
 
 
 def own_answer_breakdown(tasks: Sequence, responses: Sequence[str], choices: Sequence[Optional[int]]) -> dict:
-    """Why a solve-then-point selector (`model.tiny.response=solve_point`: a worked solution ending
+    """Why a solve-then-point selector (`tiny.model.response=solve_point`: a worked solution ending
     `Answer: X #k`) is right or wrong: its own answer X against the candidates' answers (string equality after
     stripping spaces, which is exact for the procedural generator's integer answers).
 

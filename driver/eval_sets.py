@@ -53,10 +53,10 @@ def without_cue(task, style):
 def nocue_tasks(cfg, validation: list, test: list) -> list:
     """The no-cue set of a run (see the module docstring); [] when the data carries no hedge cue, for a model
     source, or with `eval_without_cue` off."""
-    from core.algo.genselect import PromptStyle
+    from driver.data.dataset import prompt_style
 
     d = cfg.data
     if not cfg.eval_without_cue or not (d.hedge_wrong_rate or d.hedge_correct_rate) or d.source == "model":
         return []
-    style = PromptStyle.of(d)
+    style = prompt_style(cfg)
     return [without_cue(t, style) for t in (test or validation)]

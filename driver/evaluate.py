@@ -197,12 +197,28 @@ def rollout_settings(model: str, config: Optional[str] = None):
     beside `RUN/export`: its response budget, engine settings and deadlines), else the schema's."""
     import dataclasses
 
-    from core.config import RolloutConfig, load_config
+    from core.config import RolloutConfig
 
+    run = _run_config(model, config)
+    return dataclasses.replace(run.rollout if run else RolloutConfig(), samples_per_prompt=1)
+
+
+def sample_index_only(model: str, config: Optional[str] = None) -> bool:
+    """`tiny.sample_index_only` of `config`, else of the run `model` was exported from (as `rollout_settings`): the
+    response form the selector is read with (driver.models.registry.response_form); False without either."""
+    run = _run_config(model, config)
+    return bool(run and run.tiny.sample_index_only)
+
+
+def _run_config(model: str, config: Optional[str] = None):
+    """The TrainConfig of `config` (a config name or YAML path), else of the run `model` was exported from
+    (`RUN/config.yaml` beside `RUN/export`, read as written, older key paths moved), else None."""
+    from core.config import from_yaml, load_config
+
+    if config:
+        return load_config(config)
     run_config = Path(model).parent / "config.yaml"
-    source = config or (str(run_config) if Path(model).name == "export" and run_config.is_file() else None)
-    settings = load_config(source).rollout if source else RolloutConfig()
-    return dataclasses.replace(settings, samples_per_prompt=1)
+    return from_yaml(run_config.read_text()) if Path(model).name == "export" and run_config.is_file() else None
 
 
 def _parse_args(argv: Sequence[str]) -> argparse.Namespace:
@@ -271,7 +287,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     async def run() -> list:
         from tqdm import tqdm
 
-        worker = RolloutWorker(cfg, args.model, dtype=args.dtype, response_form=response_form(args.model, cfg))
+        form = response_form(args.model, sample_index_only(args.model, args.config))
+        worker = RolloutWorker(cfg, args.model, dtype=args.dtype, response_form=form)
         choices = []
         try:  # chunks of prompts (each prompt's selection is its own: the same choices as one batch)
             with tqdm(total=len(tasks), desc="evaluate", unit="prompt", file=sys.stderr, dynamic_ncols=True) as bar:

@@ -75,7 +75,7 @@ class GeneratorRun(Run):
 
         preflight(self.cfg)
         data = load_solve_data(self.cfg.data)
-        model_dir, stats = prepare_generator(data, self.cfg.model, progress=self.cfg.progress)
+        model_dir, stats = prepare_generator(data, self.cfg.model, self.cfg.tiny, progress=self.cfg.progress)
         self.prepared = PreparedGenerator(Path(model_dir), stats, data.source)
         self.train_tasks, self.heldout = data.train, data.heldout
         self.eval_tasks = self.heldout[: self.cfg.eval_prompts] if self.cfg.eval_prompts else self.heldout

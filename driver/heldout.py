@@ -9,7 +9,7 @@ from __future__ import annotations
 import logging
 import time
 
-from core.algo.genselect import PromptStyle
+from driver.data.dataset import prompt_style
 from driver.failure import RunFailed
 
 log = logging.getLogger("genselect.heldout")
@@ -181,7 +181,7 @@ class HeldOutReader:
         deadline = rounds_needed(n, window) * generate_deadline_s(
             self.cfg.rollout, self.cfg.data.max_prompt_tokens, len(tasks) * max(1, n // 2) * (2 if both else 1))
         choices = self._read_on_engine(
-            lambda: choose_knockout_remote(self.fleet.handles.rollouts[0], tasks, window, PromptStyle.of(self.cfg.data),
+            lambda: choose_knockout_remote(self.fleet.handles.rollouts[0], tasks, window, prompt_style(self.cfg),
                                            deadline, both_orders=both),
             f"knockout evaluation at step {step}")
         return self._procedure_metrics("knockout", tasks, choices, ("parse_failure_rate", "over_majority",
@@ -196,7 +196,7 @@ class HeldOutReader:
         n = self.cfg.data.max_candidates  # one batch of at most N (N - 1) pair prompts per task
         deadline = generate_deadline_s(self.cfg.rollout, self.cfg.data.max_prompt_tokens, len(tasks) * n * (n - 1))
         choices = self._read_on_engine(
-            lambda: choose_round_robin_remote(self.fleet.handles.rollouts[0], tasks, PromptStyle.of(self.cfg.data),
+            lambda: choose_round_robin_remote(self.fleet.handles.rollouts[0], tasks, prompt_style(self.cfg),
                                               deadline, by_answer=self.cfg.eval_round_robin == "answer"),
             f"round-robin evaluation at step {step}")
         return self._procedure_metrics("round_robin", tasks, choices,

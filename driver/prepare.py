@@ -1,6 +1,6 @@
 """Everything the main job needs before training: the versioned dataset, the model folder, the warm-start.
 
-`prepare(data_cfg, model_cfg)` is called at the start of `python -m driver.train` (and by
+`prepare(data_cfg, model_cfg, tiny_cfg=...)` is called at the start of `python -m driver.train` (and by
 `python -m driver.synth`). Every stage is cached: an unchanged config reuses the dataset folder, the built
 or converted model and the warm-started weights; a changed one builds new ones beside the old.
 
@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Optional
 
 from core.chat import format_prompt
+from core.config import TinyRecipeConfig
 from driver.data import dataset as ds
 from driver.data.pipeline import build_dataset
 from driver.models import registry
@@ -31,18 +32,20 @@ class Prepared:
 
 
 class ModelTokenizerProvider:
-    """The budget's tokenizer for a ModelConfig (see driver.data.pipeline.TokenizerProvider)."""
+    """The budget's tokenizer for a ModelConfig (and the tiny recipe's TinyRecipeConfig, for the tiny model; see
+    driver.data.pipeline.TokenizerProvider)."""
 
-    def __init__(self, model_cfg):
+    def __init__(self, model_cfg, tiny_cfg=None):
         self.model_cfg = model_cfg
-        self.key = registry.tokenizer_key(model_cfg)
+        self.tiny_cfg = tiny_cfg or TinyRecipeConfig()
+        self.key = registry.tokenizer_key(model_cfg, self.tiny_cfg)
         self.model_dir: Optional[Path] = None
 
     def context_length(self) -> Optional[int]:
         """Positions the model reads: the tiny model's configured length, else the folder's config.json
         (`max_position_embeddings`); None when it does not say."""
         if self.model_cfg.name == "tiny":
-            return self.model_cfg.tiny.max_position_embeddings
+            return self.tiny_cfg.model.max_position_embeddings
         import json
 
         config = json.loads((registry.resolve_model(self.model_cfg) / "config.json").read_text())
@@ -52,7 +55,7 @@ class ModelTokenizerProvider:
     def load(self, corpus: list):
         from transformers import AutoTokenizer
 
-        self.model_dir = registry.resolve_model(self.model_cfg, corpus)
+        self.model_dir = registry.resolve_model(self.model_cfg, corpus, self.tiny_cfg)
         tokenizer = AutoTokenizer.from_pretrained(self.model_dir)
         return tokenizer, {"model": self.model_cfg.name, "folder": str(self.model_dir),
                            "vocab_size": len(tokenizer)}
@@ -112,7 +115,7 @@ def check_chat_template(model_cfg) -> None:
 
 
 def prepare(data_cfg, model_cfg, with_model: bool = True, sandbox_cfg=None, progress: bool = True,
-            eval_prompts: int = 200, rollout_cfg=None) -> Prepared:
+            eval_prompts: int = 200, rollout_cfg=None, tiny_cfg=None) -> Prepared:
     """Build or reuse the dataset; resolve the model; warm-start it (tiny, when enabled and `with_model`).
 
     Args:
@@ -124,45 +127,47 @@ def prepare(data_cfg, model_cfg, with_model: bool = True, sandbox_cfg=None, prog
         eval_prompts: held-out prompts the warm-start is evaluated on (HF greedy decoding; 0: not evaluated).
         rollout_cfg: core.config.RolloutConfig of the engines that sample candidates from the generator
             (`data.source=model`; default: its defaults). The generator's engines use `model_cfg.dtype`.
+        tiny_cfg: core.config.TinyRecipeConfig, the embedded tiny recipe's keys (`tiny.*`; default: its
+            defaults): the tiny model, its pretraining and warm-start, and the dataset settings it sets.
     """
+    tiny_cfg = tiny_cfg or TinyRecipeConfig()
     check_chat_template(model_cfg)
-    data_cfg = with_generator_folder(data_cfg, model_cfg)
-    provider = ModelTokenizerProvider(model_cfg)
+    data_cfg = ds.settings(with_generator_folder(data_cfg, model_cfg), tiny_cfg)
+    provider = ModelTokenizerProvider(model_cfg, tiny_cfg)
     built = build_dataset(data_cfg, provider, format_fn=format_prompt, sandbox_cfg=sandbox_cfg, progress=progress,
                           sampler_factory=generator_sampler(data_cfg, model_cfg, rollout_cfg))
-    base = provider.model_dir or registry.resolve_model(model_cfg, ds.read_corpus(built.path))
+    base = provider.model_dir or registry.resolve_model(model_cfg, ds.read_corpus(built.path), tiny_cfg)
     stats = None
     model_dir = base
-    if with_model and model_cfg.name == "tiny" and model_cfg.pretrain.steps > 0:
-        base = _pretrained(base, model_cfg, ds.load_dataset(built.path), progress)
+    if with_model and model_cfg.name == "tiny" and tiny_cfg.pretrain.steps > 0:
+        base = _pretrained(base, tiny_cfg, ds.load_dataset(built.path), progress)
         model_dir = base
-    if with_model and model_cfg.name == "tiny" and model_cfg.warm_start.enabled:
+    if with_model and model_cfg.name == "tiny" and tiny_cfg.warm_start.enabled:
         from tiny_recipe.warmstart import warm_start, warm_start_dir
 
-        out = warm_start_dir(base, model_cfg.warm_start, built.manifest["hash"], model_cfg.dtype, model_cfg.seed)
+        ws = tiny_cfg.warm_start
+        out = warm_start_dir(base, ws, built.manifest["hash"], model_cfg.dtype, tiny_cfg.seed)
         if progress and not out.exists():
-            print(f"[prepare] warm-start ({model_cfg.warm_start.target}, {model_cfg.warm_start.steps} steps) "
-                  f"-> {out}", file=sys.stderr, flush=True)
+            print(f"[prepare] warm-start ({ws.target}, {ws.steps} steps) -> {out}", file=sys.stderr, flush=True)
         data = ds.load_dataset(built.path)
-        model_dir, stats = warm_start(base, data.train, data.heldout, model_cfg.warm_start, out,
-                                      dtype=model_cfg.dtype, seed=model_cfg.seed, eval_prompts=eval_prompts,
-                                      progress=progress)
+        model_dir, stats = warm_start(base, data.train, data.heldout, ws, out, dtype=model_cfg.dtype,
+                                      seed=tiny_cfg.seed, eval_prompts=eval_prompts, progress=progress)
     return Prepared(built.path, model_dir, built.manifest, stats)
 
 
-def _pretrained(base, model_cfg, data, progress: bool) -> Path:
+def _pretrained(base, tiny_cfg, data, progress: bool) -> Path:
     """The base model pretrained on worked solutions (cached), the held-out problems excluded."""
     from tiny_recipe.pretrain import pretrain, pretrain_dir
 
     exclude = frozenset(t.problem for t in data.heldout)
-    out = pretrain_dir(base, model_cfg.pretrain, exclude, data.manifest["hash"])
+    out = pretrain_dir(base, tiny_cfg.pretrain, exclude, data.manifest["hash"])
     if progress and not out.exists():
-        cfg = model_cfg.pretrain
+        cfg = tiny_cfg.pretrain
         then = f", then {cfg.context_steps} steps after training prompts" if cfg.context_steps else ""
         pointers = f"; {cfg.pointer_share:.0%} pointer steps" if cfg.pointer_share else ""
         print(f"[prepare] pretraining on worked solutions ({cfg.steps} steps of {cfg.batch_size}{then}{pointers}) "
               f"-> {out}", file=sys.stderr, flush=True)
-    out, stats = pretrain(base, model_cfg.pretrain, exclude, out, seed=model_cfg.seed, progress=progress,
+    out, stats = pretrain(base, tiny_cfg.pretrain, exclude, out, seed=tiny_cfg.seed, progress=progress,
                           train_tasks=data.train)
     if progress:
         print(f"[prepare] pretraining: {stats['steps_run']} steps, loss {stats['loss_first']:.2f} -> "

@@ -17,9 +17,10 @@ from pathlib import Path
 import numpy as np
 
 from actors.faults import maybe_crash
-from core.algo.genselect import PromptStyle, write_prompt_style
+from core.algo.genselect import write_prompt_style
 from core.config import to_yaml
 from driver import checkpoint as ckpt
+from driver.data.dataset import prompt_style
 from driver.failure import RunFailed
 from driver.heldout import HeldOutReader, eval_lines, on_schedule
 from driver.report import MetricsLog, Progress, plot_curves, summarize
@@ -59,7 +60,8 @@ class Run:
         from driver.prepare import prepare
 
         # the warm-start is not evaluated here: the step-0 evaluation reads the same weights through vLLM (~20 s saved)
-        self.prepared = prepare(self.cfg.data, self.cfg.model, eval_prompts=0, rollout_cfg=self.cfg.rollout)
+        self.prepared = prepare(self.cfg.data, self.cfg.model, eval_prompts=0, rollout_cfg=self.cfg.rollout,
+                                tiny_cfg=self.cfg.tiny)
         data = load_dataset(self.prepared.dataset_dir)
         self.train_tasks, self.heldout = data.train, data.heldout
         self.eval_tasks, self.test_tasks = split_heldout(self.heldout, self.cfg.eval_prompts,
@@ -159,7 +161,8 @@ class Run:
         self.handles = launch(self.cfg, str(model_dir), default_env(),
                               domains=tuple(sorted({t.domain for t in self.train_tasks})),
                               frozen=registry.frozen_entries(model_dir),
-                              response_form=registry.response_form(model_dir, self.cfg.rollout))
+                              response_form=registry.response_form(model_dir, self.cfg.tiny.sample_index_only),
+                              pick_reward=self.cfg.tiny.pick_reward)
         self.fleet = Fleet(self.cfg, self.handles, None, self.run_dir)
         self._wait_until_started()
         board = self._start_serving() if self.cfg.serve.live else None
@@ -201,7 +204,7 @@ class Run:
 
         tasks = {t.prompt_id: t for t in self.train_tasks}
         if self.cfg.curriculum.mirror:
-            style = PromptStyle.of(self.cfg.data)
+            style = prompt_style(self.cfg)
             tasks.update({m.prompt_id: m for m in (mirrored_task(t, style) for t in self.train_tasks)})
         return tasks
 
@@ -329,7 +332,7 @@ class Run:
     def finish(self) -> dict:
         export = self.run_dir / "export"
         self.fleet.call([learner.export_hf.remote(str(export)) for learner in self.handles.learners], 600, "export")
-        write_prompt_style(export, PromptStyle.of(self.cfg.data))  # serving renders prompts the same way
+        write_prompt_style(export, prompt_style(self.cfg))  # serving renders prompts the same way
         plot_curves(self.metrics, self.run_dir / "curves.png")
         summary = summarize(self.metrics, time.time() - self.started_at, self.cfg.steps)
         summary["dataset"] = str(self.prepared.dataset_dir)

@@ -137,7 +137,7 @@ def main(argv=None) -> int:
     try:
         cfg = load_config(args.config, args.overrides)
         prepared = prepare(cfg.data, cfg.model, with_model=args.with_model, progress=not args.quiet,
-                           rollout_cfg=cfg.rollout)
+                           rollout_cfg=cfg.rollout, tiny_cfg=cfg.tiny)
     except (ConfigError, DataError) as e:  # the user's config or data: one line, no traceback
         print(f"error: {e}", file=sys.stderr)
         return 2

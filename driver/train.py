@@ -97,9 +97,10 @@ def main(argv=None) -> int:
     if args and args[0] in ("-h", "--help"):
         print(__doc__)
         rows = describe()
-        for title, recipe in (("The system's keys", False), ("The embedded tiny recipe's keys (model.name=tiny: the "
-                                                              "model built here, its pretraining and warm-start, and "
-                                                              "the response forms only it uses)", True)):
+        for title, recipe in (("The system's keys", False), ("The embedded tiny recipe's keys (the `tiny:` section, "
+                                                              "model.name=tiny: the model built here, its pretraining "
+                                                              "and warm-start, and the response forms and terms only "
+                                                              "it uses)", True)):
             print(f"{title}:")
             for key, default, help_text in (r for r in rows if is_recipe_key(r[0]) == recipe):
                 print(f"  {key} = {default!r}\n      {help_text}")

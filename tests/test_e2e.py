@@ -90,10 +90,11 @@ def test_smoke_run_exports_a_model_that_transformers_loads(smoke_run):
     tokenizer = AutoTokenizer.from_pretrained(export)
     ids = tokenizer("Solution 0:", return_tensors="pt").input_ids
     assert model(ids).logits.shape[-1] == model.config.vocab_size
-    from core.algo.genselect import PromptStyle, read_prompt_style
+    from core.algo.genselect import read_prompt_style
     from core.config import load_config
+    from driver.data.dataset import prompt_style
     assert (export / "genselect_prompt.json").is_file()  # serving renders prompts as the run trained
-    assert read_prompt_style(export) == PromptStyle.of(load_config("smoke").data)
+    assert read_prompt_style(export) == prompt_style(load_config("smoke"))
 
 
 def test_smoke_run_uses_no_prompt_twice_and_leaks_no_shared_memory(smoke_run):

@@ -20,9 +20,9 @@ pytestmark = [pytest.mark.slow, pytest.mark.e2e]
 
 BASE = ["steps=6", "prompts_per_step=4", "max_staleness=0", "eval_prompts=8", "eval_samples=4", "progress=false",
         "checkpoint_every=100", "data.num_problems=120", "data.heldout_fraction=0.1",
-        "model.tiny={hidden_size: 64, num_layers: 2, num_heads: 2, num_kv_heads: 1, intermediate_size: 128, "
+        "tiny.model={hidden_size: 64, num_layers: 2, num_heads: 2, num_kv_heads: 1, intermediate_size: 128, "
         "vocab_size: 256, max_position_embeddings: 192}",
-        "model.warm_start={steps: 60, batch_size: 8, lr: 3.0e-3}", "rollout.samples_per_prompt=4",
+        "tiny.warm_start={steps: 60, batch_size: 8, lr: 3.0e-3}", "rollout.samples_per_prompt=4",
         "rollout.max_response_tokens=40", "rollout.kv_cache_gib=1", "rollout.max_num_seqs=32",
         "algorithm.dynamic_sampling=false", "algorithm.maxk_k=2", "algorithm.overlong_buffer_len=8",
         "learner.micro_batch_tokens=2048", "cluster.num_cpus=2"]

@@ -11,6 +11,6 @@ hooks, each open to any model:
 
 The rest builds the model: model.py (tokenizer and Qwen3 initialisation), induction.py (the circuit), pretrain.py
 (label-free pretraining on worked solutions), warmstart.py and pick_point_start.py (the warm-starts before RL),
-selection_rows.py and greedy.py (their rows), chat.py (the model's chat templates). Its config keys are listed apart
-from the system's by `python -m driver.train --help`.
+selection_rows.py and greedy.py (their rows), chat.py (the model's chat templates). Its config keys are one section,
+`tiny:` (core/config_tiny.py), which `python -m driver.train --help` lists after the system's keys.
 """

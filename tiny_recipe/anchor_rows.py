@@ -1,4 +1,4 @@
-"""Stage 3b of a step (`algorithm.anchor_corpus_rows`): worked solutions of fresh procedural problems, appended to the
+"""Stage 3b of a step (`tiny.anchor_corpus_rows`): worked solutions of fresh procedural problems, appended to the
 step's sequences as anchor-only sequences, so that RL keeps the solver the pick-then-point response reads.
 
 RL trains two index tokens of a pick-then-point response; the worked solution between them is the model's own and
@@ -50,7 +50,7 @@ def corpus_anchor_sequences(groups: list, tokenizer, count: int, seed: int, step
         first = groups[i % len(groups)].rollouts[0]
         allowed = first.allowed_token_ids
         if not allowed:
-            raise ValueError("anchor_corpus_rows needs pick-then-point rollouts (model.tiny.response=pick_point)")
+            raise ValueError("anchor_corpus_rows needs pick-then-point rollouts (tiny.model.response=pick_point)")
         text = pick_point_head(problem) + solution.strip() + " " + POINTER_MARK
         body = tokenizer(text, add_special_tokens=False)["input_ids"]
         response = [rng.choice(allowed)] + body

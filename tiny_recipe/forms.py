@@ -1,16 +1,16 @@
 """Which response form a rollout worker of the embedded tiny model samples (the response-form hook of
 tiny_recipe/__init__.py): pick-then-point for a model folder whose tokenizer carries `PICK_POINT_TEMPLATE`,
-solve-then-point with `rollout.sample_index_only`, else None (the general free text or direct index)."""
+solve-then-point with `tiny.sample_index_only`, else None (the general free text or direct index)."""
 from __future__ import annotations
 
 from pathlib import Path
 from typing import Optional
 
 
-def response_form(model_path, rollout_cfg) -> Optional[object]:
-    """The recipe's `ResponseForm` for the model at `model_path` (a local folder) under `rollout_cfg` (RolloutConfig),
-    or None when the model needs none of the recipe's forms."""
-    if rollout_cfg.sample_index_only:
+def response_form(model_path, sample_index_only: bool = False) -> Optional[object]:
+    """The recipe's `ResponseForm` for the model at `model_path` (a local folder), solve-then-point with
+    `sample_index_only` (`tiny.sample_index_only`), or None when the model needs none of the recipe's forms."""
+    if sample_index_only:
         from tiny_recipe.solve_point import SolveThenPoint
 
         return SolveThenPoint()

@@ -1,4 +1,4 @@
-"""An induction circuit written into the tiny Qwen3's initial weights (`model.tiny.induction_circuit`).
+"""An induction circuit written into the tiny Qwen3's initial weights (`tiny.model.induction_circuit`).
 
 In `core` because both sides use it: the model builder writes it (tiny_recipe/model.py), and every training stage,
 the DeepSpeed learner actor included, keeps it frozen (`freeze_if_wired`).
@@ -181,7 +181,7 @@ def check_shape(shape) -> None:
     got = (shape.hidden_size, shape.num_heads, shape.num_kv_heads, shape.hidden_size // max(1, shape.num_heads),
            shape.num_layers >= 2)
     if got != (256, 4, 2, 64, True):
-        raise ValueError("model.tiny.induction_circuit is written for hidden_size=256, num_heads=4, num_kv_heads=2 "
+        raise ValueError("tiny.model.induction_circuit is written for hidden_size=256, num_heads=4, num_kv_heads=2 "
                          f"and at least 2 layers; got hidden_size={shape.hidden_size}, num_heads={shape.num_heads}, "
                          f"num_kv_heads={shape.num_kv_heads}, num_layers={shape.num_layers}")
 

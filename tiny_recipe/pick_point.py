@@ -1,4 +1,4 @@
-"""The rollout of a selector that picks, then solves and points (`model.tiny.response=pick_point`; docs/models.md).
+"""The rollout of a selector that picks, then solves and points (`tiny.model.response=pick_point`; docs/models.md).
 
 The prompt ends in `Pick: #` (tiny_recipe.chat.PICK_POINT_TEMPLATE). One group of G rollouts of a task takes three rounds of
 engine requests:

@@ -1,12 +1,12 @@
-"""The format-only warm-start of a selector that picks, then solves and points (`model.warm_start.target=pick_point`,
-`model.tiny.response=pick_point`).
+"""The format-only warm-start of a selector that picks, then solves and points (`tiny.warm_start.target=pick_point`,
+`tiny.model.response=pick_point`).
 
 A row is the prompt (ending `Pick: #`), then the response `g` + the problem's head (`tiny_recipe.chat.pick_point_head`) + the
 model's own greedy solution written after that pick, cut after its first `Answer: X` line + ` #k`, a newline and EOS.
 Two of its tokens are trained towards soft targets, neither read from a label:
 
 * the pick g: uniform over the indices 0..N-1 (the pick knows nothing yet; RL teaches it);
-* the pointer k, by `model.warm_start.pointer`: `own_answer` (the default), uniform over the candidates whose final
+* the pointer k, by `tiny.warm_start.pointer`: `own_answer` (the default), uniform over the candidates whose final
   answer is the model's own X where any is (naming a candidate that states your answer), else the pick g itself
   (`rule_targets`: learned in 50-100 supervised steps, 0.91-0.99 on held-out pairs); `uniform`, uniform over 0..N-1
   (the format only: the start knows no check, and any check is RL's; it leaves the pick untrained); `pick`, half
@@ -50,7 +50,7 @@ def pointer_targets(task, own, pick: int, pointer: str = "own_answer") -> list:
     if pointer == "pick":
         return [pick] * task.num_candidates + everyone
     if pointer != "own_answer":
-        raise ValueError(f"model.warm_start.pointer must be 'own_answer', 'uniform' or 'pick', not {pointer!r}")
+        raise ValueError(f"tiny.warm_start.pointer must be 'own_answer', 'uniform' or 'pick', not {pointer!r}")
     return rule_targets(task.candidate_answers, own, pick)
 
 
@@ -64,7 +64,7 @@ def pick_point_rows(model, tokenizer, tasks: list, rng: random.Random, dtype: st
 
     ids = index_token_ids(tokenizer, max(t.num_candidates for t in tasks))
     if ids is None:
-        raise ValueError("model.warm_start.target=pick_point needs one token per index")
+        raise ValueError("tiny.warm_start.target=pick_point needs one token per index")
     picks = [rng.randrange(t.num_candidates) for t in tasks]
     prompts = [prompt_token_ids(tokenizer, t.prompt) for t in tasks]
     heads = [tokenizer(pick_point_head(t.problem), add_special_tokens=False)["input_ids"] for t in tasks]

@@ -9,7 +9,7 @@ results exact after 600 steps of 32), with no selection labels at all: every tex
 candidate is ever compared with another.
 
 Corpus: `steps x batch_size` procedural problems (`driver.data.procedural`, candidate error rate 0, seed
-`model.pretrain.seed`), each written as `Problem:\\n{problem}\\n\\nSolution:\\n{solution}\\n` + EOS, every text
+`tiny.pretrain.seed`), each written as `Problem:\\n{problem}\\n\\nSolution:\\n{solution}\\n` + EOS, every text
 used once. Problems whose text is in `exclude` (the held-out sets) are dropped, so held-out problems are never
 seen in any training stage; `pretraining_problems` regenerates the same set for other held-out sets to
 exclude. Plain torch AdamW on CPU with a linear warm-up; the result is cached beside the base model (folder keyed
@@ -44,9 +44,9 @@ def _corpus_rows(cfg) -> list:
     try:
         return procedural.generate(cfg.steps * cfg.batch_size, 1, cfg.seed, spec)
     except ValueError as e:  # the generator's own hint names data.num_problems; here the count is the corpus's
-        raise ValueError(f"model.pretrain: a corpus of steps x batch_size = {cfg.steps * cfg.batch_size} distinct "
-                         f"problems is more than the procedural generator can make; lower model.pretrain.steps "
-                         f"or model.pretrain.batch_size") from e
+        raise ValueError(f"tiny.pretrain: a corpus of steps x batch_size = {cfg.steps * cfg.batch_size} distinct "
+                         f"problems is more than the procedural generator can make; lower tiny.pretrain.steps "
+                         f"or tiny.pretrain.batch_size") from e
 
 
 def solution_texts(cfg, exclude: frozenset = frozenset()) -> list:
@@ -69,7 +69,7 @@ def worked_solution_head(problem: str) -> str:
 
 def corpus_text(problem: str, solution: str, position: int | None = None) -> str:
     """One pretraining text. Usually `Problem:` ... `Solution:` ... with every inconsistent line marked `?`.
-    With `position` odd (model.pretrain.solution_check): the solution as a selection prompt writes a candidate
+    With `position` odd (tiny.pretrain.solution_check): the solution as a selection prompt writes a candidate
     (`Solution i:` ... `End of solution i.`, i = position % 8, lines unmarked), then ` Check: ok` when every line
     is consistent, else ` Check: wrong`: the per-solution check, predicted where a selection prompt ends a
     candidate (core.algo.genselect.build_prompt with end lines)."""
@@ -223,7 +223,7 @@ def lr_factor(step: int, total: int, decay: str = "constant") -> float:
     the first 5% of the steps, then 1 ('constant') or a cosine from 1 down to 0 at the last step ('cosine'),
     `core.algo.schedules.lr_multiplier` with `zero_at_last_step`."""
     if decay not in ("constant", "cosine"):
-        raise ValueError(f"model.pretrain.lr_decay must be 'constant' or 'cosine', not {decay!r}")
+        raise ValueError(f"tiny.pretrain.lr_decay must be 'constant' or 'cosine', not {decay!r}")
     return lr_multiplier(step, decay, max(1, total // 20), total, zero_at_last_step=True)
 
 
@@ -288,7 +288,7 @@ def pretrain(base_dir, cfg, exclude: frozenset, out_dir, seed: int = 0, threads:
     if (out_dir / STATS_FILE).exists():
         return out_dir, json.loads((out_dir / STATS_FILE).read_text())
     if reads_selection_prompts(cfg) and not train_tasks:
-        raise ValueError("model.pretrain: context and pointer steps read training selection prompts; none were given")
+        raise ValueError("tiny.pretrain: context and pointer steps read training selection prompts; none were given")
     t0 = time.time()
     texts = solution_texts(cfg, exclude)
     with torch_threads(threads):

@@ -1,13 +1,13 @@
-"""Pretraining rows that read selection prompts without any label (`model.pretrain.context_steps`, `pointer_share`).
+"""Pretraining rows that read selection prompts without any label (`tiny.pretrain.context_steps`, `pointer_share`).
 
 A selector writes after a long prompt of candidates, where a model pretrained on short worked solutions alone solves
 far fewer problems than at the start of a text (0.3-17% against 56-74%; BENCHMARKS.md). Two kinds of row put a
 *training* selection prompt before the text the loss reads; neither reads which candidate is correct:
 
-* context row: the prompt of one training task (with `model.pretrain.pick_line`, then a blank line and `Pick: #g`,
+* context row: the prompt of one training task (with `tiny.pretrain.pick_line`, then a blank line and `Pick: #g`,
   g a random index), a blank line, then a correct worked solution of *another*, fresh procedural problem (the model
   learns to solve where a selector writes, not to copy this prompt's candidates);
-* pointer row: the prompt of one training task in the beside layout (`data.answer_labels`: each candidate's answer
+* pointer row: the prompt of one training task in the beside layout (`tiny.answer_labels`: each candidate's answer
   line reads `Answer: X #i`), a blank line, then `Answer: X #i` for each distinct final answer X of its candidates
   (i: the first candidate stating it), in random order: finding a stated answer's candidate, by copying.
 
@@ -31,7 +31,7 @@ def context_row(tokenizer, before: str, text: str) -> tuple:
 
 def with_pick_line(task, rng: random.Random) -> str:
     """`task`'s prompt, a blank line and `Pick: #g` (core.chat.PICK_MARK), g drawn uniformly from its indices: what
-    a response that picks first writes before its solution (`model.pretrain.pick_line`); no label is read."""
+    a response that picks first writes before its solution (`tiny.pretrain.pick_line`); no label is read."""
     from core.chat import PICK_MARK
 
     return f"{task.prompt}\n\n{PICK_MARK}{rng.randrange(task.num_candidates)}"

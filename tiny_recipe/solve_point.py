@@ -1,4 +1,4 @@
-"""The solve-then-point response of the embedded tiny model (`rollout.sample_index_only`, `model.tiny.response=
+"""The solve-then-point response of the embedded tiny model (`tiny.sample_index_only`, `tiny.model.response=
 solve_point`; docs/models.md): the model's worked solution greedily, then G index tokens sampled after it.
 """
 from __future__ import annotations
@@ -19,7 +19,7 @@ class SolveThenPoint(ResponseForm):
 
 
 async def point_after_greedy_solution(worker, task, prompt_ids: list, params) -> RolloutGroup:
-    """`rollout.sample_index_only`: the worked solution greedily, up to the `#` of its `Answer: X #` line
+    """`tiny.sample_index_only`: the worked solution greedily, up to the `#` of its `Answer: X #` line
     (one request), then G index tokens sampled among 0..N-1 after it (a second request, `params`' n and
     temperature). Each rollout's prompt is the prompt plus the solution (one shared list), its response the
     one index token, its text the solution and the index, so the verifier reads `Answer: X #k`. A solution
@@ -29,7 +29,7 @@ async def point_after_greedy_solution(worker, task, prompt_ids: list, params) ->
     solution_ids = list(final.outputs[0].token_ids)
     finish_reason = str(final.outputs[0].finish_reason)
     pointed = ends_at_pointer_mark(worker.tokenizer, solution_ids)
-    allowed = index_ids(worker.tokenizer, task.num_candidates, "rollout.sample_index_only") if pointed else None
+    allowed = index_ids(worker.tokenizer, task.num_candidates, "tiny.sample_index_only") if pointed else None
     shared = list(prompt_ids) + solution_ids
     # unpointed: G empty responses, each the solution's text and finish reason
     indices, logprobs, finish = [[] for _ in range(params.n)], [[] for _ in range(params.n)], finish_reason

@@ -10,11 +10,11 @@ Targets (`WarmStartConfig.target`):
   are more than one token (N > 10 with per-digit tokenizers) fall back to one sampled index.
 * `oracle`: the response names a correct candidate (one drawn uniformly among the correct ones). A stronger
   start; also the learnability check of a dataset: a tiny model trained this way must beat majority@N.
-* `pointer` (the solve-then-point tiny model, `model.tiny.response=solve_point`): the target is the model's own
+* `pointer` (the solve-then-point tiny model, `tiny.model.response=solve_point`): the target is the model's own
   greedy solution of each prompt, cut after its first `Answer: X` line, then ` #k`, a newline and EOS, the index
   token trained towards uniform: the format only (write the pointer, then stop), not which candidate to name, so
   RL starts near random@N (`pointer_pairs`).
-* `pick_point` (`model.tiny.response=pick_point`): the pick towards uniform, then the problem's head and the model's
+* `pick_point` (`tiny.model.response=pick_point`): the pick towards uniform, then the problem's head and the model's
   own greedy solution after it, and the pointer towards a label-free rule (a candidate stating the model's answer,
   else the pick): tiny_recipe/pick_point_start.py.
 
@@ -103,8 +103,8 @@ def train_steps(model, tokenizer, tasks: list, ws_cfg, dtype: str, seed: int, pr
         pool = rng.sample(tasks, pool_size(ws_cfg, len(tasks)))
         fixed = pointer_pairs(model, tokenizer, pool, rng, dtype)
         if len(fixed) < ws_cfg.batch_size:
-            raise ValueError(f"model.warm_start.target=pointer: only {len(fixed)} of {len(pool)} greedy solutions "
-                             "wrote an `Answer:` line; pretrain the model on worked solutions first (model.pretrain)")
+            raise ValueError(f"tiny.warm_start.target=pointer: only {len(fixed)} of {len(pool)} greedy solutions "
+                             "wrote an `Answer:` line; pretrain the model on worked solutions first (tiny.pretrain)")
         tasks = [pool[i] for i, _, _ in fixed]
     prompts = [c for _, c, _ in fixed] if fixed else [prompt_token_ids(tokenizer, t.prompt) for t in tasks]
     responses = {}
@@ -154,8 +154,8 @@ def pick_point_steps(model, tokenizer, tasks: list, ws_cfg, dtype: str, rng: ran
     pool = rng.sample(tasks, pool_size(ws_cfg, len(tasks)))
     rows = pick_point_rows(model, tokenizer, pool, rng, dtype, pointer=ws_cfg.pointer)
     if len(rows) < ws_cfg.batch_size:
-        raise ValueError(f"model.warm_start.target=pick_point: only {len(rows)} of {len(pool)} greedy solutions wrote "
-                         "an `Answer:` line; pretrain the model on worked solutions first (model.pretrain)")
+        raise ValueError(f"tiny.warm_start.target=pick_point: only {len(rows)} of {len(pool)} greedy solutions wrote "
+                         "an `Answer:` line; pretrain the model on worked solutions first (tiny.pretrain)")
     pad = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else tokenizer.eos_token_id
     opt = torch.optim.AdamW(model.parameters(), lr=ws_cfg.lr, weight_decay=0.0)
     warmup = max(1, ws_cfg.steps // 20)
@@ -255,7 +255,7 @@ def warm_start_tasks(train_tasks: list, ws_cfg) -> list:
     cap = ws_cfg.max_candidates
     kept = [t for t in train_tasks if not cap or t.num_candidates <= cap]
     if not kept:
-        raise ValueError(f"model.warm_start.max_candidates={cap}: no training prompt has that few candidates")
+        raise ValueError(f"tiny.warm_start.max_candidates={cap}: no training prompt has that few candidates")
     return kept
 
 

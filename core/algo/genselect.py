@@ -32,15 +32,15 @@ PROMPT_HEADER = (
     "You are given a problem and {n} candidate solutions. Some may be wrong. "
     "Check the solutions and pick a correct one."
 )
-# Optional last line of each candidate's block (`DataConfig.solution_end_line`): the block's index written again
+# Optional last line of each candidate's block (`tiny.solution_end_line`): the block's index written again
 # right after its final answer, so a small model finds a block's label next to the text that decides it.
 SOLUTION_END_LINE = "End of solution {i}."
-# Optional prefix of every line of candidate i (`DataConfig.line_labels`): the label beside each line's own check.
+# Optional prefix of every line of candidate i (`tiny.line_labels`): the label beside each line's own check.
 LINE_LABEL = "{i}| "
-# Suffix of each candidate's final-answer line (`DataConfig.answer_labels`): its index beside the value it states.
+# Suffix of each candidate's final-answer line (`tiny.answer_labels`): its index beside the value it states.
 ANSWER_LABEL = " #{i}"
 _ANSWER_LINE_RE = re.compile(r"^(Answer:[^\n]*?)[ \t]*$", flags=re.MULTILINE)
-# Header of the candidates' section when they are shown side by side (`DataConfig.side_by_side`).
+# Header of the candidates' section when they are shown side by side (`data.side_by_side`).
 SIDE_BY_SIDE_HEADER = "Solutions 0 to {last}, line by line:"
 # A model folder's prompt style, written beside exported weights so that serving renders prompts as training did.
 PROMPT_STYLE_FILE = "genselect_prompt.json"
@@ -98,8 +98,9 @@ class PromptStyle:
 
     @classmethod
     def of(cls, data_cfg) -> "PromptStyle":
-        """The style a DataConfig asks for (or any object with its keys as attributes, e.g. a dataset manifest's
-        config; a key it lacks, as in manifests written before the key existed, is off)."""
+        """The style a dataset's settings ask for (`driver.data.dataset.settings`: the data keys with the recipe's
+        layout keys; or any object with those keys as attributes, e.g. a dataset manifest's config; a key it lacks,
+        as in manifests written before the key existed, is off)."""
         return cls(end_lines=bool(getattr(data_cfg, "solution_end_line", False)),
                    line_labels=bool(getattr(data_cfg, "line_labels", False)),
                    side_by_side=bool(getattr(data_cfg, "side_by_side", False)),

@@ -1,7 +1,7 @@
 """Learning-rate schedules (pure): the factor of the peak learning rate at an optimizer update.
 
 One warm-up and decay shared by the DeepSpeed learner (`learner.lr_schedule`, per update of the run) and the tiny
-model's pretraining (`model.pretrain.lr_decay`, per step of a stage). Cosine decay without restarts: Loshchilov &
+model's pretraining (`tiny.pretrain.lr_decay`, per step of a stage). Cosine decay without restarts: Loshchilov &
 Hutter, SGDR, arXiv 1608.03983, eq. 5.
 """
 from __future__ import annotations

@@ -92,7 +92,7 @@ def split_by_problem(problems: list, heldout_fraction: float, seed: int) -> tupl
 
 def without_cue(problems: list, share: float, seed: int) -> list:
     """`problems` with the hedging sentences removed from every candidate of a seeded `share` of them (the
-    procedural source's verbal-confidence cue; `data.train_no_cue_share`): the same solutions and labels, so
+    procedural source's verbal-confidence cue; `tiny.train_no_cue_share`): the same solutions and labels, so
     those prompts can be decided only by reading the solutions."""
     from dataclasses import replace
 
@@ -146,7 +146,8 @@ def build_tasks(problem: RawProblem, min_candidates: int, max_candidates: int, p
 
 
 def build_all(problems: list, cfg, seed_tag: str, stats: BuildStats, max_candidates: int = 0) -> list:
-    """Rule 4 over a list of problems; `cfg` is a DataConfig. Deterministic for (cfg.seed, seed_tag).
+    """Rule 4 over a list of problems; `cfg` is a DataConfig, or its dataset settings with the recipe's prompt layout
+    (`driver.data.dataset.settings`). Deterministic for (cfg.seed, seed_tag).
     `max_candidates` caps the prompts' candidates below `cfg.max_candidates` (0: no cap)."""
     rng = random.Random(f"draw-{cfg.seed}-{seed_tag}")
     most = min(max_candidates or cfg.max_candidates, cfg.max_candidates)

@@ -10,12 +10,14 @@ Layout of `{data.out_dir}/{name}-{hash}/`:
 * `tokenizer_corpus.txt`: the text a locally trained tokenizer (tiny model) learns from, so the model can
   be rebuilt from the dataset alone.
 
-`hash` = sha256 of (data config, source versions, tokenizer identity, schema version): a changed config
+`hash` = sha256 of (data config with the recipe's dataset settings, source versions, tokenizer identity, schema
+version): a changed config
 makes a new folder, an unchanged one is reused. The folder is written to a temporary sibling and renamed,
 so it appears complete or not at all.
 """
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import json
 import os
@@ -25,7 +27,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, Optional
 
-from core.config import cache_key_settings
+from core.algo.genselect import PromptStyle
+from core.config import DataConfig, cache_key_settings
 from core.records import SelectionTask
 
 SCHEMA_VERSION = 1
@@ -40,10 +43,45 @@ class BadDatasetRow(ValueError):
 # of the hash at that value, so that adding them did not rename every cached dataset (and its warm-start)
 KEYS_ADDED_LATER = {"train_max_candidates": 0, "side_by_side": False, "answer_labels": False}
 
+#: the dataset settings the embedded tiny recipe sets (`tiny.*`, core/config_tiny.py: the training side's cue-free
+#: share and the prompt layout its response forms read), with their defaults. They were DataConfig keys when
+#: datasets were first cached: the hash (and the manifest's `config`) holds them beside the DataConfig's keys as it
+#: did then, so a config keeps its dataset folder.
+RECIPE_SETTINGS = {"train_no_cue_share": 0.0, "solution_end_line": False, "line_labels": False, "answer_labels": False}
+
+
+@dataclass
+class DatasetSettings(DataConfig):
+    """What a dataset is built with: a DataConfig's keys and the recipe's dataset settings (RECIPE_SETTINGS). Build
+    one with `settings(data_cfg, recipe)`; a plain DataConfig is read as if the recipe left them at their defaults."""
+    train_no_cue_share: float = 0.0
+    solution_end_line: bool = False
+    line_labels: bool = False
+    answer_labels: bool = False
+
+
+def settings(data_cfg, recipe=None) -> DatasetSettings:
+    """`data_cfg` (a DataConfig) with the RECIPE_SETTINGS of `recipe` (a TinyRecipeConfig; None: their defaults)."""
+    own = {f.name: getattr(data_cfg, f.name) for f in dataclasses.fields(DataConfig)}
+    return DatasetSettings(**own, **{k: getattr(recipe, k, v) if recipe is not None else getattr(data_cfg, k, v)
+                                     for k, v in RECIPE_SETTINGS.items()})
+
+
+def prompt_style(cfg) -> PromptStyle:
+    """The prompt layout of a run's TrainConfig `cfg`: `data.side_by_side` and the recipe's layout keys
+    (`tiny.solution_end_line`, `tiny.line_labels`, `tiny.answer_labels`)."""
+    recipe = getattr(cfg, "tiny", None)
+    return PromptStyle(end_lines=bool(getattr(recipe, "solution_end_line", False)),
+                       line_labels=bool(getattr(recipe, "line_labels", False)),
+                       side_by_side=bool(getattr(cfg.data, "side_by_side", False)),
+                       answer_labels=bool(getattr(recipe, "answer_labels", False)))
+
 
 def config_dict(cfg) -> dict:
-    """A DataConfig (dataclass) as a plain dict, `out_dir` left out (where a dataset lives is not what it is)."""
-    d = cache_key_settings(cfg, KEYS_ADDED_LATER)  # at their default they build what was built before them
+    """A DataConfig or DatasetSettings (dataclass) as a plain dict, with the recipe's settings (their defaults where
+    `cfg` has none) and without `out_dir` (where a dataset lives is not what it is)."""
+    d = {**RECIPE_SETTINGS, **dataclasses.asdict(cfg)}
+    d = cache_key_settings(d, KEYS_ADDED_LATER)  # at their default they build what was built before them
     d.pop("out_dir", None)
     return d
 

@@ -60,12 +60,14 @@ def tokenizer_corpus(train_tasks: list) -> list:
 
 def build_dataset(cfg, provider: TokenizerProvider, format_fn: Optional[Callable] = None, sandbox_cfg=None,
                   progress: bool = True, sampler_factory: Optional[Callable] = None) -> BuildResult:
-    """Build (or reuse) the dataset of DataConfig `cfg`; prompts are counted as `format_fn(tokenizer, text)`
+    """Build (or reuse) the dataset of `cfg` (a DataConfig, or `driver.data.dataset.settings(data_cfg, recipe)`: with
+    the recipe's dataset settings); prompts are counted as `format_fn(tokenizer, text)`
     (the chat formatting the model will see; default: the text itself). `sampler_factory()`: a context
     manager giving the generator's sampler (`data.source=model` only; entered only when something is left to
     sample, e.g. `driver.data.generated.RaySampler`); its samples are appended, chunk by chunk, to
     `{dataset folder}.samples.jsonl` beside the dataset, so an interrupted build resumes, and the file is
     removed once the dataset is written."""
+    cfg = dataset.settings(cfg)  # a DataConfig alone: the recipe's dataset settings at their defaults
     from_model = cfg.source == "model"  # candidates sampled by a generator (driver.data.generated)
     if from_model:
         generated.check_model_source(cfg)

@@ -7,7 +7,7 @@ figures: docs/generator.md).
 The prompt is `core.chat.format_generator_prompt` (the problem, then `Solution:`), exactly what the rollout
 engines sample from; the target is one correct worked solution (drawn among the problem's distinct ones) and
 EOS. Loss: next-token cross-entropy on the solution tokens (`driver.models.sft.collate` labels), plain torch AdamW on
-CPU, batches grouped by length. `model.warm_start.steps`, `batch_size` and `lr` apply; `target` and
+CPU, batches grouped by length. `tiny.warm_start.steps`, `batch_size` and `lr` apply; `target` and
 `prompt_lm` are the selector's and unused here. Cached beside the base model, keyed by the warm-start config,
 the problems and the base model; `generator_warm_start.json` records the losses and the time.
 """
@@ -41,26 +41,29 @@ def data_hash(data) -> str:
     return h.hexdigest()[:12]
 
 
-def prepare_generator(data, model_cfg, progress: bool = True) -> tuple:
+def prepare_generator(data, model_cfg, tiny_cfg=None, progress: bool = True) -> tuple:
     """(model folder, warm-start stats or None) of the policy for `task=generator`: `model.name=tiny` builds the
-    embedded generator (and warm-starts it when `model.warm_start.enabled`); a folder is used as it is."""
+    embedded generator as `tiny_cfg` (the recipe's TinyRecipeConfig; None: its defaults) says, and warm-starts it
+    when `tiny.warm_start.enabled`; a folder is used as it is."""
+    from core.config import TinyRecipeConfig
     from driver.models import registry
 
     if model_cfg.name != "tiny":
         return registry.resolve_model(model_cfg), None
-    base = registry.resolve_model(model_cfg, corpus(data))
-    if not model_cfg.warm_start.enabled:
+    tiny_cfg = tiny_cfg or TinyRecipeConfig()
+    base = registry.resolve_model(model_cfg, corpus(data), tiny_cfg)
+    if not tiny_cfg.warm_start.enabled:
         return base, None
-    ws = model_cfg.warm_start
+    ws = tiny_cfg.warm_start
     blob = json.dumps({"ws": dataclasses.asdict(ws), "data": data_hash(data), "base": base.name,
-                       "dtype": model_cfg.dtype, "seed": model_cfg.seed, "version": VERSION}, sort_keys=True)
+                       "dtype": model_cfg.dtype, "seed": tiny_cfg.seed, "version": VERSION}, sort_keys=True)
     out = base.with_name(f"{base.name}-gen-{hashlib.sha256(blob.encode()).hexdigest()[:12]}")
     if (out / STATS_FILE).exists():
         return out, json.loads((out / STATS_FILE).read_text())
     if progress:
         print(f"[prepare] generator warm-start ({ws.steps} steps on worked solutions) -> {out}", file=sys.stderr,
               flush=True)
-    return out, warm_start_generator(base, data, ws, out, dtype=model_cfg.dtype, seed=model_cfg.seed,
+    return out, warm_start_generator(base, data, ws, out, dtype=model_cfg.dtype, seed=tiny_cfg.seed,
                                      progress=progress)
 
 

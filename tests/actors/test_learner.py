@@ -221,7 +221,7 @@ def tiny_model_folder_without_circuit(tmp_path):
 
 
 def test_a_wired_induction_circuit_stays_as_written_through_learner_steps(vocab, tmp_path):
-    """A model built with `model.tiny.induction_circuit` (recorded in its folder) declares the circuit's entries
+    """A model built with `tiny.model.induction_circuit` (recorded in its folder) declares the circuit's entries
     frozen (tiny_recipe.model.frozen_entries); handed to the learner, they stay exactly as written through
     DeepSpeed steps (gradient masks) while the rest of the model trains. ZeRO-3 is refused with frozen entries."""
     from transformers import AutoModelForCausalLM
@@ -575,7 +575,8 @@ def test_two_rank_zero3_weight_sync_and_final_export(ray_session, tiny_model_pat
         run.run_dir, run.started_at = tmp_path / "run", 0.0
         run.fleet = SimpleNamespace(version=1, call=lambda refs, timeout, what: ray.get(refs, timeout=timeout))
         run.run_dir.mkdir()
-        run.cfg = SimpleNamespace(steps=1, data=SimpleNamespace(solution_end_line=False, line_labels=False))
+        run.cfg = SimpleNamespace(steps=1, data=SimpleNamespace(), tiny=SimpleNamespace(solution_end_line=False,
+                                                                                      line_labels=False))
         run.handles = SimpleNamespace(learners=ranks)
         run.metrics = SimpleNamespace(close=lambda: None)
         run.prepared = SimpleNamespace(dataset_dir="unused", model_dir=str(tiny_model_path))

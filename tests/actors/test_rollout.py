@@ -254,7 +254,7 @@ def test_constrained_index_sampling_and_learner_normalisation(engine, reference,
 
 @pytest.mark.slow
 def test_sample_index_only_points_after_a_greedy_solution(engine, reference, rh, monkeypatch):
-    """rollout.sample_index_only: one greedy solution up to the pointer mark, then G index tokens sampled
+    """tiny.sample_index_only: one greedy solution up to the pointer mark, then G index tokens sampled
     among 0..N-1 after it. Every rollout's prompt is the prompt plus that solution (one shared list), its
     response the index token, its text the solution and the index; the behaviour log-probs are the learner's
     constrained ones after that prompt. A solution that never writes the mark gives G empty responses.

@@ -36,12 +36,12 @@ def test_override_applies_with_type():
     (["eval_knockout_window=1"], "eval_knockout_window"),
     (["checkpoint_every=-1"], "checkpoint_every"),
     (["data.max_candidates=12"], "data.max_candidates"),
-    (["model.pretrain.solution_check=true"], "model.pretrain.solution_check"),
+    (["tiny.pretrain.solution_check=true"], "tiny.pretrain.solution_check"),
     (["curriculum.max_candidates=1"], "curriculum.max_candidates"),
     (["curriculum.max_candidates=-2"], "curriculum.max_candidates"),
     (["data.train_max_candidates=1"], "data.train_max_candidates"),
     (["data.train_max_candidates=9"], "data.train_max_candidates"),
-    (["rollout.sample_index_only=true"], "rollout.sample_index_only"),
+    (["tiny.sample_index_only=true"], "tiny.sample_index_only"),
 ])
 def test_bad_values_are_rejected_naming_the_key(override, key):
     with pytest.raises(ConfigError, match=key.replace(".", r"\.")):
@@ -209,39 +209,39 @@ def test_more_than_ten_candidates_need_unconstrained_answers_with_the_tiny_model
 
 
 def test_sample_index_only_loads_with_the_solve_then_point_model():
-    solve_point = ["model.tiny.response=solve_point", "data.answer_labels=true", "model.warm_start.target=pointer"]
-    cfg = load_config("selector", [*solve_point, "rollout.sample_index_only=true"])
-    assert cfg.rollout.sample_index_only and cfg.model.tiny.response == "solve_point"
+    solve_point = ["tiny.model.response=solve_point", "tiny.answer_labels=true", "tiny.warm_start.target=pointer"]
+    cfg = load_config("selector", [*solve_point, "tiny.sample_index_only=true"])
+    assert cfg.tiny.sample_index_only and cfg.tiny.model.response == "solve_point"
     # the index model writes no solution before its index: sampling the index alone is refused by name
-    with pytest.raises(ConfigError, match="rollout.sample_index_only"):
-        load_config("selector", ["rollout.sample_index_only=true"])
+    with pytest.raises(ConfigError, match="tiny.sample_index_only"):
+        load_config("selector", ["tiny.sample_index_only=true"])
 
 
 def test_the_pick_reward_weight_is_a_share():
     from core.config import ConfigError, load_config
 
-    assert load_config("default", ["verifier.pick_reward=0.5"]).verifier.pick_reward == 0.5
-    with pytest.raises(ConfigError, match="verifier.pick_reward"):
-        load_config("default", ["verifier.pick_reward=1.5"])
+    assert load_config("default", ["tiny.pick_reward=0.5"]).tiny.pick_reward == 0.5
+    with pytest.raises(ConfigError, match="tiny.pick_reward"):
+        load_config("default", ["tiny.pick_reward=1.5"])
 
 
 def test_a_config_builds_on_its_base_and_a_loop_is_refused(tmp_path):
     """`base: NAME` merges NAME's file first, then the file's own keys (nested sections merge key by key), then the
     overrides; a base that names the file again, or more than one config, is refused by name."""
     variant = tmp_path / "variant.yaml"
-    variant.write_text("base: default\nrun_dir: runs/variant\ndata:\n  train_no_cue_share: 0.5\n"
-                       "model:\n  warm_start: {pointer: uniform}\nverifier:\n  pick_reward: 0.0\n"
+    variant.write_text("base: default\nrun_dir: runs/variant\ntiny:\n  train_no_cue_share: 0.5\n"
+                       "  warm_start: {pointer: uniform}\n  pick_reward: 0.0\n"
                        "learner:\n  lr: 2.0e-4\n")
     point, default = load_config(str(variant), ["run_dir=x"]), load_config("default", ["run_dir=x"])
     assert load_config(str(variant)).run_dir == "runs/variant"
-    assert point.model.warm_start.pointer == "uniform" and point.learner.lr == 2.0e-4
-    assert point.data.train_no_cue_share == 0.5 and point.verifier.pick_reward == 0.0
-    assert point.model.pretrain == default.model.pretrain and point.algorithm == default.algorithm
-    assert point.model.warm_start.steps == default.model.warm_start.steps  # the base's other keys of that section
+    assert point.tiny.warm_start.pointer == "uniform" and point.learner.lr == 2.0e-4
+    assert point.tiny.train_no_cue_share == 0.5 and point.tiny.pick_reward == 0.0
+    assert point.tiny.pretrain == default.tiny.pretrain and point.algorithm == default.algorithm
+    assert point.tiny.warm_start.steps == default.tiny.warm_start.steps  # the base's other keys of that section
     assert point != default
-    again = [f"model.warm_start.pointer={default.model.warm_start.pointer}", f"learner.lr={default.learner.lr}",
-             f"verifier.pick_reward={default.verifier.pick_reward}",
-             f"data.train_no_cue_share={default.data.train_no_cue_share}"]
+    again = [f"tiny.warm_start.pointer={default.tiny.warm_start.pointer}", f"learner.lr={default.learner.lr}",
+             f"tiny.pick_reward={default.tiny.pick_reward}",
+             f"tiny.train_no_cue_share={default.tiny.train_no_cue_share}"]
     assert load_config(str(variant), ["run_dir=x", *again]) == default
     child = tmp_path / "child.yaml"
     child.write_text(f"base: {tmp_path / 'parent.yaml'}\nsteps: 7\n")
@@ -265,7 +265,7 @@ def test_cache_key_settings_leave_out_later_keys_only_at_their_defaults():
 
 
 def test_help_lists_the_system_keys_apart_from_the_tiny_recipe_keys(capsys):
-    """`--help` prints every key once, the embedded tiny recipe's (RECIPE_KEY_PREFIXES) after the system's, and each
+    """`--help` prints every key once, the embedded tiny recipe's (the `tiny:` section) after the system's, and each
     named recipe key exists."""
     from core.config import RECIPE_KEY_PREFIXES, is_recipe_key
     from driver.train import main
@@ -279,3 +279,52 @@ def test_help_lists_the_system_keys_apart_from_the_tiny_recipe_keys(capsys):
     assert sorted(printed(system) + printed(recipe)) == sorted(keys)
     assert printed(recipe) and all(is_recipe_key(k) for k in printed(recipe))
     assert not any(is_recipe_key(k) for k in printed(system)) and "algorithm.eps_high" in printed(system)
+    assert RECIPE_KEY_PREFIXES == ("tiny.",) and all(k.startswith("tiny.") for k in printed(recipe))
+    assert keys.index(printed(recipe)[0]) > keys.index(printed(system)[-1])  # the recipe's section comes last
+
+
+@pytest.mark.parametrize("override,moved,set_key", [
+    ("model.pretrain.steps=40", "model.pretrain moved to tiny.pretrain", "tiny.pretrain.steps"),
+    ("model.seed=3", "model.seed moved to tiny.seed", "tiny.seed"),
+    ("model.tiny.response=pick_point", "model.tiny moved to tiny.model", "tiny.model.response"),
+    ("model.warm_start={steps: 5}", "model.warm_start moved to tiny.warm_start", "tiny.warm_start"),
+    ("data.answer_labels=true", "data.answer_labels moved to tiny.answer_labels", "tiny.answer_labels"),
+    ("data.train_no_cue_share=0.5", "data.train_no_cue_share moved to tiny.train_no_cue_share",
+     "tiny.train_no_cue_share"),
+    ("rollout.sample_index_only=true", "rollout.sample_index_only moved to tiny.sample_index_only",
+     "tiny.sample_index_only"),
+    ("verifier.pick_reward=0.5", "verifier.pick_reward moved to tiny.pick_reward", "tiny.pick_reward"),
+    ("algorithm.anchor_corpus_rows=4", "algorithm.anchor_corpus_rows moved to tiny.anchor_corpus_rows",
+     "tiny.anchor_corpus_rows"),
+    ("model={seed: 3}", "model.seed moved to tiny.seed", "tiny.seed"),
+])
+def test_a_key_that_moved_under_tiny_is_refused_naming_its_new_path(override, moved, set_key):
+    """The tiny recipe's keys live under `tiny:` (core/config_tiny.py MOVED_KEYS); an old path, as an override or in a
+    YAML file, is a one-line error naming where it went, not a generic unknown key."""
+    with pytest.raises(ConfigError, match=f"^override {re.escape(repr(override))}: {re.escape(moved)} ") as err:
+        load_config("default", [override])
+    assert "\n" not in str(err.value) and f"set {set_key} " in str(err.value)
+
+
+def test_a_config_file_with_a_moved_key_is_refused_and_an_old_run_config_is_read_moved(tmp_path):
+    old = tmp_path / "old.yaml"
+    old.write_text("base: selector\nmodel:\n  pretrain: {steps: 40}\n")
+    with pytest.raises(ConfigError, match=r"model\.pretrain moved to tiny\.pretrain"):
+        load_config(str(old))
+    old.write_text("data:\n  solution_end_line: true\n")
+    with pytest.raises(ConfigError, match=r"data\.solution_end_line moved to tiny\.solution_end_line"):
+        load_config(str(old))
+    # a run folder's config.yaml written before the move (resume, serving) is read with its keys moved
+    from omegaconf import OmegaConf
+
+    cfg = load_config("default")
+    tree = OmegaConf.to_container(OmegaConf.create(to_yaml(cfg)))
+    recipe = tree.pop("tiny")
+    tree["model"].update(tiny=recipe["model"], seed=recipe["seed"], pretrain=recipe["pretrain"],
+                         warm_start=recipe["warm_start"])
+    tree["data"].update({k: recipe[k] for k in ("train_no_cue_share", "answer_labels", "line_labels",
+                                                "solution_end_line")})
+    tree["rollout"]["sample_index_only"] = recipe["sample_index_only"]
+    tree["verifier"]["pick_reward"] = recipe["pick_reward"]
+    tree["algorithm"]["anchor_corpus_rows"] = recipe["anchor_corpus_rows"]
+    assert from_yaml(OmegaConf.to_yaml(OmegaConf.create(tree))) == cfg

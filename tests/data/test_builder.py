@@ -91,7 +91,11 @@ def test_the_configured_prompt_style_renders_every_prompt():
     from core.algo.genselect import PromptStyle, build_prompt
 
     probs = [problem(f"p{i}", [1, 0, 0]) for i in range(5)]
-    cfg = DataConfig(prompts_per_problem=2, max_candidates=3, solution_end_line=True, line_labels=True)
+    from core.config import TinyRecipeConfig
+    from driver.data.dataset import settings
+
+    recipe = TinyRecipeConfig(solution_end_line=True, line_labels=True)  # the layout keys the recipe sets
+    cfg = settings(DataConfig(prompts_per_problem=2, max_candidates=3), recipe)
     tasks = builder.build_all(probs, cfg, "train", builder.BuildStats())
     assert tasks and all(t.prompt == build_prompt(t.problem, t.candidates, style=PromptStyle(True, True))
                          for t in tasks)

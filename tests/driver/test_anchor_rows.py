@@ -1,4 +1,4 @@
-"""tiny_recipe/anchor_rows.py: the worked solutions stage 3b adds to a step (algorithm.anchor_corpus_rows)."""
+"""tiny_recipe/anchor_rows.py: the worked solutions stage 3b adds to a step (tiny.anchor_corpus_rows)."""
 import pytest
 
 from tiny_recipe.chat import pick_point_head
@@ -64,12 +64,12 @@ def test_rows_need_pick_then_point_rollouts():
         corpus_anchor_sequences([_group([5], [], 0)], CharTokenizer(), 1, 0, 0, frozenset())
 
 
-@pytest.mark.parametrize("override", [["algorithm.anchor_corpus_rows=4", "algorithm.solution_anchor=0.0"],
-                                      ["algorithm.anchor_corpus_rows=-1", "algorithm.solution_anchor=1.0"]])
+@pytest.mark.parametrize("override", [["tiny.anchor_corpus_rows=4", "algorithm.solution_anchor=0.0"],
+                                      ["tiny.anchor_corpus_rows=-1", "algorithm.solution_anchor=1.0"]])
 def test_the_config_refuses_rows_without_their_anchor_or_response(override):
-    with pytest.raises(ConfigError, match=r"algorithm\.anchor_corpus_rows"):
+    with pytest.raises(ConfigError, match=r"tiny\.anchor_corpus_rows"):
         load_config("default", override)
-    with pytest.raises(ConfigError, match=r"algorithm\.anchor_corpus_rows"):
-        load_config("selector", ["algorithm.anchor_corpus_rows=4", "algorithm.solution_anchor=1.0"])
-    cfg = load_config("default", ["algorithm.anchor_corpus_rows=4", "algorithm.solution_anchor=1.0"])
-    assert cfg.algorithm.anchor_corpus_rows == 4
+    with pytest.raises(ConfigError, match=r"tiny\.anchor_corpus_rows"):
+        load_config("selector", ["tiny.anchor_corpus_rows=4", "algorithm.solution_anchor=1.0"])
+    cfg = load_config("default", ["tiny.anchor_corpus_rows=4", "algorithm.solution_anchor=1.0"])
+    assert cfg.tiny.anchor_corpus_rows == 4

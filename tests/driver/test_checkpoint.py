@@ -100,6 +100,9 @@ def test_compatible_resume_restores_the_stream(tmp_path):
     (["model.dtype=bfloat16", "learner.dtype=bfloat16"], "learner.dtype"),
     (["curriculum.enabled=true"], "curriculum.enabled"),  # on top of FLAT
     (["curriculum.mirror=true"], "curriculum.mirror"),
+    (["tiny.seed=3"], "tiny.seed"),  # the recipe's model, pretraining, warm-start and dataset settings fix them too
+    (["tiny.warm_start.steps=7"], "tiny.warm_start.steps"),
+    (["tiny.solution_end_line=false"], "tiny.solution_end_line"),
 ])
 def test_resume_refuses_an_incompatible_config_naming_the_key(tmp_path, overrides, key):
     from core.config import load_config
@@ -141,3 +144,23 @@ def test_mirrored_resume_reissues_unfinished_twins(tmp_path):
     assert run._resume(folder) == 3
     taken = run.stream.take(4)
     assert taken[:2] == ["q2/p0/mirror", "q3/p0"] and taken[3] == taken[2] + "/mirror", taken
+
+
+def test_a_checkpoint_written_before_the_recipe_keys_moved_resumes_under_tiny(tmp_path):
+    """A checkpoint's config.yaml that still has `model.tiny`, `model.seed`, `data.solution_end_line`, ... (written
+    before the tiny recipe's keys moved under `tiny:`) is compared with its keys moved, so the same run resumes."""
+    from omegaconf import OmegaConf
+
+    from core.config import load_config
+
+    folder = _checkpoint_with(tmp_path, [], reissue=["q1/p0"])
+    path = folder / "config.yaml"
+    tree = OmegaConf.to_container(OmegaConf.load(path))
+    recipe = tree.pop("tiny")
+    tree["model"].update(tiny=recipe["model"], seed=recipe["seed"], pretrain=recipe["pretrain"],
+                         warm_start=recipe["warm_start"])
+    tree["data"]["solution_end_line"] = recipe["solution_end_line"]
+    path.write_text(OmegaConf.to_yaml(OmegaConf.create(tree)))
+    ckpt.check_compatible(folder, load_config("selector", FLAT), ["q1/p0"])
+    with pytest.raises(ckpt.IncompatibleCheckpoint, match=r"tiny\.seed=0, this run has tiny\.seed=3"):
+        ckpt.check_compatible(folder, load_config("selector", FLAT + ["tiny.seed=3"]), ["q1/p0"])

@@ -25,6 +25,7 @@ def test_the_test_set_holds_no_problem_of_the_validation_set():
 
 def test_the_no_cue_set_is_the_test_set_without_hedging_sentences():
     from core.algo.genselect import PromptStyle
+    from driver.data.dataset import prompt_style
     from driver.data.procedural import HEDGES
 
     import dataclasses
@@ -44,7 +45,7 @@ def test_the_no_cue_set_is_the_test_set_without_hedging_sentences():
         "t" + NOCUE_SUFFIX]  # the test set's twins when there is a test set
     cfg.data.source = "model"
     assert nocue_tasks(cfg, [task], []) == []
-    assert PromptStyle.of(cfg.data) == PromptStyle()
+    assert prompt_style(cfg) == PromptStyle()
 
 
 def test_the_nocue_set_is_read_at_the_start_the_end_and_every_eval_without_cue_every_steps():

@@ -156,3 +156,11 @@ def test_a_run_export_is_read_with_its_runs_rollout_settings(tmp_path):
     assert rollout_settings(str(run / "export")).samples_per_prompt == 1
     assert rollout_settings(str(run / "export"), "smoke").max_response_tokens == load_config("smoke").rollout.max_response_tokens
     assert rollout_settings(str(tmp_path / "elsewhere")).max_response_tokens == 48
+    # the response form follows the run's tiny.sample_index_only (the solve-then-point rollout), else the config's
+    from driver.evaluate import sample_index_only
+
+    solve = ["tiny.model.response=solve_point", "tiny.answer_labels=true", "tiny.warm_start.target=pointer",
+             "tiny.sample_index_only=true"]
+    assert not sample_index_only(str(run / "export")) and not sample_index_only(str(tmp_path / "elsewhere"))
+    (run / "config.yaml").write_text(to_yaml(load_config("selector", solve)))
+    assert sample_index_only(str(run / "export")) and not sample_index_only(str(run / "export"), "selector")

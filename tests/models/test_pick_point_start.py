@@ -109,17 +109,17 @@ def test_the_pick_point_config_loads_and_refuses_what_does_not_go_with_it():
     from core.config import ConfigError, load_config
 
     cfg = load_config("default")
-    assert cfg.model.tiny.response == "pick_point" and cfg.model.warm_start.target == "pick_point"
-    assert cfg.model.pretrain.pick_line and cfg.data.answer_labels and not cfg.rollout.sample_index_only
-    with pytest.raises(ConfigError, match="model.warm_start.target.*pick_point"):
-        load_config("default", ["model.warm_start.target=pointer"])
-    with pytest.raises(ConfigError, match="model.warm_start.target"):
-        load_config("selector", ["model.warm_start.target=pick_point"])
-    with pytest.raises(ConfigError, match="model.tiny.response.*answer_labels"):
-        load_config("default", ["data.answer_labels=false", "model.pretrain.pointer_share=0"])
-    with pytest.raises(ConfigError, match="rollout.sample_index_only"):
-        load_config("default", ["rollout.sample_index_only=true"])
-    assert load_config("default", ["model.warm_start.pointer=uniform"]).model.warm_start.pointer == "uniform"
-    assert load_config("default", ["model.warm_start.pointer=pick"]).model.warm_start.pointer == "pick"
-    with pytest.raises(ConfigError, match="model.warm_start.pointer"):
-        load_config("default", ["model.warm_start.pointer=copy"])
+    assert cfg.tiny.model.response == "pick_point" and cfg.tiny.warm_start.target == "pick_point"
+    assert cfg.tiny.pretrain.pick_line and cfg.tiny.answer_labels and not cfg.tiny.sample_index_only
+    with pytest.raises(ConfigError, match="tiny.warm_start.target.*pick_point"):
+        load_config("default", ["tiny.warm_start.target=pointer"])
+    with pytest.raises(ConfigError, match="tiny.warm_start.target"):
+        load_config("selector", ["tiny.warm_start.target=pick_point"])
+    with pytest.raises(ConfigError, match="tiny.model.response.*answer_labels"):
+        load_config("default", ["tiny.answer_labels=false", "tiny.pretrain.pointer_share=0"])
+    with pytest.raises(ConfigError, match="tiny.sample_index_only"):
+        load_config("default", ["tiny.sample_index_only=true"])
+    assert load_config("default", ["tiny.warm_start.pointer=uniform"]).tiny.warm_start.pointer == "uniform"
+    assert load_config("default", ["tiny.warm_start.pointer=pick"]).tiny.warm_start.pointer == "pick"
+    with pytest.raises(ConfigError, match="tiny.warm_start.pointer"):
+        load_config("default", ["tiny.warm_start.pointer=copy"])

@@ -4,7 +4,8 @@ config refuses it where it means nothing."""
 import pytest
 import torch
 
-from core.config import ConfigError, DataConfig, ModelConfig, PretrainConfig, TinyModelConfig, WarmStartConfig
+from core.config import (ConfigError, DataConfig, ModelConfig, PretrainConfig, TinyModelConfig, TinyRecipeConfig,
+                         WarmStartConfig)
 from core.config import load_config
 from driver.data.slips import slip_kind
 from tiny_recipe import pretrain
@@ -70,7 +71,7 @@ def test_a_corpus_larger_than_the_procedural_space_is_refused_naming_the_pretrai
         raise ValueError("the procedural spec yields fewer than 96000 distinct problems")
 
     monkeypatch.setattr(procedural, "generate", too_few)
-    with pytest.raises(ValueError, match="lower model.pretrain.steps"):
+    with pytest.raises(ValueError, match="lower tiny.pretrain.steps"):
         pretrain.solution_texts(PretrainConfig(steps=3000, batch_size=32))
 
 
@@ -88,12 +89,12 @@ def test_prepare_pretrains_then_warm_starts_learns_and_caches(tmp_path):
     from driver.prepare import prepare
 
     data = DataConfig(num_problems=60, out_dir=str(tmp_path / "ds"), max_candidates=4)
-    model = ModelConfig(cache_dir=str(tmp_path / "models"),
-                        tiny=TinyModelConfig(hidden_size=64, num_layers=2, num_heads=2, num_kv_heads=1,
-                                             intermediate_size=128),
-                        pretrain=PretrainConfig(steps=40, batch_size=8, lr=3e-3),
-                        warm_start=WarmStartConfig(steps=5, batch_size=8, lr=3e-3))
-    prepared = prepare(data, model, with_model=True, progress=False, eval_prompts=8)
+    model = ModelConfig(cache_dir=str(tmp_path / "models"))
+    tiny = TinyRecipeConfig(model=TinyModelConfig(hidden_size=64, num_layers=2, num_heads=2, num_kv_heads=1,
+                                                  intermediate_size=128),
+                            pretrain=PretrainConfig(steps=40, batch_size=8, lr=3e-3),
+                            warm_start=WarmStartConfig(steps=5, batch_size=8, lr=3e-3))
+    prepared = prepare(data, model, with_model=True, progress=False, eval_prompts=8, tiny_cfg=tiny)
     pretrained = prepared.warm_start_stats["base_model"]
     assert "-pt-" in pretrained and "-pt-" in prepared.model_dir.name  # warm-started from the pretrained model
     import json
@@ -102,21 +103,21 @@ def test_prepare_pretrains_then_warm_starts_learns_and_caches(tmp_path):
     stats = json.loads((Path(pretrained) / pretrain.STATS_FILE).read_text())
     held = load_dataset(prepared.dataset_dir).heldout
     assert stats["steps_run"] >= 39 and stats["loss_last10"] < 0.6 * stats["loss_first"]
-    assert stats["excluded"] == len(pretrain.pretraining_problems(model.pretrain) & {t.problem for t in held})
-    assert pretrain.problems_of_pretrained(pretrained) == pretrain.pretraining_problems(model.pretrain)
+    assert stats["excluded"] == len(pretrain.pretraining_problems(tiny.pretrain) & {t.problem for t in held})
+    assert pretrain.problems_of_pretrained(pretrained) == pretrain.pretraining_problems(tiny.pretrain)
     assert pretrain.problems_of_pretrained(tmp_path) == frozenset()  # no pretrained model there
-    again = prepare(data, model, with_model=True, progress=False, eval_prompts=8)  # cached, both stages
+    again = prepare(data, model, with_model=True, progress=False, eval_prompts=8, tiny_cfg=tiny)  # cached, both
     assert again.model_dir == prepared.model_dir
 
 
 def test_the_config_refuses_pretraining_where_it_means_nothing():
-    load_config("smoke", ["model.pretrain.steps=10"])
-    with pytest.raises(ConfigError, match="model.pretrain.steps.*procedural_math"):
-        load_config("smoke", ["model.pretrain.steps=10", "data.source=reasoning_gym"])
-    with pytest.raises(ConfigError, match="model.pretrain.batch_size"):
-        load_config("smoke", ["model.pretrain.steps=10", "model.pretrain.batch_size=0"])
-    with pytest.raises(ConfigError, match="model.pretrain.pack_tokens.*max_position_embeddings"):
-        load_config("smoke", ["model.pretrain.steps=10", "model.pretrain.pack_tokens=100000"])
+    load_config("smoke", ["tiny.pretrain.steps=10"])
+    with pytest.raises(ConfigError, match="tiny.pretrain.steps.*procedural_math"):
+        load_config("smoke", ["tiny.pretrain.steps=10", "data.source=reasoning_gym"])
+    with pytest.raises(ConfigError, match="tiny.pretrain.batch_size"):
+        load_config("smoke", ["tiny.pretrain.steps=10", "tiny.pretrain.batch_size=0"])
+    with pytest.raises(ConfigError, match="tiny.pretrain.pack_tokens.*max_position_embeddings"):
+        load_config("smoke", ["tiny.pretrain.steps=10", "tiny.pretrain.pack_tokens=100000"])
 
 
 def test_packing_joins_texts_in_order_into_rows_no_wider_than_asked():
@@ -188,13 +189,13 @@ def test_two_stage_pretraining_with_pointer_steps_keeps_a_wired_circuit_as_writt
     from tiny_recipe.induction import circuit_masks
     from driver.prepare import prepare
 
-    data = DataConfig(num_problems=60, out_dir=str(tmp_path / "ds"), max_candidates=4, solution_end_line=True,
-                      answer_labels=True)
-    model = ModelConfig(cache_dir=str(tmp_path / "models"), tiny=TinyModelConfig(induction_circuit=True),
-                        pretrain=PretrainConfig(steps=8, batch_size=8, pointer_share=0.5, context_steps=4,
-                                                context_batch=2),
-                        warm_start=WarmStartConfig(enabled=False))
-    prepared = prepare(data, model, with_model=True, progress=False)
+    data = DataConfig(num_problems=60, out_dir=str(tmp_path / "ds"), max_candidates=4)
+    model = ModelConfig(cache_dir=str(tmp_path / "models"))
+    tiny = TinyRecipeConfig(model=TinyModelConfig(induction_circuit=True), solution_end_line=True, answer_labels=True,
+                            pretrain=PretrainConfig(steps=8, batch_size=8, pointer_share=0.5, context_steps=4,
+                                                    context_batch=2),
+                            warm_start=WarmStartConfig(enabled=False))
+    prepared = prepare(data, model, with_model=True, progress=False, tiny_cfg=tiny)
     stats = json.loads((prepared.model_dir / pretrain.STATS_FILE).read_text())
     kinds = stats["steps_by_kind"]
     assert kinds.get("solutions/pointer", 0) >= 1 and kinds["solutions/solution"] + kinds["solutions/pointer"] == 8
@@ -212,19 +213,19 @@ def test_two_stage_pretraining_with_pointer_steps_keeps_a_wired_circuit_as_writt
         moved_outside |= not torch.equal(before[name][~mask], after[name][~mask])
     assert moved_outside  # everything else trained
     plain = PretrainConfig(steps=8, batch_size=8)
-    assert pretrain.pretrain_dir(base, model.pretrain, frozenset(), "a") != pretrain.pretrain_dir(
-        base, model.pretrain, frozenset(), "b")  # it read that dataset's prompts
+    assert pretrain.pretrain_dir(base, tiny.pretrain, frozenset(), "a") != pretrain.pretrain_dir(
+        base, tiny.pretrain, frozenset(), "b")  # it read that dataset's prompts
     assert pretrain.pretrain_dir(base, plain, frozenset(), "a") == pretrain.pretrain_dir(base, plain, frozenset(), "b")
-    assert pretrain.pretraining_problems(model.pretrain) > pretrain.pretraining_problems(plain)  # both stages
+    assert pretrain.pretraining_problems(tiny.pretrain) > pretrain.pretraining_problems(plain)  # both stages
 
 
 def test_pointer_steps_need_answer_labels_and_context_steps_a_first_stage():
-    load_config("smoke", ["model.pretrain.steps=10", "model.pretrain.pointer_share=0.2", "data.answer_labels=true",
-                          "model.pretrain.context_steps=5"])
-    with pytest.raises(ConfigError, match="model.pretrain.pointer_share.*answer_labels"):
-        load_config("smoke", ["model.pretrain.steps=10", "model.pretrain.pointer_share=0.2"])
-    with pytest.raises(ConfigError, match="model.pretrain.context_steps.*first stage"):
-        load_config("smoke", ["model.pretrain.context_steps=5"])
+    load_config("smoke", ["tiny.pretrain.steps=10", "tiny.pretrain.pointer_share=0.2", "tiny.answer_labels=true",
+                          "tiny.pretrain.context_steps=5"])
+    with pytest.raises(ConfigError, match="tiny.pretrain.pointer_share.*answer_labels"):
+        load_config("smoke", ["tiny.pretrain.steps=10", "tiny.pretrain.pointer_share=0.2"])
+    with pytest.raises(ConfigError, match="tiny.pretrain.context_steps.*first stage"):
+        load_config("smoke", ["tiny.pretrain.context_steps=5"])
 
 
 def test_context_rows_carry_a_random_pick_line_only_when_asked(tiny_dir):

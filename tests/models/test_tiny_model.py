@@ -5,9 +5,14 @@ import json
 import pytest
 import torch
 
-from core.config import ModelConfig, TinyModelConfig
+from core.config import ModelConfig, TinyModelConfig, TinyRecipeConfig
 from driver.models import registry
 from tiny_recipe.model import train_tokenizer
+
+
+def tiny(seed: int = 0, **shape) -> TinyRecipeConfig:
+    """The recipe's keys with the tiny model's shape `shape` (`tiny.model`) and `seed` (`tiny.seed`)."""
+    return TinyRecipeConfig(model=TinyModelConfig(**shape), seed=seed)
 
 
 def test_tokenizer_is_deterministic_and_splits_digits(corpus):
@@ -27,9 +32,9 @@ def test_whole_number_tokenizer_keeps_frequent_numbers_whole_and_has_its_own_key
     pieces = [whole.decode([i]).strip() for i in ids]
     assert "12" in pieces or "19" in pieces  # numbers of the corpus merge into single tokens
     assert whole.decode(ids) == "12 + 7 = 19"
-    split, merged = ModelConfig(), ModelConfig(tiny=TinyModelConfig(split_digits=False))
-    assert registry.tokenizer_key(split) != registry.tokenizer_key(merged)  # another dataset hash
-    assert registry.tiny_dir(split, corpus) != registry.tiny_dir(merged, corpus)  # another model folder
+    cfg, split, merged = ModelConfig(), tiny(), tiny(split_digits=False)
+    assert registry.tokenizer_key(cfg, split) != registry.tokenizer_key(cfg, merged)  # another dataset hash
+    assert registry.tiny_dir(cfg, corpus, split) != registry.tiny_dir(cfg, corpus, merged)  # another model folder
 
 
 def test_saved_folder_loads_with_transformers_and_ties_lm_head(tiny_dir):
@@ -51,17 +56,17 @@ def test_saved_folder_loads_with_transformers_and_ties_lm_head(tiny_dir):
 
 
 def test_resolve_model_caches_by_corpus_shape_and_seed(tmp_path, corpus):
-    cfg = ModelConfig(cache_dir=str(tmp_path), tiny=TinyModelConfig(hidden_size=64, num_layers=1, num_heads=2,
-                                                                    num_kv_heads=1, intermediate_size=64))
-    first = registry.resolve_model(cfg, corpus)
+    cfg = ModelConfig(cache_dir=str(tmp_path))
+    recipe = tiny(hidden_size=64, num_layers=1, num_heads=2, num_kv_heads=1, intermediate_size=64)
+    first = registry.resolve_model(cfg, corpus, recipe)
     stamp = (first / "model.safetensors").stat().st_mtime_ns
-    assert registry.resolve_model(cfg, corpus) == first
+    assert registry.resolve_model(cfg, corpus, recipe) == first
     assert (first / "model.safetensors").stat().st_mtime_ns == stamp
-    assert registry.tiny_dir(cfg, corpus[:-1]) != first
-    cfg.seed = 1
-    assert registry.tiny_dir(cfg, corpus) != first
+    assert registry.tiny_dir(cfg, corpus[:-1], recipe) != first
+    recipe.seed = 1
+    assert registry.tiny_dir(cfg, corpus, recipe) != first
     with pytest.raises(ValueError, match="corpus"):
-        registry.resolve_model(cfg, None)
+        registry.resolve_model(cfg, None, recipe)
 
 
 @pytest.mark.parametrize("remove,message", [("config.json", "config.json"), ("tokenizer.json", "tokenizer"),
@@ -88,10 +93,9 @@ def test_a_wired_model_copies_at_initialisation_and_records_its_circuit(tmp_path
 
     from tiny_recipe.induction import wired_circuit
 
-    plain = ModelConfig(cache_dir=str(tmp_path))
-    wired = ModelConfig(cache_dir=str(tmp_path), tiny=TinyModelConfig(induction_circuit=True))
-    folder = registry.resolve_model(wired, corpus)
-    assert folder != registry.tiny_dir(plain, corpus) and wired_circuit(folder) == 3
+    cfg = ModelConfig(cache_dir=str(tmp_path))
+    folder = registry.resolve_model(cfg, corpus, tiny(induction_circuit=True))
+    assert folder != registry.tiny_dir(cfg, corpus, tiny()) and wired_circuit(folder) == 3
     assert wired_circuit(tmp_path) == 0  # no model info there: nothing to freeze
     model = AutoModelForCausalLM.from_pretrained(folder).eval()
     gen = torch.Generator().manual_seed(0)
@@ -106,18 +110,19 @@ def test_a_default_model_keeps_the_cache_key_it_had_before_the_circuit_and_the_r
     import dataclasses
     import hashlib
 
-    cfg = ModelConfig()
-    shape = {k: v for k, v in dataclasses.asdict(cfg.tiny).items() if k not in ("induction_circuit", "response")}
-    blob = f"{json.dumps(shape, sort_keys=True)}|seed={cfg.seed}|corpus={registry.corpus_hash(corpus)}"
-    assert registry.tiny_dir(cfg, corpus).name == f"tiny-{hashlib.sha256(blob.encode()).hexdigest()[:12]}"
+    recipe = TinyRecipeConfig()
+    shape = {k: v for k, v in dataclasses.asdict(recipe.model).items() if k not in ("induction_circuit", "response")}
+    blob = f"{json.dumps(shape, sort_keys=True)}|seed={recipe.seed}|corpus={registry.corpus_hash(corpus)}"
+    assert registry.tiny_dir(ModelConfig(), corpus, recipe).name == \
+        f"tiny-{hashlib.sha256(blob.encode()).hexdigest()[:12]}"
 
 
 def test_the_circuit_needs_the_shape_it_is_written_for():
     from core.config import ConfigError, load_config
 
-    load_config("selector", ["model.tiny.induction_circuit=true"])
-    with pytest.raises(ConfigError, match="model.tiny.induction_circuit.*hidden_size=256"):
-        load_config("smoke", ["model.tiny.induction_circuit=true"])  # the smoke config's model is 64 wide
+    load_config("selector", ["tiny.model.induction_circuit=true"])
+    with pytest.raises(ConfigError, match="tiny.model.induction_circuit.*hidden_size=256"):
+        load_config("smoke", ["tiny.model.induction_circuit=true"])  # the smoke config's model is 64 wide
 
 
 def test_a_solve_then_point_model_restates_the_problem_after_the_prompt(tmp_path, corpus):
@@ -126,9 +131,9 @@ def test_a_solve_then_point_model_restates_the_problem_after_the_prompt(tmp_path
     from core.algo.genselect import PromptStyle, build_prompt, parse_judgment
     from core.chat import answer_prefix, format_prompt
 
-    cfg = ModelConfig(cache_dir=str(tmp_path), tiny=TinyModelConfig(response="solve_point", split_digits=False))
-    assert registry.tokenizer_key(cfg) != registry.tokenizer_key(ModelConfig())  # another prompt budget
-    tokenizer = AutoTokenizer.from_pretrained(registry.resolve_model(cfg, corpus))
+    cfg, solve = ModelConfig(cache_dir=str(tmp_path)), tiny(response="solve_point", split_digits=False)
+    assert registry.tokenizer_key(cfg, solve) != registry.tokenizer_key(cfg, tiny())  # another prompt budget
+    tokenizer = AutoTokenizer.from_pretrained(registry.resolve_model(cfg, corpus, solve))
     prompt = build_prompt("Compute 3 + 4.", ["3 + 4 = 7\nAnswer: 7", "3 + 4 = 8\nAnswer: 8"],
                           style=PromptStyle(end_lines=True, answer_labels=True))
     text = format_prompt(tokenizer, prompt)
@@ -139,7 +144,7 @@ def test_a_solve_then_point_model_restates_the_problem_after_the_prompt(tmp_path
 
 
 def test_a_pick_then_point_model_ends_the_prompt_in_the_pick_mark(tmp_path, corpus):
-    """model.tiny.response=pick_point: the built tokenizer's template ends the prompt in `Pick: #` (the rollout then
+    """tiny.model.response=pick_point: the built tokenizer's template ends the prompt in `Pick: #` (the rollout then
     writes the pick, the head, the solution and the pointer; tiny_recipe/pick_point.py), its tokenizer key differs from the
     other responses' (another prompt budget), and the response text the verifier reads names the pointer."""
     from transformers import AutoTokenizer
@@ -148,10 +153,10 @@ def test_a_pick_then_point_model_ends_the_prompt_in_the_pick_mark(tmp_path, corp
     from core.chat import PICK_MARK, format_prompt
     from tiny_recipe.chat import is_pick_point, pick_point_head
 
-    cfg = ModelConfig(cache_dir=str(tmp_path), tiny=TinyModelConfig(response="pick_point", split_digits=False))
-    solve = ModelConfig(tiny=TinyModelConfig(response="solve_point", split_digits=False))
-    assert len({registry.tokenizer_key(c) for c in (cfg, solve, ModelConfig())}) == 3
-    tokenizer = AutoTokenizer.from_pretrained(registry.resolve_model(cfg, corpus))
+    cfg, pick = ModelConfig(cache_dir=str(tmp_path)), tiny(response="pick_point", split_digits=False)
+    solve = tiny(response="solve_point", split_digits=False)
+    assert len({registry.tokenizer_key(cfg, t) for t in (pick, solve, tiny())}) == 3
+    tokenizer = AutoTokenizer.from_pretrained(registry.resolve_model(cfg, corpus, pick))
     assert is_pick_point(tokenizer)
     prompt = build_prompt("Compute 3 + 4.", ["3 + 4 = 7\nAnswer: 7", "3 + 4 = 8\nAnswer: 8"],
                           style=PromptStyle(end_lines=True, answer_labels=True))
@@ -162,17 +167,16 @@ def test_a_pick_then_point_model_ends_the_prompt_in_the_pick_mark(tmp_path, corp
 
 def test_the_registry_hands_each_model_folder_its_response_form(tmp_path, corpus):
     """The response-form hook (driver.models.registry.response_form): a pick-then-point tiny folder gets the recipe's
-    PickThenPoint, `rollout.sample_index_only` SolveThenPoint, and any other folder (an index tiny model here, a
+    PickThenPoint, `tiny.sample_index_only` SolveThenPoint, and any other folder (an index tiny model here, a
     user's own model alike) the general FreeText, so a run and a served selector sample what the model was built for."""
     from actors.response_forms import FreeText
-    from core.config import RolloutConfig
     from tiny_recipe.pick_point import PickThenPoint
     from tiny_recipe.solve_point import SolveThenPoint
 
-    pick = registry.resolve_model(ModelConfig(cache_dir=str(tmp_path), tiny=TinyModelConfig(
-        response="pick_point", split_digits=False)), corpus)
-    index = registry.resolve_model(ModelConfig(cache_dir=str(tmp_path)), corpus)
-    assert type(registry.response_form(pick, RolloutConfig())) is PickThenPoint
-    assert type(registry.response_form(index, RolloutConfig())) is FreeText
-    assert type(registry.response_form(index, RolloutConfig(sample_index_only=True))) is SolveThenPoint
+    cfg = ModelConfig(cache_dir=str(tmp_path))
+    pick = registry.resolve_model(cfg, corpus, tiny(response="pick_point", split_digits=False))
+    index = registry.resolve_model(cfg, corpus)
+    assert type(registry.response_form(pick)) is PickThenPoint
+    assert type(registry.response_form(index)) is FreeText
+    assert type(registry.response_form(index, sample_index_only=True)) is SolveThenPoint
     assert registry.frozen_entries(index) is None  # no circuit wired: nothing frozen

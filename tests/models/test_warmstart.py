@@ -5,7 +5,7 @@ import random
 import pytest
 import torch
 
-from core.config import DataConfig, ModelConfig, TinyModelConfig, WarmStartConfig
+from core.config import DataConfig, ModelConfig, TinyModelConfig, TinyRecipeConfig, WarmStartConfig
 from core.records import SelectionTask
 from driver.models import sft
 from tiny_recipe import warmstart
@@ -44,21 +44,22 @@ def test_length_batches_cover_similar_lengths():
 
 
 def tiny_configs(tmp_path, problems: int, candidates: int, width: int, layers: int, steps: int, batch: int):
-    """(DataConfig, ModelConfig) of a small procedural dataset and a tiny model with a `format` warm-start."""
+    """(DataConfig, ModelConfig, TinyRecipeConfig) of a small procedural dataset and a tiny model with a `format`
+    warm-start."""
     data = DataConfig(num_problems=problems, out_dir=str(tmp_path / "ds"), max_candidates=candidates)
-    model = ModelConfig(cache_dir=str(tmp_path / "models"),
-                        tiny=TinyModelConfig(hidden_size=width, num_layers=layers, num_heads=2, num_kv_heads=1,
-                                             intermediate_size=2 * width),
-                        warm_start=WarmStartConfig(steps=steps, batch_size=batch, lr=3e-3, target="format"))
-    return data, model
+    model = ModelConfig(cache_dir=str(tmp_path / "models"))
+    recipe = TinyRecipeConfig(model=TinyModelConfig(hidden_size=width, num_layers=layers, num_heads=2, num_kv_heads=1,
+                                                    intermediate_size=2 * width),
+                              warm_start=WarmStartConfig(steps=steps, batch_size=batch, lr=3e-3, target="format"))
+    return data, model, recipe
 
 
 @pytest.mark.slow
 def test_tiny_budget_teaches_the_format_and_is_cached(tmp_path):
     from driver.prepare import prepare
 
-    data, model = tiny_configs(tmp_path, problems=60, candidates=4, width=64, layers=2, steps=40, batch=8)
-    before = prepare(data, model, with_model=False, progress=False)
+    data, model, recipe = tiny_configs(tmp_path, problems=60, candidates=4, width=64, layers=2, steps=40, batch=8)
+    before = prepare(data, model, with_model=False, progress=False, tiny_cfg=recipe)
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
     from driver.data.dataset import load_dataset
@@ -66,12 +67,12 @@ def test_tiny_budget_teaches_the_format_and_is_cached(tmp_path):
     held = load_dataset(before.dataset_dir).heldout[:24]
     base = warmstart.evaluate_selector(AutoModelForCausalLM.from_pretrained(before.model_dir),
                                        AutoTokenizer.from_pretrained(before.model_dir), held)
-    prepared = prepare(data, model, with_model=True, progress=False, eval_prompts=24)
+    prepared = prepare(data, model, with_model=True, progress=False, eval_prompts=24, tiny_cfg=recipe)
     stats = prepared.warm_start_stats
     assert prepared.model_dir != before.model_dir and (prepared.model_dir / "warm_start.json").exists()
     assert stats["heldout"]["parse_rate"] >= 0.9 > base["parse_rate"]
     assert stats["loss_last10"] < stats["loss_first"]
-    again = prepare(data, model, with_model=True, progress=False, eval_prompts=24)  # cached
+    again = prepare(data, model, with_model=True, progress=False, eval_prompts=24, tiny_cfg=recipe)  # cached
     assert again.model_dir == prepared.model_dir and again.warm_start_stats == stats
     loaded = AutoModelForCausalLM.from_pretrained(prepared.model_dir)
     assert loaded.lm_head.weight.data_ptr() == loaded.model.embed_tokens.weight.data_ptr()
@@ -86,15 +87,15 @@ def test_eval_prompts_0_skips_the_held_out_evaluation(tmp_path, monkeypatch):
     from driver.prepare import prepare
     from driver.synth import format_warm_start
 
-    data, model = tiny_configs(tmp_path, problems=30, candidates=3, width=32, layers=1, steps=2, batch=4)
-    before = prepare(data, model, with_model=False, progress=False)
+    data, model, recipe = tiny_configs(tmp_path, problems=30, candidates=3, width=32, layers=1, steps=2, batch=4)
+    before = prepare(data, model, with_model=False, progress=False, tiny_cfg=recipe)
     loaded = load_dataset(before.dataset_dir)
 
     def no_decoding(*args, **kwargs):
         raise AssertionError("the held-out evaluation ran with eval_prompts=0")
 
     monkeypatch.setattr(warmstart, "evaluate_selector", no_decoding)
-    out, stats = warmstart.warm_start(before.model_dir, loaded.train, loaded.heldout, model.warm_start,
+    out, stats = warmstart.warm_start(before.model_dir, loaded.train, loaded.heldout, recipe.warm_start,
                                       tmp_path / "ws", eval_prompts=0, progress=False)
     assert stats["heldout"] is None and (out / "config.json").exists()
     assert "not evaluated here" in format_warm_start(stats)
@@ -175,11 +176,11 @@ def test_pointer_pairs_cut_the_models_own_solution_after_its_answer_and_target_t
 def test_the_pointer_target_belongs_to_the_solve_then_point_response():
     from core.config import ConfigError, load_config
 
-    point = ["model.tiny.response=solve_point", "data.answer_labels=true"]
-    load_config("selector", point + ["model.warm_start.target=pointer"])
-    with pytest.raises(ConfigError, match="model.warm_start.target.*pointer"):
+    point = ["tiny.model.response=solve_point", "tiny.answer_labels=true"]
+    load_config("selector", point + ["tiny.warm_start.target=pointer"])
+    with pytest.raises(ConfigError, match="tiny.warm_start.target.*pointer"):
         load_config("selector", point)
-    with pytest.raises(ConfigError, match="model.warm_start.target.*pointer"):
-        load_config("selector", ["model.warm_start.target=pointer"])
-    with pytest.raises(ConfigError, match="model.tiny.response.*answer_labels"):
-        load_config("selector", ["model.tiny.response=solve_point", "model.warm_start.target=pointer"])
+    with pytest.raises(ConfigError, match="tiny.warm_start.target.*pointer"):
+        load_config("selector", ["tiny.warm_start.target=pointer"])
+    with pytest.raises(ConfigError, match="tiny.model.response.*answer_labels"):
+        load_config("selector", ["tiny.model.response=solve_point", "tiny.warm_start.target=pointer"])
