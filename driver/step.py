@@ -218,8 +218,7 @@ def dynamic_sampling(groups: list, enabled: bool) -> tuple:
 
 @dataclass
 class Filtered:
-    """Stage 2's verdict on a list of groups: each one is kept, filtered (dynamic sampling or a failed
-    verification; `reasons` counts the labels of kept and filtered groups) or stale."""
+    """Stage 2's verdict on groups: kept, filtered (`reasons` counts the labels of kept and filtered ones) or stale."""
     kept: list
     filtered: list
     stale: list
@@ -227,8 +226,7 @@ class Filtered:
 
 
 def filter_groups(groups: list, version: int, max_staleness: int, dynamic: bool) -> Filtered:
-    """Stage 2: staleness first (`is_stale` against the learner's `version`), then `dynamic_sampling` on the
-    groups that are fresh enough."""
+    """Stage 2: staleness first (`is_stale` against the learner's `version`), then `dynamic_sampling` on the rest."""
     fresh = [g for g in groups if not dapo.is_stale(g.policy_version, version, max_staleness)]
     stale = [g for g in groups if dapo.is_stale(g.policy_version, version, max_staleness)]
     kept, filtered, reasons = dynamic_sampling(fresh, dynamic)
