@@ -64,7 +64,9 @@ def merge_identical(sequences: list) -> list:
         key = (tuple(s.prompt_token_ids), tuple(s.response_token_ids), tuple(s.behaviour_logprobs), s.advantage,
                s.policy_version, s.loss_weight, None if s.allowed_token_ids is None else tuple(s.allowed_token_ids),
                None if s.loss_mask is None else tuple(s.loss_mask),
-               None if s.anchor_mask is None else tuple(s.anchor_mask))
+               None if s.anchor_mask is None else tuple(s.anchor_mask),
+               None if s.allowed_ids_by_token is None else
+               tuple(None if a is None else tuple(a) for a in s.allowed_ids_by_token))
         first = merged.get(key)
         merged[key] = s if first is None else replace(first, copies=first.copies + s.copies)
     return list(merged.values())
@@ -141,6 +143,9 @@ class MicroBatch:
         does not train, scored over the whole vocabulary even where `allowed_ids` constrains), else 0.
     copies: (N,) float32, the `copies` of each target's sequence (loss_weights and anchor_weights already carry them:
         a merged sequence's weights are `copies` times its one copy's); None: all 1.
+    unconstrained: (N,) bool, in a micro-batch with `allowed_ids`, the targets sampled from the whole vocabulary
+        (a sequence without a constraint, or the free reasoning of a forced judgment); their `allowed_ids` row
+        holds only the target itself. None: every target is constrained, or nothing is.
     """
     input_ids: torch.Tensor
     position_ids: torch.Tensor
@@ -155,14 +160,18 @@ class MicroBatch:
     allowed_ids: Optional[torch.Tensor] = None
     anchor_weights: Optional[torch.Tensor] = None
     copies: Optional[torch.Tensor] = None
+    unconstrained: Optional[torch.Tensor] = None
 
     @property
     def free_targets(self) -> Optional[torch.Tensor]:
-        """(N,) bool: the constrained micro-batch's targets to score over the whole vocabulary (the anchor's);
-        None when nothing is constrained or nothing is anchored."""
-        if self.allowed_ids is None or self.anchor_weights is None or not bool((self.anchor_weights > 0).any()):
+        """(N,) bool: the constrained micro-batch's targets to score over the whole vocabulary (the anchor's, and the
+        `unconstrained` ones); None when nothing is constrained or every target is."""
+        if self.allowed_ids is None:
             return None
-        return self.anchor_weights > 0
+        free = self.unconstrained
+        if self.anchor_weights is not None and bool((self.anchor_weights > 0).any()):
+            free = self.anchor_weights > 0 if free is None else free | (self.anchor_weights > 0)
+        return free
 
     @property
     def padded_tokens(self) -> int:
@@ -298,7 +307,7 @@ def _build(sequences: list, rows: list) -> MicroBatch:
                 behav.extend(s.behaviour_logprobs)
                 adv.extend([float(s.advantage)] * len(s.response_token_ids))
                 weight.extend(float(s.loss_weight) * s.copies * m for m in s.token_mask)  # mask 0: read, not trained
-                allowed.extend([s.allowed_token_ids] * len(s.response_token_ids))
+                allowed.extend(s.allowed_at())
                 anchor.extend(s.copies * a for a in (s.anchor_mask or [0] * len(s.response_token_ids)))
                 copies.extend([s.copies] * len(s.response_token_ids))
                 spans.append((i, start, len(t_ids)))
@@ -307,23 +316,26 @@ def _build(sequences: list, rows: list) -> MicroBatch:
         built.append((acc, real))
     layout = BlockLayout(len(built), width, [row.blocks for row, _ in built])
     f32 = torch.float32
+    allowed_ids, unconstrained = _allowed_tensor(allowed, t_ids)
     return MicroBatch(_stack(built, "ids"), _stack(built, "pos"), layout,
                       torch.tensor(t_index, dtype=torch.long), torch.tensor(t_ids, dtype=torch.long),
                       torch.tensor(behav, dtype=f32), torch.tensor(adv, dtype=f32), torch.tensor(weight, dtype=f32),
-                      spans, sum(real for _, real in built), _allowed_tensor(allowed),
-                      torch.tensor(anchor, dtype=f32), torch.tensor(copies, dtype=f32))
+                      spans, sum(real for _, real in built), allowed_ids,
+                      torch.tensor(anchor, dtype=f32), torch.tensor(copies, dtype=f32), unconstrained)
 
 
-def _allowed_tensor(allowed: list) -> Optional[torch.Tensor]:
-    """(N, K) -1-padded allowed ids per target, None when no target is constrained; a mix is refused (one
-    micro-batch is normalised one way)."""
+def _allowed_tensor(allowed: list, target_ids: list) -> tuple:
+    """((N, K) -1-padded allowed ids per target, (N,) bool unconstrained targets or None); (None, None) when no
+    target is constrained. An unconstrained target's row holds only the target itself (finite, and never read:
+    `MicroBatch.free_targets` scores it over the whole vocabulary)."""
     constrained = [a is not None for a in allowed]
     if not any(constrained):
-        return None
-    if not all(constrained):
-        raise ValueError("a micro-batch mixes constrained (allowed_token_ids) and unconstrained sequences")
-    width = max(len(a) for a in allowed)
-    return torch.tensor([list(a) + [-1] * (width - len(a)) for a in allowed], dtype=torch.long)
+        return None, None
+    rows = [list(a) if a is not None else [t] for a, t in zip(allowed, target_ids)]
+    width = max(len(r) for r in rows)
+    ids = torch.tensor([r + [-1] * (width - len(r)) for r in rows], dtype=torch.long)
+    free = None if all(constrained) else torch.tensor([not c for c in constrained], dtype=torch.bool)
+    return ids, free
 
 
 def dummy_micro_batch() -> MicroBatch:

@@ -110,17 +110,26 @@ class _PolicyLogprobs(torch.nn.Module):
         if self.temperature != 1.0:
             logits = logits / self.temperature
         target_logits = logits.gather(1, target_ids.unsqueeze(1)).squeeze(1)
-        free_log_z = torch.logsumexp(logits, dim=-1) if allowed_ids is not None and free_targets is not None else None
+        free = allowed_ids is not None and free_targets is not None
+        full_logits = logits
         if allowed_ids is not None:  # constrained decoding: the distribution over the allowed ids only
             logits = logits.gather(1, allowed_ids.clamp(min=0)).masked_fill(allowed_ids < 0, float("-inf"))
         log_z = torch.logsumexp(logits, dim=-1)
         logprobs = target_logits - log_z
-        if free_log_z is not None:
+        entropy = _entropy(logits, log_z)
+        if free:  # the anchor's targets and the unconstrained ones: over the whole vocabulary
+            free_log_z = torch.logsumexp(full_logits, dim=-1)
             logprobs = torch.where(free_targets, target_logits - free_log_z, logprobs)
-        with torch.no_grad():
-            probs = torch.softmax(logits, dim=-1)
-            entropy = log_z - (probs * logits.masked_fill(probs == 0, 0.0)).sum(-1)
+            entropy = torch.where(free_targets, _entropy(full_logits, free_log_z), entropy)
         return logprobs, entropy
+
+
+def _entropy(logits, log_z):
+    """(N,) entropies (no grad) of the rows of `logits` (N, K; -inf where a token is not allowed), `log_z` (N,) their
+    log-normalisers."""
+    with torch.no_grad():
+        probs = torch.softmax(logits, dim=-1)
+        return log_z.detach() - (probs * logits.masked_fill(probs == 0, 0.0)).sum(-1)
 
 
 def micro_batch_loss(logprobs, mb, algo, num_tokens: int, world_size: int, prox=False) -> tuple:

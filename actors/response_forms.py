@@ -46,7 +46,7 @@ class FreeText(ResponseForm):
             params = params.clone()
             params.allowed_token_ids, params.max_tokens = allowed, 1
         final, version, queue_s, seconds = await worker.run_request(prompt_ids, params)
-        worker._counters["requests"] += 1
+        worker.count_requests(1)
         timings = {"queue_s": queue_s, "generate_s": seconds}
         rollouts = [Rollout(
             prompt_id=task.prompt_id, prompt_token_ids=prompt_ids, response_token_ids=list(c.token_ids),

@@ -246,6 +246,11 @@ class RolloutWorker(VersionGate, WeightLoading):
             await asyncio.wait(tasks, timeout=wait_s)
         return {"aborted": len(tasks), "in_flight": self._in_flight}
 
+    def count_requests(self, requests: int) -> None:
+        """Add `requests` engine requests to the worker's count (`health()["requests"]`): a response form's
+        interface to the worker's bookkeeping."""
+        self._counters["requests"] += requests
+
     def allowed_token_ids(self, num_candidates: int) -> Optional[list]:
         """Constrained decoding (`rollout.constrain_index`): for a model whose prompt ends in the answer prefix,
         the token ids of the indices 0..N-1 (the response is exactly one of them); None otherwise (the whole

@@ -26,12 +26,30 @@ _CHOICES = {
     "algorithm.advantage_estimator": ("grpo", "loglik", "maxk", "bon_rlb", "bon_rlb_p"),
     "algorithm.ratio_reference": ("auto", "behaviour", "proximal"),
     "rollout.sync_mode": ("drain", "keep"),
+    "rollout.judgment": ("free", "forced"),
     "algorithm.maxk_baseline": ("loo", "mean", "none"),
     "algorithm.bon_p_estimate": ("group", "loo"),
     "weight_sync.backend": ("object_store", "gloo", "nccl", "ipc"),
     "cluster.placement_strategy": ("PACK", "SPREAD", "STRICT_PACK", "STRICT_SPREAD"),
     **TINY_CHOICES,
 }
+
+
+def _judgment_rules(cfg: TrainConfig) -> list:
+    """`rollout.judgment=forced` and its budget (actors/forced_judgment.py)."""
+    from core.chat import FORCED_TOKENS_RESERVE
+
+    r, forced = cfg.rollout, cfg.rollout.judgment == "forced"
+    return [
+        ("rollout.reasoning_budget", r.reasoning_budget >= 0, "must be >= 0 (0: the index right after the prompt)"),
+        ("rollout.reasoning_budget", not forced or r.reasoning_budget + FORCED_TOKENS_RESERVE <= r.max_response_tokens,
+         f"plus {FORCED_TOKENS_RESERVE} tokens for the forced judgment must fit in rollout.max_response_tokens="
+         f"{r.max_response_tokens}"),
+        ("rollout.judgment", not forced or cfg.model.name != "tiny",
+         "'forced' is for models that reason in free text (a chat template); the tiny model answers with the index "
+         "alone or through its own response forms"),
+        ("rollout.judgment", not forced or cfg.task == "selector", "'forced' applies to a selector (task=selector)"),
+    ]
 
 
 def check(cfg: TrainConfig) -> None:
@@ -84,6 +102,7 @@ def check(cfg: TrainConfig) -> None:
         ("rollout.max_response_tokens", r.max_response_tokens > a.overlong_buffer_len,
          "must exceed algorithm.overlong_buffer_len"),
         ("rollout.num_workers", r.num_workers >= 1, "must be >= 1"),
+        *_judgment_rules(cfg),
         ("rollout.min_decode_tokens_per_s", r.min_decode_tokens_per_s > 0, "must be > 0"),
         ("rollout.request_timeout_s", r.request_timeout_s >= 0, "must be >= 0 (0: derived)"),
         ("rollout.max_num_batched_tokens", r.max_num_batched_tokens >= 0, "must be >= 0 (0: vLLM's default)"),

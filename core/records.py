@@ -114,6 +114,11 @@ class Rollout:
     train; its behaviour log-prob is given as 0.0). None: every token was sampled and is trained.
     `anchor_mask`: per response token, 1 = written greedily by the model itself (mask 0), which
     `algorithm.solution_anchor` trains towards itself by likelihood (no label read). None: no such token.
+    `allowed_ids_by_token`: per response token, the token ids it was sampled among (a list) or None (the whole
+    vocabulary): a response whose positions were sampled differently, such as free reasoning followed by a forced
+    judgment's constrained index (actors/forced_judgment.py). None: `allowed_token_ids` holds for every position.
+    `forced`: the response wrote no judgment of its own and the system appended `Judgment: ` before sampling the
+    index (`rollout.judgment=forced`); False for a judgment the model wrote.
     """
     prompt_id: str
     prompt_token_ids: list
@@ -130,6 +135,8 @@ class Rollout:
     allowed_token_ids: Optional[list] = None  # constrained decoding: what every position was sampled among
     loss_mask: Optional[list] = None  # per response token: 1 sampled (trained), 0 written otherwise; None: all 1
     anchor_mask: Optional[list] = None  # per response token: 1 = the model's own greedy text (see above)
+    allowed_ids_by_token: Optional[list] = None  # per response token: the ids it was sampled among, None = any
+    forced: bool = False  # the system appended the judgment prefix (`rollout.judgment=forced`): not the model's own
 
     @property
     def verifier_failed(self) -> bool:
@@ -186,6 +193,9 @@ class TrainSequence:
         anchor_mask: R values, 1 = a mask-0 token that the learner's label-free anchor (`algorithm.solution_anchor`)
             trains by likelihood over the whole vocabulary: the model's own greedy solution, or a worked solution of
             `tiny.anchor_corpus_rows` (tiny_recipe/anchor_rows.py); `num_anchor_tokens` counts them. None: none.
+        allowed_ids_by_token: R entries, per response token the ids it was sampled among (a list) or None (the
+            whole vocabulary); for responses whose positions were sampled differently (free reasoning, then a
+            forced judgment's constrained index). Set only when `allowed_token_ids` is None.
         copies: how many identical sampled sequences this one stands for (`actors.packing.merge_identical`): the
             learner computes it once and counts each of its token terms, `num_loss_tokens` and `num_anchor_tokens`
             `copies` times, which is exactly the sum over the copies.
@@ -199,6 +209,7 @@ class TrainSequence:
     allowed_token_ids: Optional[list] = None
     loss_mask: Optional[list] = None
     anchor_mask: Optional[list] = None
+    allowed_ids_by_token: Optional[list] = None
     copies: int = 1
 
     def __post_init__(self) -> None:
@@ -220,11 +231,31 @@ class TrainSequence:
                 raise ValueError("anchor_mask marks a token the policy sampled (loss_mask 1): an anchor token is "
                                  "context the RL loss does not train")
         trained = [t for t, m in zip(self.response_token_ids, self.token_mask) if m]
-        if self.allowed_token_ids is not None and not set(trained) <= set(self.allowed_token_ids):
+        if self.allowed_ids_by_token is not None:
+            self._check_allowed_by_token()
+        elif self.allowed_token_ids is not None and not set(trained) <= set(self.allowed_token_ids):
             raise ValueError(f"trained response tokens {trained} outside the allowed set {self.allowed_token_ids}")
         if len(self.behaviour_logprobs) != len(self.response_token_ids):
             raise ValueError(f"{len(self.behaviour_logprobs)} behaviour log-probs for "
                              f"{len(self.response_token_ids)} response tokens")
+
+    def _check_allowed_by_token(self) -> None:
+        by_token = self.allowed_ids_by_token
+        if self.allowed_token_ids is not None:
+            raise ValueError("allowed_ids_by_token and allowed_token_ids are both set: give one")
+        if len(by_token) != len(self.response_token_ids):
+            raise ValueError(f"allowed_ids_by_token has {len(by_token)} entries for {len(self.response_token_ids)} "
+                             f"response tokens")
+        for position, (token, mask, allowed) in enumerate(zip(self.response_token_ids, self.token_mask, by_token)):
+            if mask and allowed is not None and token not in allowed:
+                raise ValueError(f"trained response token {token} at position {position} outside its allowed set "
+                                 f"{allowed}")
+
+    def allowed_at(self) -> list:
+        """R entries: the ids each response token was sampled among (None: the whole vocabulary)."""
+        if self.allowed_ids_by_token is not None:
+            return list(self.allowed_ids_by_token)
+        return [self.allowed_token_ids] * len(self.response_token_ids)
 
     @property
     def input_length(self) -> int:

@@ -260,7 +260,7 @@ def knockout_chooser(selector: str, window: int, style: PromptStyle, dtype: str 
     def choose_batch(tasks: list) -> list:
         async def run() -> list:
             cfg = rollout_settings(selector, config)
-            form = response_form(selector, sample_index_only(selector, config))
+            form = response_form(selector, sample_index_only(selector, config), cfg)
             worker = RolloutWorker(cfg, selector, dtype=dtype, response_form=form)
             try:
                 return await choose_knockout(worker, tasks, window, style)

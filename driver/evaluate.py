@@ -287,7 +287,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     async def run() -> list:
         from tqdm import tqdm
 
-        form = response_form(args.model, sample_index_only(args.model, args.config))
+        form = response_form(args.model, sample_index_only(args.model, args.config), cfg)
         worker = RolloutWorker(cfg, args.model, dtype=args.dtype, response_form=form)
         choices = []
         try:  # chunks of prompts (each prompt's selection is its own: the same choices as one batch)

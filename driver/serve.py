@@ -120,7 +120,7 @@ def resolve_settings(model: str, serve_cfg, train_cfg=None, policy_version: Opti
         max_problem_chars=serve_cfg.max_problem_chars, max_samples=serve_cfg.max_samples,
         max_body_bytes=serve_cfg.max_body_bytes, max_completion_tokens=serve_cfg.max_completion_tokens,
         request_timeout_s=serve_cfg.request_timeout_s, admin_token=serve_cfg.admin_token,
-        response_form=response_form(model, train_cfg.tiny.sample_index_only))
+        response_form=response_form(model, train_cfg.tiny.sample_index_only, train_cfg.rollout))
 
 
 def _context_of(model: str) -> int:

@@ -182,6 +182,7 @@ class RolloutCollector:
         stats.update({f"dynamic_sampling/{k}": v for k, v in keep(kept + filtered).reasons.items()})
         scored = [r.reward for g in kept + filtered for r in g.rollouts]
         stats["reward/all_groups_mean"] = sum(scored) / len(scored) if scored else 0.0  # before filtering
+        stats.update(unforced_rate(kept + filtered))
         gain = mean_gain([g for gs in waited for g in gs], self.stream.cap)
         if gain is not None:
             stats["curriculum/gain"] = gain
@@ -195,6 +196,13 @@ class RolloutCollector:
     def unfinished_ids(self) -> list:
         """Drawn but not finished: in-flight calls first (in issue order), then the surplus buffer."""
         return [i for c in self.inflight for i in c.prompt_ids] + [g.task.prompt_id for g in self.ready]
+
+
+def unforced_rate(groups: list) -> dict:
+    """`rollout/unforced_judgment_rate`: the share of `groups`' responses whose judgment the model wrote itself, where
+    the response form forces the rest (`rollout.judgment=forced`); {} under any other form."""
+    rollouts = [r for g in groups if "forced_judgments" in g.extras for r in g.rollouts]
+    return {"rollout/unforced_judgment_rate": sum(not r.forced for r in rollouts) / len(rollouts)} if rollouts else {}
 
 
 def dynamic_sampling(groups: list, enabled: bool) -> tuple:
@@ -295,7 +303,7 @@ def shape_and_advantage(groups: list, algo, max_response_tokens: int, policy_log
         TrainSequence(prompt_token_ids=p, response_token_ids=list(r.response_token_ids),
                      behaviour_logprobs=list(r.behaviour_logprobs), advantage=0.0, loss_weight=float(w),
                      policy_version=r.policy_version, allowed_token_ids=r.allowed_token_ids, loss_mask=r.loss_mask,
-                     anchor_mask=r.anchor_mask)
+                     anchor_mask=r.anchor_mask, allowed_ids_by_token=r.allowed_ids_by_token)
         for r, p, w in zip(rollouts, prompts, weights.tolist())
     ]
     log_ratio = None

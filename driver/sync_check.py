@@ -17,7 +17,8 @@ def checked_sequence(sequences: Sequence) -> Optional[object]:
     """The first sequence with response tokens scored over the whole vocabulary (a constrained index's log-probs
     are normalised over its allowed tokens, which an engine's prompt log-probs are not); None if there is none."""
     for seq in sequences:
-        if seq.response_token_ids and seq.allowed_token_ids is None:
+        constrained = seq.allowed_token_ids is not None or any(a is not None for a in seq.allowed_ids_by_token or ())
+        if seq.response_token_ids and not constrained:
             return seq
     return None
 

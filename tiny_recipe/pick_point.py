@@ -121,5 +121,5 @@ class PickThenPoint(ResponseForm):
 
     async def generate(self, worker, task, prompt_ids: list, params) -> RolloutGroup:
         group, requests = await pick_then_point(worker, task, prompt_ids, params)
-        worker._counters["requests"] += requests
+        worker.count_requests(requests)
         return group

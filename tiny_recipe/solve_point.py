@@ -25,7 +25,7 @@ async def point_after_greedy_solution(worker, task, prompt_ids: list, params) ->
     one index token, its text the solution and the index, so the verifier reads `Answer: X #k`. A solution
     that never reaches a `#` gives G empty responses (a parse failure each, nothing to train on)."""
     final, version, queue_s, seconds = await worker.run_request(prompt_ids, solve_params(params, 1), tag="s")
-    worker._counters["requests"] += 1
+    worker.count_requests(1)
     solution_ids = list(final.outputs[0].token_ids)
     finish_reason = str(final.outputs[0].finish_reason)
     pointed = ends_at_pointer_mark(worker.tokenizer, solution_ids)
@@ -36,7 +36,7 @@ async def point_after_greedy_solution(worker, task, prompt_ids: list, params) ->
     if pointed:
         final, version, queue_2, seconds_2 = await worker.run_request(shared, index_params(params, params.n, allowed),
                                                                     tag="p")
-        worker._counters["requests"] += 1
+        worker.count_requests(1)
         queue_s, seconds = queue_s + queue_2, seconds + seconds_2
         outputs = sorted(final.outputs, key=lambda c: c.index)
         indices = [list(c.token_ids) for c in outputs]

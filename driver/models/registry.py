@@ -106,15 +106,24 @@ def resolve_model(model_cfg, corpus_texts: Optional[list] = None, tiny_cfg: Opti
     return validate_hf_folder(model_cfg.name)
 
 
-def response_form(model_path, sample_index_only: bool = False):
+def response_form(model_path, sample_index_only: bool = False, rollout=None):
     """The `ResponseForm` (actors/response_forms.py) rollout workers and serving replicas of the model at
     `model_path` sample with: the embedded tiny recipe's own form for its folders, or solve-then-point with
-    `tiny.sample_index_only` (tiny_recipe/forms.py), else `FreeText` (free text, or one index token after the answer
-    prefix with `rollout.constrain_index`)."""
+    `tiny.sample_index_only` (tiny_recipe/forms.py); else, with `rollout` (a RolloutConfig) saying
+    `judgment=forced`, `ForcedJudgment` (actors/forced_judgment.py); else `FreeText` (free text, or one index token
+    after the answer prefix with `rollout.constrain_index`)."""
+    from actors.forced_judgment import ForcedJudgment
     from actors.response_forms import FreeText
     from tiny_recipe.forms import response_form as tiny_form
 
-    return tiny_form(model_path, sample_index_only) or FreeText()
+    own = tiny_form(model_path, sample_index_only)
+    forced = rollout is not None and rollout.judgment == "forced"
+    if own is not None and forced:
+        raise ValueError(f"rollout.judgment=forced: the model at {model_path} answers in its own response form "
+                         f"({own.name}); use rollout.judgment=free")
+    if forced:
+        return ForcedJudgment(rollout.reasoning_budget)
+    return own or FreeText()
 
 
 def frozen_entries(model_dir) -> dict | None:

@@ -153,10 +153,10 @@ def test_train_sequence_validates():
     assert dummy_micro_batch().num_loss_tokens == 0
 
 
-def test_allowed_ids_travel_per_target_and_a_mix_is_refused():
+def test_allowed_ids_travel_per_target_and_unconstrained_targets_are_marked_free():
     """Constrained sequences (allowed_token_ids) give the micro-batch an (N, K) -1-padded allowed_ids row per
-    target; a response token outside its set, or constrained and unconstrained sequences in one micro-batch,
-    are refused."""
+    target; a response token outside its set is refused; an unconstrained sequence beside constrained ones gets rows
+    holding its own targets, marked free (scored over the whole vocabulary)."""
     a = TrainSequence([5, 6, 7], [3, 9], [-0.5, -0.1], 1.0, 0, allowed_token_ids=[3, 4, 9])
     b = TrainSequence([5, 6, 8], [4], [-0.7], -1.0, 0, allowed_token_ids=[3, 4])
     (mb,) = pack_sequences([a, b], 64)
@@ -167,8 +167,27 @@ def test_allowed_ids_travel_per_target_and_a_mix_is_refused():
     assert pack_sequences([dataclasses.replace(a, allowed_token_ids=None)], 64)[0].allowed_ids is None
     with pytest.raises(ValueError, match="outside the allowed set"):
         TrainSequence([5], [8], [-0.1], 1.0, 0, allowed_token_ids=[3, 4])
-    with pytest.raises(ValueError, match="mixes constrained"):
-        pack_sequences([a, dataclasses.replace(b, allowed_token_ids=None)], 64)
+    (mixed,) = pack_sequences([a, dataclasses.replace(b, allowed_token_ids=None)], 64)
+    assert mixed.allowed_ids.tolist()[2] == [4, -1, -1] and mixed.free_targets.tolist() == [False, False, True]
+    assert mb.free_targets is None
+
+
+def test_allowed_ids_by_token_constrain_some_positions_only():
+    """A forced judgment's response (free reasoning, a written prefix, a constrained index) packs one allowed row a
+    target: its own target where unconstrained (marked free), the recorded set where constrained; a trained token
+    outside its position's set, a wrong length, or both allowed fields set are refused."""
+    seq = TrainSequence([5, 6], [20, 21, 30, 4], [-1.0, -2.0, 0.0, -0.5], 1.0, 0, loss_mask=[1, 1, 0, 1],
+                        allowed_ids_by_token=[None, None, None, [3, 4, 9]])
+    (mb,) = pack_sequences([seq], 64)
+    assert mb.allowed_ids.tolist() == [[20, -1, -1], [21, -1, -1], [30, -1, -1], [3, 4, 9]]
+    assert mb.free_targets.tolist() == [True, True, True, False] and mb.loss_weights.tolist() == [1, 1, 0, 1]
+    assert len(merge_identical([seq, dataclasses.replace(seq)])) == 1
+    with pytest.raises(ValueError, match="outside its allowed set"):
+        dataclasses.replace(seq, allowed_ids_by_token=[None, None, None, [3, 9]])
+    with pytest.raises(ValueError, match="entries for 4"):
+        dataclasses.replace(seq, allowed_ids_by_token=[None, [3, 4, 9]])
+    with pytest.raises(ValueError, match="both set"):
+        dataclasses.replace(seq, allowed_token_ids=[3, 4, 9])
 
 
 def pick_point(prompt: list, pick: int, solution: list, point: int, advantage: float, **kw) -> TrainSequence:

@@ -316,6 +316,70 @@ def test_sample_index_only_points_after_a_greedy_solution(engine, reference, rh,
     assert len(solution) == cut + 1
 
 
+def _task_of(rh, i: int, num_candidates: int):
+    """rh.make_task(i) with `num_candidates` candidates (the first correct)."""
+    import dataclasses
+
+    task = rh.make_task(i)
+    candidates = tuple(f"{task.problem} = {int(task.reference) + k}" for k in range(num_candidates))
+    body = "\n".join(f"Solution {k}: {c}" for k, c in enumerate(candidates))
+    return dataclasses.replace(task, candidates=candidates, labels=(1.0,) + (0.0,) * (num_candidates - 1),
+                               candidate_answers=tuple(str(int(task.reference) + k) for k in range(num_candidates)),
+                               prompt=f"Problem: what is {task.problem}?\n{body}\nWhich solution is correct?")
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("budget,num_candidates", [(6, 2), (0, 12)])
+def test_forced_judgment_ends_every_response_in_a_judgment(engine, reference, rh, monkeypatch, budget,
+                                                          num_candidates):
+    """rollout.judgment=forced (actors/forced_judgment.py) on a model with a chat template: every response parses
+    to a valid index; a forced one is the reasoning, the prefix (loss 0, log-prob 0) and index tokens sampled among
+    each trie level's tokens (two-token indices 10 and 11 and the end token after `1` with 12 candidates); the
+    learner's log-probs of the trained tokens, normalised per position as recorded, equal the engine's."""
+    import torch
+
+    from actors.forced_judgment import ForcedJudgment
+    from actors.policy_forward import _PolicyLogprobs
+    from actors.packing import pack_sequences, unpack_per_sequence
+    from core.algo.genselect import parse_judgment
+    from core.records import TrainSequence
+
+    worker, loop, _ = engine
+    tok = worker.tokenizer
+    monkeypatch.setattr(tok, "chat_template", "{% for m in messages %}{{ m['content'] }}{% endfor %}\nAnswer:\n",
+                        raising=False)
+    monkeypatch.setattr(worker, "response_form", ForcedJudgment(budget))
+    tasks = [_task_of(rh, 70 + i, num_candidates) for i in range(3)]
+    groups = loop.run(worker.generate(tasks, temperature=1.0))
+    rollouts = [r for g in groups for r in g.rollouts]
+    assert all(parse_judgment(r.response_text, num_candidates).index is not None for r in rollouts)
+    forced = [r for r in rollouts if r.forced]
+    assert forced and all(g.extras["forced_judgments"] == sum(r.forced for r in g.rollouts) for g in groups)
+    for r in forced:  # [reasoning: trained] [newline and prefix: loss 0] [index: trained, constrained]
+        written = [i for i, m in enumerate(r.loss_mask) if m == 0]
+        start, end = written[0], written[-1] + 1
+        assert written == list(range(start, end)) and not r.truncated and len(r.response_token_ids) <= budget + 8
+        assert tok.decode(r.response_token_ids[start:end]).lstrip("\n") == "Judgment: "
+        assert r.behaviour_logprobs[start:end] == [0.0] * (end - start)
+        assert r.allowed_ids_by_token[:end] == [None] * end and None not in r.allowed_ids_by_token[end:]
+        assert 1 <= len(r.response_token_ids) - end <= 3
+    if num_candidates > 10:  # two-token indices: the first digit `1` is followed by a second level
+        one = tok("1", add_special_tokens=False)["input_ids"]
+        after_one = [r for r in forced if r.response_token_ids[-2:-1] == one and r.allowed_ids_by_token[-2] is not None]
+        assert all(len(r.allowed_ids_by_token[-1]) == 3 for r in after_one)  # `0`, `1`, or the end token
+    seqs = [TrainSequence(r.prompt_token_ids, r.response_token_ids, r.behaviour_logprobs, 0.0, r.policy_version,
+                          loss_mask=r.loss_mask, allowed_ids_by_token=r.allowed_ids_by_token) for r in rollouts]
+    module, out = _PolicyLogprobs(reference).eval(), [[] for _ in seqs]
+    with torch.no_grad():
+        for mb in pack_sequences(seqs, 4096):
+            unpack_per_sequence(module(mb.input_ids, mb.position_ids, mb.attention_mask, mb.target_index,
+                                       mb.target_ids, mb.allowed_ids, mb.free_targets)[0], mb, out)
+    for seq, learner in zip(seqs, out):
+        trained = [i for i, m in enumerate(seq.token_mask) if m]
+        assert np.max(np.abs(np.array(learner)[trained] - np.array(seq.behaviour_logprobs)[trained]),
+                      initial=0.0) < 1e-4
+
+
 @pytest.mark.slow
 def test_pick_then_point_samples_a_pick_and_a_pointer_around_a_greedy_solution(engine, reference, rh, monkeypatch):
     """A pick-then-point model (tiny_recipe/pick_point.py): G picks sampled among 0..N-1 after the prompt, then per distinct

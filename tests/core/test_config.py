@@ -112,6 +112,9 @@ def test_paper_configs_train_with_the_decoupled_objective(name):
     (["algorithm.ratio_reference=bogus"], "algorithm.ratio_reference"),
     (["rollout.sync_mode=keep", "algorithm.ratio_reference=behaviour"], "rollout.sync_mode"),  # spans 2 versions
     (["rollout.sync_mode=abort"], "rollout.sync_mode"),
+    (["rollout.judgment=always"], "rollout.judgment"),
+    (["rollout.judgment=forced", "model.name=tiny"], "rollout.judgment"),  # the tiny model answers with the index
+    (["rollout.reasoning_budget=-1"], "rollout.reasoning_budget"),
 ])
 def test_sampling_and_dtype_mismatches_are_refused(override, key):
     with pytest.raises(ConfigError, match=key.replace(".", r"\.")):
@@ -328,3 +331,12 @@ def test_a_config_file_with_a_moved_key_is_refused_and_an_old_run_config_is_read
     tree["verifier"]["pick_reward"] = recipe["pick_reward"]
     tree["algorithm"]["anchor_corpus_rows"] = recipe["anchor_corpus_rows"]
     assert from_yaml(OmegaConf.to_yaml(OmegaConf.create(tree))) == cfg
+
+
+def test_a_forced_judgment_must_fit_its_reasoning_budget_in_the_response():
+    """rollout.reasoning_budget plus the forced judgment's tokens fits rollout.max_response_tokens, or the key is
+    named before any actor starts."""
+    smollm2 = ["model.name=smollm2-135m", "rollout.judgment=forced", "rollout.max_response_tokens=72"]
+    assert load_config("selector", smollm2 + ["rollout.reasoning_budget=64"]).rollout.reasoning_budget == 64
+    with pytest.raises(ConfigError, match=r"rollout\.reasoning_budget.*max_response_tokens=72"):
+        load_config("selector", smollm2 + ["rollout.reasoning_budget=65"])

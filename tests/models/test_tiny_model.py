@@ -179,4 +179,13 @@ def test_the_registry_hands_each_model_folder_its_response_form(tmp_path, corpus
     assert type(registry.response_form(pick)) is PickThenPoint
     assert type(registry.response_form(index)) is FreeText
     assert type(registry.response_form(index, sample_index_only=True)) is SolveThenPoint
+    from actors.forced_judgment import ForcedJudgment
+    from core.config import RolloutConfig
+
+    forced = RolloutConfig(judgment="forced", reasoning_budget=16)
+    assert registry.response_form(index, rollout=forced).reasoning_budget == 16
+    assert type(registry.response_form(index, rollout=RolloutConfig())) is FreeText
+    assert isinstance(registry.response_form(index, rollout=forced), ForcedJudgment)
+    with pytest.raises(ValueError, match="own response form"):
+        registry.response_form(pick, rollout=forced)
     assert registry.frozen_entries(index) is None  # no circuit wired: nothing frozen
