@@ -28,6 +28,7 @@ from core.algo.knockout import both_orders_pick
 from core.algo.selection import knockout, round_robin
 from driver.eval_metrics import (BASELINES, by_size, own_answer_breakdown, own_answers,
                                  sampled_accuracy, selection_metrics)
+from core.algo.metrics import unforced_rate
 
 CHUNK_PROMPTS = 64  # prompts per batch of the command line's evaluation: one progress update each
 
@@ -110,7 +111,8 @@ def choose_remote(rollout_handle, tasks: Sequence, timeout_s: float, samples: in
     """Greedy choices through a Ray actor handle (used by the training driver), with `samples > 0` the sampled
     accuracy of that many temperature-1 responses per prompt (else None), the greedy responses'
     `own_answer_breakdown` ({} unless they solve then point) and their `own_answers`:
-    (choices, sampled, breakdown, answers).
+    (choices, sampled, breakdown, answers). Under a forced judgment (`rollout.judgment=forced`) the breakdown also
+    holds `unforced_judgment_rate`, the share of greedy responses whose judgment the model wrote itself.
 
     The two generate calls run one after the other: the rollout actor derives each call's deadline from that
     call's own sequences (core/deadlines.py), so a greedy call sharing the engine with the sampled one (4x its
@@ -119,7 +121,7 @@ def choose_remote(rollout_handle, tasks: Sequence, timeout_s: float, samples: in
     choices = [parse_judgment(g.rollouts[0].response_text, g.task.num_candidates, g.rollouts[0].truncated).index
                for g in groups]
     responses = [g.rollouts[0].response_text for g in groups]
-    breakdown = own_answer_breakdown([g.task for g in groups], responses, choices)
+    breakdown = {**own_answer_breakdown([g.task for g in groups], responses, choices), **unforced_rate(groups)}
     if not samples:
         return choices, None, breakdown, own_answers(responses)
     sampled = _get_or_cancel(rollout_handle.generate.remote(list(tasks), n=samples, temperature=1.0), timeout_s)

@@ -52,9 +52,11 @@ def set_lines(result: dict, cfg, tag: str) -> list:
         return f"{result[key]:.3f} [{result[key + '_lo']:.3f}, {result[key + '_hi']:.3f}]"
 
     sampled = f"  sampled {result['sampled']:.3f}" if result.get("sampled") is not None else ""
+    rate = result.get("unforced_judgment_rate")  # a forced judgment (rollout.judgment=forced): the model's own share
+    unforced = f"  unforced judgments {rate:.3f}" if rate is not None else ""
     lines = [f"[{tag}] GenSelect@N {ci('genselect')}{sampled}  majority@N {result['majority']:.3f}  random@N "
              f"{result['random']:.3f}  pass@N {result['pass_at_n']:.3f}  parse failures "
-             f"{result['parse_failure_rate']:.3f}{by_n(result.get('by_size'))}"]
+             f"{result['parse_failure_rate']:.3f}{unforced}{by_n(result.get('by_size'))}"]
     if "own_answer/solved" in result:  # a solve-then-point selector: its solving apart from its pointing
         lines.append(f"[{tag}, own answer] solved {result['own_answer/solved']:.3f}  stated "
                      f"by a candidate {result['own_answer/stated']:.3f}  index follows it "
@@ -125,7 +127,9 @@ class HeldOutReader:
         started = time.time()
         choices, sampled, own_answer, answers = self._choose_whole_prompts(tasks, samples, step)
         result = selection_metrics(tasks, choices, seed=self.cfg.seed)
-        result.update({"sampled": sampled, "by_size": by_size(tasks, choices)})
+        result.update({"sampled": sampled, "by_size": by_size(tasks, choices), "choices": list(choices)})
+        if "unforced_judgment_rate" in own_answer:
+            result["unforced_judgment_rate"] = own_answer.pop("unforced_judgment_rate")
         result.update({f"own_answer/{k}": v for k, v in own_answer.items()})
         if self.cfg.data.source == "procedural_math":  # the rules read its hedge cue and its answers
             result.update(rule_metrics(tasks, answers, self.cfg.eval_knockout_window, self.cfg.seed))
@@ -209,4 +213,5 @@ class HeldOutReader:
         metrics = selection_metrics(tasks, choices, seed=self.cfg.seed)
         out = {f"{prefix}/{k}": metrics[k] for k in ("genselect", "genselect_lo", "genselect_hi") + extra}
         out[f"{prefix}/by_size"] = {n: r["genselect"] for n, r in by_size(tasks, choices).items()}
+        out[f"{prefix}/choices"] = list(choices)  # per prompt, in the set's order: paired comparisons read them
         return out

@@ -32,6 +32,7 @@ import torch
 from actors.packing import count_loss_tokens, merge_identical, shard_sequences
 from core.algo import dapo
 from core.algo.bon import make_estimator
+from core.algo.metrics import unforced_rate
 from core.config import estimator_params
 from core.records import TrainSequence
 from driver.curriculum import mean_gain
@@ -182,7 +183,7 @@ class RolloutCollector:
         stats.update({f"dynamic_sampling/{k}": v for k, v in keep(kept + filtered).reasons.items()})
         scored = [r.reward for g in kept + filtered for r in g.rollouts]
         stats["reward/all_groups_mean"] = sum(scored) / len(scored) if scored else 0.0  # before filtering
-        stats.update(unforced_rate(kept + filtered))
+        stats.update({f"rollout/{k}": v for k, v in unforced_rate(kept + filtered).items()})
         gain = mean_gain([g for gs in waited for g in gs], self.stream.cap)
         if gain is not None:
             stats["curriculum/gain"] = gain
@@ -196,13 +197,6 @@ class RolloutCollector:
     def unfinished_ids(self) -> list:
         """Drawn but not finished: in-flight calls first (in issue order), then the surplus buffer."""
         return [i for c in self.inflight for i in c.prompt_ids] + [g.task.prompt_id for g in self.ready]
-
-
-def unforced_rate(groups: list) -> dict:
-    """`rollout/unforced_judgment_rate`: the share of `groups`' responses whose judgment the model wrote itself, where
-    the response form forces the rest (`rollout.judgment=forced`); {} under any other form."""
-    rollouts = [r for g in groups if "forced_judgments" in g.extras for r in g.rollouts]
-    return {"rollout/unforced_judgment_rate": sum(not r.forced for r in rollouts) / len(rollouts)} if rollouts else {}
 
 
 def dynamic_sampling(groups: list, enabled: bool) -> tuple:

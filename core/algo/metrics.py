@@ -75,3 +75,10 @@ def bootstrap_ci(
     means = values[rng.integers(0, values.size, size=(n_boot, values.size))].mean(axis=1)
     lo, hi = np.quantile(means, [alpha / 2, 1 - alpha / 2])
     return float(values.mean()), float(lo), float(hi)
+
+
+def unforced_rate(groups) -> dict:
+    """{"unforced_judgment_rate": share of the groups' responses whose judgment the model wrote} where the response
+    form forces the rest (`rollout.judgment=forced`: the groups carry `forced_judgments`); {} otherwise."""
+    rollouts = [r for g in groups if "forced_judgments" in g.extras for r in g.rollouts]
+    return {"unforced_judgment_rate": sum(not r.forced for r in rollouts) / len(rollouts)} if rollouts else {}

@@ -52,5 +52,5 @@ def test_the_step_module_imports_no_other_stage_code():
     sync check (every weight_sync.check_every syncs); nothing of the run, the fleet or the tiny recipe."""
     imported = {n.module for n in ast.walk(_tree("driver/step.py")) if isinstance(n, ast.ImportFrom)}
     own = {m for m in imported if m.split(".")[0] in ("actors", "core", "driver", "tiny_recipe", "cluster")}
-    assert own == {"actors.packing", "core.algo", "core.algo.bon", "core.config", "core.records",
+    assert own == {"actors.packing", "core.algo", "core.algo.bon", "core.algo.metrics", "core.config", "core.records",
                    "driver.curriculum", "driver.failure", "driver.sync_check"}
