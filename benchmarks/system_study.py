@@ -114,7 +114,7 @@ def selector_command(s: Settings, name: str, generator: str) -> list:
 
 def evaluate_command(selector: Path, dataset: str, out: Path) -> list:
     return [sys.executable, "-m", "driver.evaluate", "--model", str(selector), "--dataset", dataset,
-            "--knockout-window", "2", "--out", str(out)]
+            "--split", "heldout", "--knockout-window", "2", "--out", str(out)]
 
 
 def bon_command(s: Settings, selector: Path, samples: Path, excludes: list, out: Path) -> list:

@@ -212,6 +212,28 @@ def sample_index_only(model: str, config: Optional[str] = None) -> bool:
     return bool(run and run.tiny.sample_index_only)
 
 
+def split_tasks(dataset, split: str, run=None) -> list:
+    """The prompts of `split` of `dataset` (a loaded selection dataset): "validation" and "test" as a run with the
+    config `run` reads them (driver/eval_sets.py: its eval_prompts and eval_test_prompts; None: the schema's),
+    "heldout" every held-out prompt, "train" the training prompts."""
+    from core.config import TrainConfig
+    from driver.eval_sets import split_heldout
+
+    if split in ("heldout", "train"):
+        return list(getattr(dataset, split))
+    cfg = run or TrainConfig()
+    validation, test = split_heldout(dataset.heldout, cfg.eval_prompts, cfg.eval_test_prompts)
+    return validation if split == "validation" else test
+
+
+def default_output(model: str, name: str) -> Path:
+    """Where an evaluation of `model` writes `name` by default: beside RUN/export in its run folder, else under
+    runs/evaluate/<model folder name>/; never inside the model folder."""
+    model = Path(model)
+    folder = model.parent if model.name == "export" else Path("runs") / "evaluate" / model.resolve().name
+    return folder / name
+
+
 def _run_config(model: str, config: Optional[str] = None):
     """The TrainConfig of `config` (a config name or YAML path), else of the run `model` was exported from
     (`RUN/config.yaml` beside `RUN/export`, read as written, older key paths moved), else None."""
@@ -227,7 +249,10 @@ def _parse_args(argv: Sequence[str]) -> argparse.Namespace:
     parser = argparse.ArgumentParser(prog="python -m driver.evaluate", description=__doc__.split("\n\n")[0])
     parser.add_argument("--model", required=True, help="selector: a Hugging Face folder (e.g. RUN/export)")
     parser.add_argument("--dataset", required=True, help="selection dataset folder (with manifest.json)")
-    parser.add_argument("--split", default="heldout", choices=["heldout", "train"])
+    parser.add_argument("--split", default="validation", choices=["validation", "test", "heldout", "train"],
+                        help="validation (default): the first eval_prompts held-out prompts, as a run reads them; "
+                             "test: eval_test_prompts prompts of the other held-out problems (driver/eval_sets.py; "
+                             "both sizes from the config); heldout: every held-out prompt; train")
     parser.add_argument("--prompts", type=int, default=0, help="evaluate the first N prompts (0: all)")
     parser.add_argument("--max-tokens", type=int, default=None, help="response budget (default: config's)")
     parser.add_argument("--config", default=None,
@@ -243,8 +268,11 @@ def _parse_args(argv: Sequence[str]) -> argparse.Namespace:
                         help="select by a round robin of pairs, each read in both orders, wins pooled by final answer "
                              "(`answer`: majority voting's pick for a selector at chance) or per candidate; "
                              "core/algo/round_robin.py")
-    parser.add_argument("--dtype", default="float32", choices=["float32", "bfloat16"])
-    parser.add_argument("--out", default=None, help="JSON output (default: MODEL/eval_<split>.json)")
+    parser.add_argument("--dtype", default=None, choices=["float32", "bfloat16"],
+                        help="engine dtype (default: the config's model.dtype, else float32)")
+    parser.add_argument("--out", default=None, help="JSON output (default: RUN/eval_<split>.json for MODEL=RUN/export, "
+                                                    "else runs/evaluate/<model folder>/eval_<split>.json; never "
+                                                    "inside the model folder)")
     return parser.parse_args(argv)
 
 
@@ -257,11 +285,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     from driver.data.dataset import load_dataset
 
     args = _parse_args(sys.argv[1:] if argv is None else argv)
-    tasks = getattr(load_dataset(args.dataset), args.split)
+    run = _run_config(args.model, args.config)
+    tasks = split_tasks(load_dataset(args.dataset), args.split, run)
     tasks = tasks[: args.prompts] if args.prompts else tasks
     if not tasks:
-        print(f"no prompts in {args.dataset} ({args.split})", file=sys.stderr)
+        print(f"no prompts in {args.dataset} ({args.split}"
+              f"{': the config sets eval_test_prompts=0' if args.split == 'test' else ''})", file=sys.stderr)
         return 2
+    args.dtype = args.dtype or (run.model.dtype if run else "float32")
     if args.knockout_window == 1 or args.knockout_window < 0:
         print("--knockout-window must be 0 (off) or at least 2", file=sys.stderr)
         return 2
@@ -311,7 +342,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     print(format_table(result))
     suffix = (f"_knockout{args.knockout_window}" + ("_both" if args.both_orders else "")) if args.knockout_window else ""
     suffix = f"_round_robin_{args.round_robin}" if args.round_robin else suffix
-    out = Path(args.out) if args.out else Path(args.model) / f"eval_{args.split}{suffix}.json"
+    out = Path(args.out) if args.out else default_output(args.model, f"eval_{args.split}{suffix}.json")
+    out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(json.dumps(result, indent=1))
     print(f"wrote {out}")
     return 0

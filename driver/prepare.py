@@ -150,7 +150,8 @@ def prepare(data_cfg, model_cfg, with_model: bool = True, sandbox_cfg=None, prog
         if progress and not out.exists():
             print(f"[prepare] warm-start ({ws.target}, {ws.steps} steps) -> {out}", file=sys.stderr, flush=True)
         data = ds.load_dataset(built.path)
-        model_dir, stats = warm_start(base, data.train, data.heldout, ws, out, dtype=model_cfg.dtype,
+        validation = data.heldout[:eval_prompts] if eval_prompts else data.heldout  # the test set stays unread
+        model_dir, stats = warm_start(base, data.train, validation, ws, out, dtype=model_cfg.dtype,
                                       seed=tiny_cfg.seed, eval_prompts=eval_prompts, progress=progress)
     return Prepared(built.path, model_dir, built.manifest, stats)
 

@@ -15,12 +15,29 @@ from typing import Optional, Sequence
 
 def checked_sequence(sequences: Sequence) -> Optional[object]:
     """The first sequence with response tokens scored over the whole vocabulary (a constrained index's log-probs
-    are normalised over its allowed tokens, which an engine's prompt log-probs are not); None if there is none."""
+    are normalised over its allowed tokens, which an engine's prompt log-probs are not): a whole unconstrained
+    sequence, else the unconstrained start of one constrained only later (a forced judgment's reasoning and prefix,
+    `allowed_ids_by_token`); None if there is none."""
     for seq in sequences:
-        constrained = seq.allowed_token_ids is not None or any(a is not None for a in seq.allowed_ids_by_token or ())
-        if seq.response_token_ids and not constrained:
+        if seq.response_token_ids and seq.allowed_token_ids is None and seq.allowed_ids_by_token is None:
             return seq
+    for seq in sequences:
+        free = next((i for i, a in enumerate(seq.allowed_ids_by_token or ()) if a is not None), 0)
+        if seq.allowed_token_ids is None and free > 0:
+            return _start_of(seq, free)
     return None
+
+
+def _start_of(seq, length: int):
+    """`seq` (a TrainSequence) cut to its first `length` response tokens, unconstrained."""
+    import dataclasses
+
+    def cut(values):
+        return None if values is None else list(values[:length])
+
+    return dataclasses.replace(seq, response_token_ids=cut(seq.response_token_ids),
+                               behaviour_logprobs=cut(seq.behaviour_logprobs), loss_mask=cut(seq.loss_mask),
+                               anchor_mask=cut(seq.anchor_mask), allowed_ids_by_token=None)
 
 
 def max_abs_diff(a: Sequence[float], b: Sequence[float]) -> float:

@@ -1,4 +1,6 @@
 """Held-out metric assembly: per-problem aggregation, baselines, and parse failures."""
+from pathlib import Path
+
 import pytest
 
 from core.records import SelectionTask
@@ -164,3 +166,23 @@ def test_a_run_export_is_read_with_its_runs_rollout_settings(tmp_path):
     assert not sample_index_only(str(run / "export")) and not sample_index_only(str(tmp_path / "elsewhere"))
     (run / "config.yaml").write_text(to_yaml(load_config("selector", solve)))
     assert sample_index_only(str(run / "export")) and not sample_index_only(str(run / "export"), "selector")
+
+
+def test_driver_evaluate_reads_the_validation_set_unless_asked_and_writes_outside_the_model_folder(tmp_path):
+    """`--split validation` (the default) is a run's validation set, `test` its test set (sizes from the config),
+    `heldout` every held-out prompt; the output goes beside RUN/export in the run folder, else under runs/evaluate/."""
+    from types import SimpleNamespace
+
+    from core.config import load_config
+    from driver.evaluate import _parse_args, default_output, split_tasks
+
+    heldout = [_task(f"q{i // 2}", i % 2, ["1", "2"], [1, 0]) for i in range(10)]
+    data = SimpleNamespace(heldout=heldout, train=heldout[:1])
+    cfg = load_config("selector", ["eval_prompts=4", "eval_test_prompts=3"])
+    assert split_tasks(data, "validation", cfg) == heldout[:4]
+    assert [t.problem_id for t in split_tasks(data, "test", cfg)] == ["q2", "q2", "q3"]
+    assert split_tasks(data, "heldout", cfg) == heldout and split_tasks(data, "train") == heldout[:1]
+    assert split_tasks(data, "test") == []  # the schema reads no test set
+    assert _parse_args(["--model", "m", "--dataset", "d"]).split == "validation"
+    assert default_output(str(tmp_path / "run" / "export"), "eval_test.json") == tmp_path / "run" / "eval_test.json"
+    assert default_output(str(tmp_path / "my-model"), "e.json") == Path("runs") / "evaluate" / "my-model" / "e.json"

@@ -17,6 +17,18 @@ def test_the_checked_response_is_the_first_scored_over_the_whole_vocabulary():
     assert checked_sequence([empty, constrained]) is None
 
 
+def test_a_forced_judgment_is_checked_on_its_reasoning_and_prefix():
+    """A forced judgment (free reasoning, a written prefix, a constrained index): where no sequence is free throughout,
+    the start of one up to its first constrained token is checked."""
+    forced = TrainSequence([1, 2], [7, 8, 9, 5], [-1.0, -1.0, 0.0, -0.7], 0.0, 0, loss_mask=[1, 1, 0, 1],
+                           allowed_ids_by_token=[None, None, None, [5, 6]])
+    index_only = TrainSequence([1, 2], [5], [-0.7], 0.0, 0, allowed_ids_by_token=[[5, 6]])
+    start = checked_sequence([index_only, forced])
+    assert start.response_token_ids == [7, 8, 9] and start.loss_mask == [1, 1, 0]
+    assert start.allowed_ids_by_token is None and start.behaviour_logprobs == [-1.0, -1.0, 0.0]
+    assert checked_sequence([index_only]) is None and checked_sequence([forced, seq([3])]).response_token_ids == [3]
+
+
 def test_agreement_records_the_worst_engine_and_names_it_past_the_tolerance():
     learner = [-1.0, -2.0, -0.5]
     metrics, error = agreement(learner, [[-1.0, -2.0, -0.5], [-1.0, -2.00001, -0.5]], tolerance=1e-3)
