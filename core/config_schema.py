@@ -316,6 +316,12 @@ class TrainConfig:
                                       "sentences taken out of their candidates.")
     eval_without_cue_every: int = _f(0, "The no-cue evaluation also at every evaluation whose step is a multiple of "
                                         "this (0: start and end only; each costs ~20 s on the default).")
+    eval_ood_tasks: list = _f([],
+                              "reasoning-gym tasks (e.g. [chain_sum, products]) whose problems make an out-of-"
+                              "distribution held-out set read at the start and the end: candidates and prompts "
+                              "built as data.* says (data.source=reasoning_gym with these tasks, driver/eval_sets.py); "
+                              "[]: none.")
+    eval_ood_prompts: int = _f(200, "Prompts of the out-of-distribution set (eval_ood_tasks).")
     eval_without_cue_at_start: bool = _f(True, "Read the no-cue held-out set at step 0 too (false: from the first "
                                                "evaluation after it).")
     checkpoint_every: int = _f(10, "Write an atomic checkpoint every this many steps (0: only after the last "

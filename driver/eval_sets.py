@@ -60,3 +60,22 @@ def nocue_tasks(cfg, validation: list, test: list) -> list:
         return []
     style = prompt_style(cfg)
     return [without_cue(t, style) for t in (test or validation)]
+
+
+def ood_tasks(cfg, progress: bool = True) -> list:
+    """The out-of-distribution set of a run (`eval_ood_tasks`): up to `eval_ood_prompts` prompts, one a problem, of
+    reasoning-gym problems of those tasks, candidates and prompts built as the run's data keys say with
+    `data.source=reasoning_gym` (a dataset of its own, cached like any other; none of its problems is trained on);
+    [] without `eval_ood_tasks`."""
+    import dataclasses
+
+    from driver.data.dataset import load_dataset
+    from driver.prepare import prepare
+
+    if not cfg.eval_ood_tasks:
+        return []
+    data = dataclasses.replace(cfg.data, source="reasoning_gym", reasoning_gym_tasks=list(cfg.eval_ood_tasks),
+                               num_problems=2 * cfg.eval_ood_prompts, prompts_per_problem=1, path="", max_rows=0)
+    built = prepare(data, cfg.model, with_model=False, progress=progress, eval_prompts=0, tiny_cfg=cfg.tiny)
+    dataset = load_dataset(built.dataset_dir)
+    return (dataset.heldout + dataset.train)[:cfg.eval_ood_prompts]

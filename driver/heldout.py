@@ -27,7 +27,7 @@ def nocue_due(step: int, steps: int, every: int, at_start: bool = True) -> bool:
 
 
 #: the sets of a reading: (prefix of their keys in a result, their name in the console)
-READ_SETS = (("", ""), ("test/", "test set"), ("nocue/", "no-cue set"))
+READ_SETS = (("", ""), ("test/", "test set"), ("nocue/", "no-cue set"), ("ood/", "out-of-distribution set"))
 
 
 def eval_lines(result: dict, cfg, step: int) -> list:
@@ -99,18 +99,22 @@ class HeldOutReader:
     """Reads the policy on the held-out sets through rollout actor 0 of `fleet` (driver.fleet.Fleet); `warn(message)`
     shows a warning to the user (a reading retried after its deadline)."""
 
-    def __init__(self, cfg, fleet, eval_tasks: list, nocue_tasks: list, warn, test_tasks: list = ()):
+    def __init__(self, cfg, fleet, eval_tasks: list, nocue_tasks: list, warn, test_tasks: list = (),
+                 ood_tasks: list = ()):
         self.cfg, self.fleet, self.eval_tasks, self.nocue_tasks, self.warn = cfg, fleet, eval_tasks, nocue_tasks, warn
-        self.test_tasks = list(test_tasks)
+        self.test_tasks, self.ood_tasks = list(test_tasks), list(ood_tasks)
 
     def read(self, step: int) -> dict:
         """Held-out accuracy (greedy and sampled, by N and by slip kind) on the validation set; at the start and the
-        end also on the test set (`test/` keys); at the start (`eval_without_cue_at_start`), the end and every
+        end also on the test set (`test/` keys) and the out-of-distribution set (`ood/` keys); at the start (`eval_without_cue_at_start`), the end and every
         `eval_without_cue_every` steps also on the no-cue set (`nocue/` keys), when the training data has a cue."""
         result = self._evaluate_on(self.eval_tasks, self.cfg.eval_samples, step)
         if self.test_tasks and (step == 0 or on_schedule(step, self.cfg.steps, 0)):
             test = self._evaluate_on(self.test_tasks, 0, step)  # greedy only: the sampled reading is validation's
             result.update({f"test/{k}": v for k, v in test.items() if k != "by_slip_kind"})
+        if self.ood_tasks and (step == 0 or on_schedule(step, self.cfg.steps, 0)):
+            ood = self._evaluate_on(self.ood_tasks, 0, step)
+            result.update({f"ood/{k}": v for k, v in ood.items() if k != "by_slip_kind"})
         if self.nocue_tasks and nocue_due(step, self.cfg.steps, self.cfg.eval_without_cue_every,
                                           self.cfg.eval_without_cue_at_start):
             nocue = self._evaluate_on(self.nocue_tasks, 0, step)

@@ -173,7 +173,8 @@ def summarize(log: MetricsLog, wall_seconds: float, steps: int) -> dict:
         "no_cue_heldout": nocue if nocue["genselect_final"] is not None else None,
         "rule_selectors": rule_summary(first, last),
         "sets": {name: set_summary(evals, prefix) for name, prefix in (("validation", ""), ("test", "test/"),
-                                                                       ("no_cue", "nocue/"))},
+                                                                       ("no_cue", "nocue/"),
+                                                                       ("out_of_distribution", "ood/"))},
         "curriculum_final_max_candidates": train[-1].get("curriculum/max_candidates") if train else None,
         "majority_accuracy": last.get("majority"),
         "random_accuracy": last.get("random"),
@@ -232,7 +233,8 @@ def best_non_rl(s: dict) -> Optional[dict]:
 
 
 SET_TITLES = {"validation": "validation set", "test": "test set (problems no recipe choice was read on)",
-              "no_cue": "no-cue set (the same prompts, hedging sentences taken out)"}
+              "no_cue": "no-cue set (the same prompts, hedging sentences taken out)",
+              "out_of_distribution": "out-of-distribution set (reasoning-gym problems, eval_ood_tasks)"}
 
 
 def set_summary_lines(name: str, s: dict) -> list:

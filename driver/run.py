@@ -56,7 +56,7 @@ class Run:
         overrides it for `task=generator`."""
         from driver.data.dataset import load_dataset
         from driver.data.problem import DataError
-        from driver.eval_sets import nocue_tasks, split_heldout, missing_test_prompts
+        from driver.eval_sets import missing_test_prompts, nocue_tasks, ood_tasks, split_heldout
         from driver.prepare import prepare
 
         # the warm-start is not evaluated here: the step-0 evaluation reads the same weights through vLLM (~20 s saved)
@@ -70,6 +70,7 @@ class Run:
         if shortfall:
             raise DataError(shortfall)
         self.nocue_tasks = nocue_tasks(self.cfg, self.eval_tasks, self.test_tasks)
+        self.ood_tasks = ood_tasks(self.cfg)
 
     def _log_to_file(self) -> None:
         """The console shows the progress bar, evaluations, warnings and the summary; the driver's INFO log
@@ -175,7 +176,7 @@ class Run:
                                           deadline_s=lambda prompts: collect_deadline_s(self.cfg, prompts))
         self.extra_rows = registry.extra_rows(self.cfg, model_dir, [t.problem for t in self.heldout])
         self.reader = HeldOutReader(self.cfg, self.fleet, self.eval_tasks, self.nocue_tasks, self._warn,
-                                    test_tasks=self.test_tasks)
+                                    test_tasks=self.test_tasks, ood_tasks=self.ood_tasks)
 
     def _start_serving(self):
         """serve.live: the selection service (driver/serve.py) beside the trainer, on the starting weights;

@@ -63,3 +63,18 @@ def test_a_negative_test_set_is_refused(bad):
 
     with pytest.raises(ConfigError, match="eval_test_prompts"):
         load_config("default", [f"eval_test_prompts={bad}"])
+
+
+def test_the_out_of_distribution_set_is_reasoning_gym_problems_built_as_the_data_keys_say(tmp_path):
+    """eval_ood_tasks: a dataset of reasoning-gym problems of those tasks (one prompt a problem), candidates with the
+    run's hedge cue and candidate counts, prompts in its style; none without the key."""
+    from core.config import load_config
+    from driver.eval_sets import ood_tasks
+
+    keys = [f"data.out_dir={tmp_path}", f"model.cache_dir={tmp_path / 'models'}", "data.max_candidates=4"]
+    assert ood_tasks(load_config("selector", keys), progress=False) == []
+    cfg = load_config("selector", keys + ["eval_ood_tasks=[chain_sum]", "eval_ood_prompts=12"])
+    tasks = ood_tasks(cfg, progress=False)
+    assert len(tasks) == 12 and len({t.problem_id for t in tasks}) == 12
+    assert all(2 <= t.num_candidates <= 4 and any(t.labels) and "Solution 0" in t.prompt for t in tasks)
+    assert all(t.problem_id.startswith("rg-chain_sum") for t in tasks)
