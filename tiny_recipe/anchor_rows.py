@@ -1,5 +1,5 @@
 """Stage 3b of a step (`tiny.anchor_corpus_rows`): worked solutions of fresh procedural problems, appended to the
-step's sequences as anchor-only sequences, so that RL keeps the solver the pick-then-point response reads.
+step's sequences as anchor-only sequences, to hold the solver the pick-then-point response reads while RL moves it.
 
 RL trains two index tokens of a pick-then-point response; the worked solution between them is the model's own and
 lives in the same weights, which RL moves (without an anchor the share of correct own answers fell by up to 9 points

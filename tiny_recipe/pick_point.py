@@ -12,7 +12,7 @@ engine requests:
 
 A rollout's response is `[g] + head + solution + [k]`; its loss mask is 1 at g and k only: the two sampled decisions
 train, the head and the greedy solution are context the learner reads (their behaviour log-probs are 0, unused); the
-solution's tokens carry `anchor_mask` 1, which `algorithm.solution_anchor` trains by likelihood (the solver kept),
+solution's tokens carry `anchor_mask` 1, which `algorithm.solution_anchor` trains by likelihood (to hold the solver),
 when the solution reached its pointer mark (one that did not is not reinforced: anchoring such solutions, with anchor
 rows that ended without ` #`, taught the model to stop before ` #k`: 12-13% of a run's rollouts had no pointer, 0.0-0.3%
 with neither). The text the verifier reads is `Pick: #g`, the head, the solution and ` #k`, whose `Answer: X #k` line
