@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import logging
 import time
+from typing import Optional
 
 from driver.data.dataset import prompt_style
 from driver.failure import RunFailed
@@ -114,6 +115,7 @@ class HeldOutReader:
         self.cfg, self.fleet, self.eval_tasks, self.nocue_tasks, self.warn = cfg, fleet, eval_tasks, nocue_tasks, warn
         self.test_tasks = list(test_tasks)
         self._solutions: dict = {}  # problem id -> the policy's solve-alone solution, within one reading
+        self._unsolvable: Optional[str] = None  # why the model cannot be asked to solve alone, once it could not
 
     def read(self, step: int) -> dict:
         """Held-out accuracy (greedy and sampled, by N and by slip kind) on the validation set; at the start and the
@@ -177,26 +179,49 @@ class HeldOutReader:
         return choices
 
     def _solve_alone(self, tasks: list, step: int) -> tuple:
-        """(P solution texts, seconds spent solving): the policy's greedy solution of each task's problem without its
-        candidates (driver.evaluate.solve_remote, `solve_budget` tokens), one request per distinct problem not yet
-        solved in this reading."""
-        from core.deadlines import generate_deadline_s
-        from driver.evaluate import solve_remote
-
+        """(P solution texts, None where there is none; seconds spent solving): the policy's greedy solution of each
+        task's problem without its candidates (driver.evaluate.solve_remote, `solve_budget` tokens), one request per
+        distinct problem not yet solved in this reading. A model that cannot be asked (its chat template does not
+        take a generator prompt: `_ask_to_solve`) has no solutions from then on, and the rule reads as the cue rule."""
         todo = list({t.problem_id: (t.problem_id, t.problem, t.domain) for t in tasks
                      if t.problem_id not in self._solutions}.values())
         started, seconds = time.time(), 0.0
         if todo:
-            budget = solve_budget(self.cfg)
-            # later than the rollout actor's own deadline for the call, which counts the actual (shorter) prompts
-            deadline = generate_deadline_s(self.cfg.rollout, self.cfg.data.max_prompt_tokens, len(todo), budget)
-            texts = self._read_on_engine(
-                lambda: solve_remote(self.fleet.handles.rollouts[0], todo, budget, deadline),
-                f"solve-alone solving at step {step}")
+            texts = self._ask_to_solve(todo, step) if self._unsolvable is None else [None] * len(todo)
             self._solutions.update({pid: text for (pid, _, _), text in zip(todo, texts)})
             seconds = time.time() - started
             log.info("solve-alone rule: %d problems solved at step %d in %.1f s", len(todo), step, seconds)
         return [self._solutions[t.problem_id] for t in tasks], seconds
+
+    def _ask_to_solve(self, problems: list, step: int) -> list:
+        """Q solution texts of `problems` ((problem_id, text, domain) each) from rollout actor 0; a timeout or an
+        engine death is handled as every reading's (`_read_on_engine`), any other error (the model's chat template
+        cannot render the generator prompt) warns once and gives Q Nones."""
+        from ray.exceptions import RayActorError
+
+        from core.deadlines import generate_deadline_s
+        from driver.evaluate import is_timeout, solve_remote
+
+        budget = solve_budget(self.cfg)
+        # later than the rollout actor's own deadline for the call, which counts the actual (shorter) prompts
+        deadline = generate_deadline_s(self.cfg.rollout, self.cfg.data.max_prompt_tokens, len(problems), budget)
+
+        def solve():
+            try:
+                return solve_remote(self.fleet.handles.rollouts[0], problems, budget, deadline)
+            except Exception as err:  # noqa: BLE001 -- only the model's own refusal is kept from the run's handling
+                if is_timeout(err) or isinstance(err, RayActorError):
+                    raise
+                return err
+
+        out = self._read_on_engine(solve, f"solve-alone solving at step {step}")
+        if not isinstance(out, Exception):
+            return out
+        text = str(out).strip()
+        self._unsolvable = f"{type(out).__name__}: {text.splitlines()[-1][:200] if text else ''}"
+        self.warn(f"solve-alone rule: the model could not be asked to solve a problem alone ({self._unsolvable}); "
+                  f"the rule reads as the hedge-cue rule")
+        return [None] * len(problems)
 
     def _read_on_engine(self, call, what: str):
         """`call()` (an evaluation procedure on rollout actor 0), again after its deadline while it times out

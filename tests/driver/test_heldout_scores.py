@@ -77,3 +77,33 @@ def test_the_solve_alone_rule_solves_each_problem_once_a_reading_and_says_what_i
     assert [problems for problems, _ in reader.solved[2:]] == [["a", "b"], ["t", "u"]]
     line = next(l for l in eval_lines(result, reader.cfg, 0) if l.startswith("[eval step 0, solve-alone rule]"))
     assert "whole prompt 1.000" in line and "answered 0.667" in line and "solving took" in line
+
+
+def test_a_model_that_cannot_be_asked_to_solve_alone_reads_the_cue_rule_and_a_timeout_still_fails(reader, monkeypatch):
+    """A chat template that does not render the generator prompt (the engine's call fails) warns once; the rule then
+    reads as the cue rule at every reading, without asking again. A timeout is a reading's timeout: retried, then the
+    run fails."""
+    from driver.failure import RunFailed
+
+    calls, warnings = [], []
+
+    def refuses(handle, problems, max_tokens, timeout_s):
+        calls.append(problems)
+        raise ValueError("jinja2.exceptions.UndefinedError: 'list object' has no attribute '1'")
+
+    monkeypatch.setattr(evaluate, "solve_remote", refuses)
+    reader.warn = warnings.append
+    for step in (0, 10):
+        result = reader.read(step)
+        assert result["rule/solve_alone/genselect"] == result["rule/cue/genselect"]
+        assert result["rule/solve_alone/answered"] == 0.0
+    assert len(calls) == 1 and len(warnings) == 1 and "could not be asked to solve" in warnings[0]
+    assert "UndefinedError" in warnings[0]
+
+    def times_out(handle, problems, max_tokens, timeout_s):
+        raise TimeoutError("past its deadline")
+
+    monkeypatch.setattr(evaluate, "solve_remote", times_out)
+    reader._unsolvable = None
+    with pytest.raises(RunFailed, match="solve-alone solving at step 20 failed"):
+        reader.read(20)
