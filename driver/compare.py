@@ -1,6 +1,6 @@
 """What RL adds over the best non-RL selector, paired by problem, over one or several selector runs (seeds).
 
-    python -m driver.compare runs/seed0 runs/seed3 runs/seed4 [--set test] [--against rule/solve_alone/knockout/genselect]
+    python -m driver.compare runs/seed0 runs/seed3 runs/seed4 [--set test] [--against KEY]
 
 Reads each run folder's `metrics.jsonl` (the per-prompt scores every held-out reading keeps, driver/heldout.py) and
 prints, for each held-out set the runs read (validation, test, no cue), one line per run: the RL policy's final

@@ -91,12 +91,14 @@ def test_answers_agree_by_math_verify_past_the_plain_cases(monkeypatch):
 
 
 def test_solve_alone_stating_names_every_candidate_with_the_models_answer():
-    tasks = [_task("a", ["20", "21", "20"], [1, 0, 1]), _task("b", ["6", "1/2"], [0, 1]), _task("c", ["1", "2"], [1, 0])]
+    tasks = [_task("a", ["20", "21", "20"], [1, 0, 1]), _task("b", ["6", "1/2"], [0, 1]),
+             _task("c", ["1", "2"], [1, 0])]
     solutions = ["5 * 4 = 20\nAnswer: 20", "Answer: 0.5", "I do not know."]
     stating = baselines.solve_alone_stating(tasks, solutions)
     assert stating == [(0, 2), (1,), ()]
     calls = []
-    fake = baselines.solve_alone_stating(tasks, solutions, agree=lambda pairs: calls.append(pairs) or [False] * len(pairs))
+    fake = baselines.solve_alone_stating(tasks, solutions,
+                                         agree=lambda pairs: calls.append(pairs) or [False] * len(pairs))
     assert fake == [(), (), ()] and len(calls[0]) == 5  # one pair per candidate of the answered prompts
     assert baselines.solve_alone_breakdown(tasks, solutions, stating) == pytest.approx(
         {"answered": 2 / 3, "stated": 2 / 3, "solved": 2 / 3})

@@ -55,7 +55,8 @@ def test_every_set_is_compared_by_default_and_a_fixed_selector_can_be_named(tmp_
     assert compare.main([*runs, "--against", "rule/cue/knockout/genselect", "--set", "validation"]) == 0
     out = capsys.readouterr().out.splitlines()
     mean, lo, hi = paired_bootstrap_ci(PROBLEMS, right(60), right(40))
-    assert out[1] == f"  {runs[0]}: {mean:+.3f} [{lo:+.3f}, {hi:+.3f}] against hedge-cue rule, knockout (20 problems, 80 prompts)"
+    assert out[1] == (f"  {runs[0]}: {mean:+.3f} [{lo:+.3f}, {hi:+.3f}] against hedge-cue rule, knockout "
+                      f"(20 problems, 80 prompts)")
     with pytest.raises(SystemExit, match="--against oracle: not a selector the readings kept"):
         compare.main([*runs, "--against", "oracle"])
 

@@ -11,7 +11,8 @@ from driver.heldout import HeldOutReader, eval_lines, solve_budget
 
 
 def _task(pid, k, answers, labels, hedged=(), suffix=""):
-    candidates = tuple(("This might be wrong.\n" if i in hedged else "") + f"Answer: {a}" for i, a in enumerate(answers))
+    candidates = tuple(("This might be wrong.\n" if i in hedged else "") + f"Answer: {a}"
+                       for i, a in enumerate(answers))
     return SelectionTask(prompt_id=f"{pid}/p{k}{suffix}", problem_id=pid, domain="math", problem=f"What is {pid}?",
                          candidates=candidates, candidate_answers=tuple(answers), labels=tuple(labels), reference="1",
                          prompt="...")
@@ -36,8 +37,8 @@ def reader(monkeypatch):
         return [{"a": "1 + 1 = 2\nAnswer: 2", "t": "Answer: 9"}.get(pid, "no idea") for pid, _, _ in problems]
 
     monkeypatch.setattr(evaluate, "solve_remote", solve_remote)
-    validation = [_task("a", 0, ["1", "2", "3"], [0, 1, 0], hedged=(0, 2)), _task("a", 1, ["2", "1"], [1, 0], hedged=(1,)),
-                  _task("b", 0, ["5", "6"], [1, 0], hedged=(1,))]
+    validation = [_task("a", 0, ["1", "2", "3"], [0, 1, 0], hedged=(0, 2)),
+                  _task("a", 1, ["2", "1"], [1, 0], hedged=(1,)), _task("b", 0, ["5", "6"], [1, 0], hedged=(1,))]
     test = [_task("t", 0, ["9", "8"], [0, 1]), _task("u", 0, ["4", "3"], [1, 0], hedged=(1,))]
     nocue = [_task(t.problem_id, 0, t.candidate_answers, t.labels, hedged=(1,), suffix="/nocue") for t in test]
     fleet = SimpleNamespace(handles=SimpleNamespace(rollouts=["engine 0"]))
@@ -54,7 +55,7 @@ def test_each_set_keeps_every_selectors_per_prompt_scores_with_problem_ids(reade
     assert scores["problem_id"] == ["a", "a", "b"]
     assert scores["genselect"] == [0, 1, 1] and scores["knockout/genselect"] == [0, 0, 0]
     assert scores["rule/cue/genselect"] == [1, 1, 1]  # the candidate that does not hedge
-    assert scores["rule/solve_alone/genselect"] == [1, 1, 1] and scores["rule/solve_alone/knockout/genselect"] == [1, 1, 1]
+    assert scores["rule/solve_alone/genselect"] == [1, 1, 1] == scores["rule/solve_alone/knockout/genselect"]
     assert scores["majority"] == pytest.approx([1 / 3, 0.5, 0.5], abs=1e-6) == scores["random"]
     assert set(scores) == {"problem_id", "genselect", "knockout/genselect", "majority", "random",
                            "rule/cue/genselect", "rule/cue/knockout/genselect", "rule/solve_alone/genselect",
