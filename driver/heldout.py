@@ -145,7 +145,7 @@ class HeldOutReader:
         result.update({"sampled": sampled, "by_size": by_size(tasks, choices)})
         result.update({f"own_answer/{k}": v for k, v in own_answer.items()})
         selections = {"genselect": choices}
-        if self.cfg.data.source == "procedural_math":  # the rules read its hedge cue and its answers
+        if all(t.domain == "math" for t in tasks):  # the rules compare final answers (and read a hedge cue if any)
             selections.update(self._rule_selections(tasks, answers, step, result))
         if self.cfg.eval_knockout_window:
             selections["knockout/genselect"] = self._knockout_choices(tasks, step)

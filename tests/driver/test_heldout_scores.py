@@ -108,3 +108,16 @@ def test_a_model_that_cannot_be_asked_to_solve_alone_reads_the_cue_rule_and_a_ti
     reader._unsolvable = None
     with pytest.raises(RunFailed, match="solve-alone solving at step 20 failed"):
         reader.read(20)
+
+
+def test_the_rules_are_read_on_any_math_data_and_not_on_code(reader):
+    """Model-sampled math candidates (data.source=model, a chat model's own) get the rules too: the solve-alone rule
+    compares final answers, whatever wrote the candidates; code candidates (programs) get none."""
+    from dataclasses import replace
+
+    reader.cfg.data.source = "model"
+    result = reader.read(0)
+    assert "rule/solve_alone/genselect" in result and "by_slip_kind" not in result
+    reader.eval_tasks = [replace(t, domain="code") for t in reader.eval_tasks]
+    result = reader.read(10)
+    assert not any(k.startswith("rule/") for k in result["scores"]) and "rule/cue/genselect" not in result
