@@ -1,8 +1,8 @@
 """The metrics of a selector's choices on held-out selection prompts (driver/evaluate.py and the training run's
 readings, driver/heldout.py, compute them): GenSelect@N next to pass@1, majority@N, random@N and pass@N with 95%
 bootstrap CIs over problems (core/algo/metrics.py), accuracy by number of candidates and by the kind of mistake
-picked, the sampled accuracy, and the own-answer breakdown of a selector that solves before it points. Pure: no Ray,
-no model.
+picked, the sampled accuracy, the own-answer breakdown of a selector that solves before it points, and every
+selector's per-prompt scores. Pure: no Ray, no model.
 """
 from __future__ import annotations
 
@@ -48,6 +48,24 @@ def selection_metrics(tasks: Sequence, choices: Sequence[Optional[int]], seed: i
     # the selector's margin over majority voting, paired by problem (tighter than comparing the two CIs)
     margins = [(sum(v["genselect"]) - sum(v["majority"])) / len(v["genselect"]) for v in by_problem.values()]
     out["over_majority"], out["over_majority_lo"], out["over_majority_hi"] = M.bootstrap_ci(margins, seed=seed)
+    return out
+
+
+def prompt_scores(tasks: Sequence, choices_by_key: dict) -> dict:
+    """The per-prompt scores of every selector read on `tasks`, kept in the eval record so that two selectors can be
+    compared paired by problem from the run folder alone (core.algo.paired; driver/report.py, driver/compare.py).
+
+    Args:
+        tasks: P SelectionTask objects; choices_by_key: {metric key (`genselect`, `knockout/genselect`,
+            `rule/cue/genselect`, ...): P chosen indices (None = parse failure)}.
+    Returns: {problem_id: P problem ids, each key: P 1/0 (the chosen candidate is correct), majority, random: P
+              expected accuracies of majority voting and of a uniform choice}.
+    """
+    out = {"problem_id": [t.problem_id for t in tasks]}
+    for key, choices in choices_by_key.items():
+        out[key] = [int(c is not None and t.correct[c]) for t, c in zip(tasks, choices)]
+    out["majority"] = [round(M.majority_at_k(list(t.candidate_answers), t.correct), 6) for t in tasks]
+    out["random"] = [round(M.random_at_n(t.correct), 6) for t in tasks]
     return out
 
 

@@ -128,6 +128,14 @@ def choose_remote(rollout_handle, tasks: Sequence, timeout_s: float, samples: in
     return choices, sampled_accuracy(sampled), breakdown, own_answers(responses)
 
 
+def solve_remote(rollout_handle, problems: Sequence, max_tokens: int, timeout_s: float) -> list:
+    """One greedy solution of each `(problem_id, problem_text, domain)` of `problems`, written without seeing any
+    candidate (`RolloutWorker.sample_solutions`: the generator prompt, temperature 0, at most `max_tokens` tokens),
+    through a Ray actor handle: Q solution texts, in order (the solve-alone rule, driver/baselines.py)."""
+    groups = _get_or_cancel(rollout_handle.sample_solutions.remote(list(problems), 1, 0.0, max_tokens), timeout_s)
+    return [group[0].response_text for group in groups]
+
+
 def _get_or_cancel(ref, timeout_s: float):
     """`ray.get(ref, timeout=timeout_s)`; past the deadline the actor call is cancelled before the timeout error
     propagates (as `_answer_or_cancel` does for the tournaments)."""

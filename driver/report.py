@@ -1,5 +1,6 @@
 """What the user sees: a live progress bar, metrics in TensorBoard and metrics.jsonl, and at the end
-curves.png (training reward; held-out GenSelect accuracy against majority@N and random@N) and summary.json.
+curves.png (training reward; held-out GenSelect accuracy against majority@N, random@N and the best non-RL selector)
+and summary.json (with, on each held-out set, what RL adds over the best non-RL selector and its paired CI).
 """
 from __future__ import annotations
 
@@ -95,7 +96,8 @@ def log_k_axis(ax, ks) -> None:
 
 
 def plot_curves(log: MetricsLog, out_path: str | Path) -> Path:
-    """curves.png: training reward per step; held-out GenSelect accuracy vs majority@N and random@N."""
+    """curves.png: training reward per step; held-out GenSelect accuracy vs majority@N, random@N and the best
+    non-RL selector (`heldout_panel`)."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -109,48 +111,57 @@ def plot_curves(log: MetricsLog, out_path: str | Path) -> Path:
         left.plot(steps, [r.get("reward/all_groups_mean", math.nan) for r in train], label="mean reward (all groups)")
         left.plot(steps, [r.get("curriculum/gain", math.nan) for r in train], ".", markersize=3,
                   label="reward - random@N at the curriculum's largest N")
+        left.legend(loc="lower right")
     left.set(xlabel="learner step", ylabel="reward", title="Training reward")
-    left.legend(loc="lower right")
-    if evals:
-        steps = [r["step"] for r in evals]
-        right.errorbar(steps, [r["genselect"] for r in evals],
-                       yerr=[[r["genselect"] - r["genselect_lo"] for r in evals],
-                             [r["genselect_hi"] - r["genselect"] for r in evals]],
-                       marker="o", capsize=3, label="GenSelect@N (selector, greedy)")
-        right.plot(steps, [r.get("sampled", math.nan) for r in evals], "o-", alpha=0.6,
-                   label="selector, sampled (temperature 1)")
-        for key, label in (("knockout/genselect", "knockout of pairs"), ("round_robin/genselect", "round robin of pairs")):
-            if any(key in r for r in evals):
-                right.plot(steps, [r.get(key, math.nan) for r in evals], "s-", label=f"selector, {label}")
-        nocue = [r for r in evals if "nocue/round_robin/genselect" in r]
-        if nocue:
-            right.plot([r["step"] for r in nocue], [r["nocue/round_robin/genselect"] for r in nocue], "^-", alpha=0.7,
-                       label="no-cue set, round robin")
-            right.plot([r["step"] for r in nocue], [r["nocue/majority"] for r in nocue], "^:", alpha=0.7,
-                       label="no-cue set, majority@N")
-        right.plot(steps, [r["majority"] for r in evals], "--", label="majority@N")
-        right.plot(steps, [r["random"] for r in evals], ":", label="random@N")
-    right.set(xlabel="learner step", ylabel="held-out accuracy", title="Held-out selection accuracy", ylim=(0, 1))
-    right.legend(loc="lower right", fontsize=7)
+    heldout_panel(right, evals)
     fig.tight_layout()
     fig.savefig(out_path, dpi=110)
     plt.close(fig)
     return Path(out_path)
 
 
+def heldout_panel(ax, evals: list) -> None:
+    """The held-out panel of curves.png on `ax`: the policy's validation accuracy per reading (greedy with its CI,
+    sampled, knockout, round robin; the no-cue set's round robin), majority@N, random@N, and the level of the best
+    non-RL selector (`best_selector` of the validation set: the strongest of majority@N, random@N, the start policy
+    and the rules at the start), labelled with its name. `evals`: the run's eval records."""
+    if evals:
+        steps = [r["step"] for r in evals]
+        ax.errorbar(steps, [r["genselect"] for r in evals],
+                    yerr=[[r["genselect"] - r["genselect_lo"] for r in evals],
+                          [r["genselect_hi"] - r["genselect"] for r in evals]],
+                    marker="o", capsize=3, label="GenSelect@N (selector, greedy)")
+        ax.plot(steps, [r.get("sampled", math.nan) for r in evals], "o-", alpha=0.6,
+                label="selector, sampled (temperature 1)")
+        for key, label in (("knockout/genselect", "knockout of pairs"), ("round_robin/genselect", "round robin of pairs")):
+            if any(key in r for r in evals):
+                ax.plot(steps, [r.get(key, math.nan) for r in evals], "s-", label=f"selector, {label}")
+        nocue = [r for r in evals if "nocue/round_robin/genselect" in r]
+        if nocue:
+            ax.plot([r["step"] for r in nocue], [r["nocue/round_robin/genselect"] for r in nocue], "^-", alpha=0.7,
+                    label="no-cue set, round robin")
+            ax.plot([r["step"] for r in nocue], [r["nocue/majority"] for r in nocue], "^:", alpha=0.7,
+                    label="no-cue set, majority@N")
+        ax.plot(steps, [r["majority"] for r in evals], "--", label="majority@N")
+        ax.plot(steps, [r["random"] for r in evals], ":", label="random@N")
+        best = best_selector(set_summary(evals, "") or {})
+        if best:
+            ax.axhline(best["accuracy"], color="black", linestyle="-.", linewidth=1,
+                       label=f"best non-RL selector: {best['name']} ({best['accuracy']:.3f})")
+        ax.legend(loc="lower right", fontsize=7)
+    ax.set(xlabel="learner step", ylabel="held-out accuracy", title="Held-out selection accuracy", ylim=(0, 1))
+
+
 TIME_KEYS = ("generate_s", "verify_s", "train_s", "sync_s", "idle_s")
 
 
 def summarize(log: MetricsLog, wall_seconds: float, steps: int) -> dict:
-    """summary.json content: accuracy at the start and end of training (same held-out set), baselines,
-    and the per-step time split (mean seconds per step)."""
+    """summary.json content: accuracy at the start and end of training (same held-out set), baselines, each held-out
+    set beside the selectors that need no RL (`sets`: `set_summary` of validation, test and no_cue), and the per-step
+    time split (mean seconds per step)."""
     evals = log.records("eval")
     train = log.records("train")
     first, last = (evals[0], evals[-1]) if evals else ({}, {})
-    nocue = {f"{k.replace('/', '_')}_{when}": rec.get(f"nocue/{k}") for when, rec in (("start", first), ("final", last))
-             for k in ("genselect", "majority", "random", "knockout/genselect", "knockout/over_majority",
-                       "knockout/over_majority_lo", "knockout/over_majority_hi", "round_robin/genselect",
-                       "round_robin/over_majority", "round_robin/over_majority_lo", "round_robin/over_majority_hi")}
     split = {key: _mean([r.get(f"time/{key}", math.nan) for r in train]) for key in TIME_KEYS}
     return {
         "steps": steps,
@@ -170,8 +181,6 @@ def summarize(log: MetricsLog, wall_seconds: float, steps: int) -> dict:
         "final_sampled_accuracy": last.get("sampled"),
         "final_by_candidates": last.get("by_size"),
         "final_by_slip_kind": last.get("by_slip_kind"),
-        "no_cue_heldout": nocue if nocue["genselect_final"] is not None else None,
-        "rule_selectors": rule_summary(first, last),
         "sets": {name: set_summary(evals, prefix) for name, prefix in (("validation", ""), ("test", "test/"),
                                                                        ("no_cue", "nocue/"),
                                                                        ("out_of_distribution", "ood/"))},
@@ -191,14 +200,22 @@ def summarize(log: MetricsLog, wall_seconds: float, steps: int) -> dict:
     }
 
 
-def set_summary(evals: list, prefix: str) -> Optional[dict]:
-    """One held-out set's first and last readings (the eval records holding its `prefix` keys; driver/heldout.py):
-    the policy read whole and by knockout, majority@N, random@N, pass@N and each rule selector, each start and
-    final with the final's 95% CI, and `best_non_rl` (`best_non_rl`). None when the set was never read."""
+def set_readings(evals: list, prefix: str) -> Optional[tuple]:
+    """(first, last) eval records that read the held-out set of key prefix `prefix` (driver/heldout.py: "" validation,
+    "test/", "nocue/"); None when none did."""
     read = [r for r in evals if r.get(prefix + "genselect") is not None]
-    if not read:
+    return (read[0], read[-1]) if read else None
+
+
+def set_summary(evals: list, prefix: str) -> Optional[dict]:
+    """One held-out set's first and last readings (`set_readings`): the policy read whole, by knockout and by round
+    robin, the knockout's and the round robin's margins over majority@N, majority@N, random@N, pass@N and each rule
+    selector, each start and final with the final's 95% CI, and `best_non_rl` (`best_non_rl`, with `rl_over_it_ci`,
+    its paired 95% CI over problems: `rl_over_best_ci`). None when the set was never read."""
+    readings = set_readings(evals, prefix)
+    if readings is None:
         return None
-    first, last = read[0], read[-1]
+    first, last = readings
 
     def reading(key: str) -> dict:
         return {"start": first.get(prefix + key), "final": last.get(prefix + key),
@@ -206,30 +223,78 @@ def set_summary(evals: list, prefix: str) -> Optional[dict]:
 
     out = {"prompts": last.get(prefix + "prompts"), "start_step": first.get("step"), "final_step": last.get("step"),
            "policy": reading("genselect"), "policy_knockout": reading("knockout/genselect"),
+           "policy_round_robin": reading("round_robin/genselect"),
+           "knockout_over_majority": reading("knockout/over_majority"),
+           "round_robin_over_majority": reading("round_robin/over_majority"),
            "majority": last.get(prefix + "majority"), "random": last.get(prefix + "random"),
            "pass_at_n": last.get(prefix + "pass_at_n"),
            "rules": {rule: {"whole": reading(f"rule/{rule}/genselect"),
                             "knockout": reading(f"rule/{rule}/knockout/genselect")}
                      for rule in RULES if first.get(f"{prefix}rule/{rule}/genselect") is not None}}
     out["best_non_rl"] = best_non_rl(out)
+    if out["best_non_rl"]:
+        out["best_non_rl"]["rl_over_it_ci"] = rl_over_best_ci(first, last, prefix, out["best_non_rl"]["key"])
     return out
 
 
-def best_non_rl(s: dict) -> Optional[dict]:
-    """The strongest selector of a set summary (`set_summary`) that RL did not train, and what the RL-trained
-    policy's final reading by knockout adds over it: majority@N, random@N, the start policy (whole prompt and
-    knockout) and the rules at the start (the own-answer rule then reads the start model's own solutions; the cue
-    rule reads no model). {name, accuracy, rl_final, rl_over_it}; None before a final knockout reading."""
-    final = s["policy_knockout"]["final"]
-    if final is None or s["final_step"] == s["start_step"]:
-        return None
-    options = {"majority@N": s["majority"], "random@N": s["random"],
-               "start policy, whole prompt": s["policy"]["start"], "start policy, knockout": s["policy_knockout"]["start"]}
+def non_rl_options(s: dict) -> list:
+    """The selectors of a set summary (`set_summary`) that RL did not train, each (name, key of its accuracy in an
+    eval record, its accuracy at the start): majority@N, random@N, the start policy (whole prompt and knockout) and the
+    rules at the start (the own-answer and solve-alone rules then read the start model's own solutions; the cue rule
+    reads no model); those not read are left out."""
+    options = [("majority@N", "majority", s["majority"]), ("random@N", "random", s["random"]),
+               ("start policy, whole prompt", "genselect", s["policy"]["start"]),
+               ("start policy, knockout", "knockout/genselect", s["policy_knockout"]["start"])]
     for rule, r in s["rules"].items():
-        options[f"{RULE_NAMES[rule]}, whole prompt"] = r["whole"]["start"]
-        options[f"{RULE_NAMES[rule]}, knockout"] = r["knockout"]["start"]
-    name, accuracy = max(((k, v) for k, v in options.items() if v is not None), key=lambda kv: kv[1])
-    return {"name": name, "accuracy": accuracy, "rl_final": final, "rl_over_it": round(final - accuracy, 4)}
+        options += [(f"{RULE_NAMES[rule]}, whole prompt", f"rule/{rule}/genselect", r["whole"]["start"]),
+                    (f"{RULE_NAMES[rule]}, knockout", f"rule/{rule}/knockout/genselect", r["knockout"]["start"])]
+    return [o for o in options if o[2] is not None]
+
+
+def best_selector(s: dict) -> Optional[dict]:
+    """The strongest of `non_rl_options(s)` (the first listed among ties): {name, key, accuracy}; None when `s` is
+    empty or none was read."""
+    options = non_rl_options(s) if s else []
+    if not options:
+        return None
+    name, key, accuracy = max(options, key=lambda o: o[2])
+    return {"name": name, "key": key, "accuracy": accuracy}
+
+
+def best_non_rl(s: dict) -> Optional[dict]:
+    """The strongest selector of a set summary (`set_summary`) that RL did not train (`best_selector`), and what the
+    RL-trained policy's final reading by knockout adds over it: {name, key, accuracy, rl_final, rl_over_it}; None
+    before a final knockout reading."""
+    final = s["policy_knockout"]["final"]
+    best = best_selector(s)
+    if final is None or s["final_step"] == s["start_step"] or best is None:
+        return None
+    return {**best, "rl_final": final, "rl_over_it": round(final - best["accuracy"], 4)}
+
+
+def paired_scores(first: dict, last: dict, prefix: str, key: str) -> Optional[tuple]:
+    """(problem ids, RL's final knockout per-prompt scores, the start reading's per-prompt scores of selector `key`)
+    of one held-out set, from the `scores` its readings kept (driver.eval_metrics.prompt_scores): three lists of P.
+    None when a reading kept no such scores (a run folder written before they were kept)."""
+    rl, start = last.get(prefix + "scores"), first.get(prefix + "scores")
+    if not rl or not start or "knockout/genselect" not in rl or key not in start:
+        return None
+    if rl["problem_id"] != start["problem_id"]:
+        raise ValueError(f"the {prefix or 'validation '}readings at steps {first.get('step')} and {last.get('step')} "
+                         f"hold different prompts: they cannot be paired")
+    return rl["problem_id"], rl["knockout/genselect"], start[key]
+
+
+def rl_over_best_ci(first: dict, last: dict, prefix: str, key: str, seed: int = 0) -> Optional[list]:
+    """[lo, hi]: the paired 95% bootstrap CI over problems (core.algo.paired) of RL's final knockout accuracy minus the
+    start reading's accuracy of selector `key` on one held-out set; None without per-prompt scores."""
+    from core.algo.paired import paired_bootstrap_ci
+
+    pairs = paired_scores(first, last, prefix, key)
+    if pairs is None:
+        return None
+    _, lo, hi = paired_bootstrap_ci(*pairs, seed=seed)
+    return [round(lo, 4), round(hi, 4)]
 
 
 SET_TITLES = {"validation": "validation set", "test": "test set (problems no recipe choice was read on)",
@@ -247,33 +312,20 @@ def set_summary_lines(name: str, s: dict) -> list:
         lo, hi = r["final_ci"]
         return f"{f(r['start'])} -> {f(r['final'])}" + (f" [{f(lo)}, {f(hi)}]" if lo is not None else "")
 
+    round_robin = s.get("policy_round_robin") or {}
     lines = [f"  {SET_TITLES[name]}, {s['prompts']} prompts:",
-             f"    policy: knockout {change(s['policy_knockout'])}, whole prompt {change(s['policy'])}",
+             f"    policy: knockout {change(s['policy_knockout'])}, whole prompt {change(s['policy'])}"
+             + (f", round robin {change(round_robin)}" if round_robin.get("final") is not None else ""),
              f"    majority@N {f(s['majority'])}  random@N {f(s['random'])}  pass@N {f(s['pass_at_n'])}"]
     for rule, r in s["rules"].items():
         lines.append(f"    {RULE_NAMES[rule]}: knockout {change(r['knockout'])}, whole prompt {change(r['whole'])}")
     best = s["best_non_rl"]
     if best:
+        ci = best.get("rl_over_it_ci")
         lines.append(f"    RL's final knockout {f(best['rl_final'])} against the best non-RL selector ({best['name']}, "
-                     f"{f(best['accuracy'])}): {best['rl_over_it']:+.3f}")
+                     f"{f(best['accuracy'])}): {best['rl_over_it']:+.3f}"
+                     + (f" [{ci[0]:+.3f}, {ci[1]:+.3f}] (paired 95% CI over problems)" if ci else ""))
     return lines
-
-
-def rule_summary(first: dict, last: dict) -> Optional[dict]:
-    """The rule selectors read beside the policy (driver/baselines.py) at the first and last reading: {rule: {start,
-    final, final_ci, start_knockout, final_knockout, final_knockout_ci}} (None: none was read)."""
-    out = {}
-    for rule in RULES:
-        key = f"rule/{rule}/"
-        if last.get(key + "genselect") is None:
-            continue
-        out[rule] = {"start": first.get(key + "genselect"), "final": last.get(key + "genselect"),
-                     "final_ci": [last.get(key + "genselect_lo"), last.get(key + "genselect_hi")],
-                     "start_knockout": first.get(key + "knockout/genselect"),
-                     "final_knockout": last.get(key + "knockout/genselect"),
-                     "final_knockout_ci": [last.get(key + "knockout/genselect_lo"),
-                                           last.get(key + "knockout/genselect_hi")]}
-    return out or None
 
 
 def _mean(values: list) -> Optional[float]:
