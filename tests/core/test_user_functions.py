@@ -71,3 +71,13 @@ def test_a_bool_or_a_number_in_the_unit_interval_is_a_score(value, score):
 def test_anything_else_is_refused(value):
     with pytest.raises(ValueError, match="expected a bool or a number in"):
         as_score(value)
+
+
+def test_a_runs_config_read_back_does_not_import_its_user_functions(user_module):
+    """Evaluation and serving read a run's config.yaml for its settings: the reward function it trained with need
+    not be importable there."""
+    from core.config import from_yaml, to_yaml
+
+    text = to_yaml(load_config("selector", ["verifier.reward_function=team_rewards:score"]))
+    gone = text.replace("team_rewards:score", "team_rewards_elsewhere:score")
+    assert from_yaml(gone).verifier.reward_function == "team_rewards_elsewhere:score"
