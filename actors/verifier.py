@@ -13,6 +13,9 @@ or program is verified, and its reward is that verdict (`_score_solutions`).
   fail or, swallowed, silently score 0. See `actors.math_check`.
 * code: the sandbox (`sandbox.pool.SandboxPool`), started at construction when `domains` names "code", else at
   the first code task; a missing backend raises `SandboxUnavailable` with the reason, never a silent fallback.
+* `verifier.reward_function` (a user's `fn(problem, candidate, response, label, **extra)`, core/user_functions.py):
+  scores every parsed selection in place of both, in its own worker processes (`actors.user_reward`), once per
+  distinct (candidate, response) of a call; parse failures score 0 as they do without it.
 
 Every verification runs under the deadline `cfg.timeout_s`. A hang past it scores 0 with status "timeout" and
 its worker process is killed and replaced; an exception scores 0 with status "error". Both are counted in
@@ -40,6 +43,7 @@ from core.config import VerifierConfig
 from core.records import Rollout, SelectionTask, SolveTask
 from actors.code_check import Check, check_program, start_sandbox
 from actors.solutions import code_program, stated_answer
+from actors.user_reward import RewardFunction
 
 log = logging.getLogger(__name__)
 
@@ -93,6 +97,9 @@ class VerifierPool:
         unknown = sorted(set(domains) - set(DOMAINS))
         if unknown:
             raise ValueError(f"unknown domains {unknown}; expected a subset of {list(DOMAINS)}")
+        if cfg.reward_function and pick_reward:
+            raise ValueError("verifier.reward_function replaces the built-in reward, which a pick reward blends "
+                             "with the pick's: pick_reward must be 0")
         self.cfg = cfg
         self.pick_reward = pick_reward
         self._check_fn = check_fn or check_answer
@@ -112,9 +119,12 @@ class VerifierPool:
         self._seconds_max = 0.0
         self._replaced_seen = 0
         self._closed = False
-        if "math" in domains:
+        self._reward_fn: Optional[RewardFunction] = None
+        if cfg.reward_function:  # PluginError (a ValueError naming the key) for a path that does not fit
+            self._reward_fn = RewardFunction(cfg.reward_function, cfg.processes_per_worker, cfg.timeout_s, context)
+        elif "math" in domains:
             self._math_pool()
-        if "code" in domains:
+        if "code" in domains and not cfg.reward_function:
             self._sandbox_pool()
 
     # -- public API ------------------------------------------------------------------------------------
@@ -132,6 +142,8 @@ class VerifierPool:
             raise ValueError(f"task {task.prompt_id}: unknown domain {task.domain!r}; expected one of {DOMAINS}")
         if isinstance(task, SolveTask):
             return self._score_solutions(task, rollouts)
+        if self._reward_fn is not None:
+            return self._score_by_function(task, rollouts)
         judgments = [parse_judgment(r.response_text, task.num_candidates, r.truncated) for r in rollouts]
         picks = [parse_pick(r.response_text, task.num_candidates) if self.pick_reward else None
                  for r in rollouts]
@@ -165,6 +177,39 @@ class VerifierPool:
         for rollout, pick in zip(rollouts, picks):  # a verification run for a pick alone: its first picker's
             if pick in seconds:
                 rollout.timings["verify_s"] += seconds.pop(pick)
+        with self._lock:
+            self._counts.update(counts)
+        return rollouts
+
+    def _score_by_function(self, task: SelectionTask, rollouts: list[Rollout]) -> list[Rollout]:
+        """Rewards from `verifier.reward_function`: a parse failure scores 0 as without it; the named candidate of
+        every other rollout is scored by the function, each distinct (candidate, response) of this call once (the
+        others count as cache hits). No verdict is kept across calls: a score may depend on the response."""
+        judgments = [parse_judgment(r.response_text, task.num_candidates, r.truncated) for r in rollouts]
+        keys = [(j.index, r.response_text, r.truncated) if j.ok else None for r, j in zip(rollouts, judgments)]
+        first: dict = {}
+        for rollout, key in zip(rollouts, keys):
+            if key is not None:
+                first.setdefault(key, rollout)
+        pending = {key: self._submit_call(self._reward_fn.score, task, key[0], r) for key, r in first.items()}
+        results = {key: future.result() for key, future in pending.items()}
+        counts: Counter = Counter(rollouts=len(rollouts))
+        for rollout, judgment, key in zip(rollouts, judgments, keys):
+            rollout.parse_status, rollout.judgment = judgment.status, judgment.index
+            rollout.timings["verify_s"] = 0.0
+            if key is None:
+                rollout.reward, rollout.verifier_status = 0.0, PARSE_FAILURE
+                counts[f"parse_failures/{judgment.status}"] += 1
+                continue
+            verdict, seconds = results[key]
+            if first[key] is rollout:
+                rollout.timings["verify_s"] = seconds
+                self._record(None, f"{task.prompt_id}#{judgment.index} (reward function)", verdict, seconds)
+            else:
+                counts["cache_hits"] += 1
+            rollout.verifier_status = verdict.status
+            rollout.reward = self._reward(task, judgment, verdict)
+            counts[f"rollout_status/{verdict.status}"] += 1
         with self._lock:
             self._counts.update(counts)
         return rollouts
@@ -235,7 +280,8 @@ class VerifierPool:
         """
         with self._lock:
             c = self._counts
-            replaced = self._math.replaced if self._math is not None else 0
+            replaced = (self._math.replaced if self._math is not None else 0) + \
+                (self._reward_fn.replaced if self._reward_fn is not None else 0)
             out = {key: c[key] for key in ("rollouts", "verified", "ok", "timeouts", "errors", "cache_hits")}
             out["workers_replaced"] = replaced - self._replaced_seen
             reasons = (ParseStatus.NO_JUDGMENT, ParseStatus.OUT_OF_RANGE, ParseStatus.MALFORMED_INDEX,
@@ -265,6 +311,10 @@ class VerifierPool:
             ok = ok and outcome.status == OK and outcome.value.score == 1.0
         if self._sandbox is not None:
             info["sandbox"] = self._sandbox.describe()
+        if self._reward_fn is not None:
+            info["reward_function"] = self._reward_fn.path
+            info["reward_processes_alive"] = self._reward_fn.alive()
+            ok = ok and info["reward_processes_alive"] == self.cfg.processes_per_worker
         info["ok"] = ok
         return info
 
@@ -278,6 +328,8 @@ class VerifierPool:
             self._math.close()
         if self._sandbox is not None:
             self._sandbox.close()
+        if self._reward_fn is not None:
+            self._reward_fn.close()
 
     # -- internals -------------------------------------------------------------------------------------
 
@@ -321,12 +373,15 @@ class VerifierPool:
         pending = {key: self._submit(checks[key]) for key in missing}
         for key, future in pending.items():
             verdicts[key], seconds[key] = future.result()
-            self._record(key, checks[key], verdicts[key], seconds[key])
+            self._record(key, f"{checks[key].task_id} ({checks[key].domain})", verdicts[key], seconds[key])
         return verdicts, seconds
 
     def _submit(self, check: "Check") -> "Future":
+        return self._submit_call(self._verify, check)
+
+    def _submit_call(self, fn: Callable, *args: Any) -> "Future":
         self._slots.acquire()  # the bounded queue: blocks while processes + queue_size are pending
-        future = self._threads.submit(self._verify, check)
+        future = self._threads.submit(fn, *args)
         future.add_done_callback(lambda _: self._slots.release())
         return future
 
@@ -348,20 +403,21 @@ class VerifierPool:
         except Exception as e:  # noqa: BLE001 -- reported as an "error" verdict and counted
             return Verdict(0.0, ERROR, f"{type(e).__name__}: {e}"), time.monotonic() - start
 
-    def _record(self, key: tuple, check: "Check", verdict: Verdict, seconds: float) -> None:
+    def _record(self, key: Optional[tuple], what: str, verdict: Verdict, seconds: float) -> None:
+        """Count one verification run for `what` (logged when not ok); an ok verdict is cached under `key`
+        (None: not cached)."""
         status = {OK: "ok", TIMEOUT: "timeouts"}.get(verdict.status, "errors")
         with self._lock:
             self._counts["verified"] += 1
             self._counts[status] += 1
             self._seconds_sum += seconds
             self._seconds_max = max(self._seconds_max, seconds)
-            if verdict.status in _CACHED_STATUSES:
+            if key is not None and verdict.status in _CACHED_STATUSES:
                 self._cache[key] = verdict
                 while len(self._cache) > self._cache_size:
                     self._cache.popitem(last=False)
         if verdict.status != OK:
-            log.warning("verifier %s: %s (%s) after %.2fs: %s", verdict.status, check.task_id, check.domain,
-                        seconds, verdict.detail)
+            log.warning("verifier %s: %s after %.2fs: %s", verdict.status, what, seconds, verdict.detail)
 
     def _cache_get(self, key: tuple) -> Optional[Verdict]:
         with self._lock:

@@ -97,12 +97,14 @@ def to_yaml(cfg: Any) -> str:
 
 
 def from_yaml(text: str) -> TrainConfig:
-    """Inverse of to_yaml (used on resume), validated like load_config. A config written before the tiny recipe's
-    keys moved under `tiny:` (a run folder's config.yaml) is read with them moved."""
+    """Inverse of to_yaml (a run folder's config.yaml, read by evaluation and serving), validated like load_config
+    except that the user functions it names are not imported: they were checked when the run started, and reading its
+    settings does not need them. A config written before the tiny recipe's keys moved under `tiny:` is read with
+    them moved."""
     tree = migrate_moved_keys(OmegaConf.to_container(OmegaConf.create(text)))
     merged = OmegaConf.merge(OmegaConf.structured(TrainConfig), OmegaConf.create(tree))
     cfg = OmegaConf.to_object(merged)
-    check(cfg)
+    check(cfg, user_code=False)
     return resolve(cfg)
 
 

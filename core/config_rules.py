@@ -52,8 +52,9 @@ def _judgment_rules(cfg: TrainConfig) -> list:
     ]
 
 
-def check(cfg: TrainConfig) -> None:
-    """Semantic checks that types alone cannot express; raise ConfigError naming the key."""
+def check(cfg: TrainConfig, user_code: bool = True) -> None:
+    """Semantic checks that types alone cannot express; raise ConfigError naming the key. `user_code`: import the
+    user functions the config names and check their interfaces (False for a run's own config read back)."""
     for key, choices in _CHOICES.items():
         value = _get(cfg, key)
         if value not in choices:
@@ -122,6 +123,7 @@ def check(cfg: TrainConfig) -> None:
         ("algorithm.dual_clip_c", a.dual_clip_c > 1, "must be > 1"),
         *_estimator_rules(cfg),
         *_generator_rules(cfg),
+        *_user_function_rules(cfg, user_code),
         ("algorithm.max_num_gen_batches", a.max_num_gen_batches >= 1, "must be >= 1"),
         ("rollout.top_p", r.top_p == 1.0, "must be 1.0: the learner scores the full distribution "
          "(logits / temperature), so a nucleus-renormalised behaviour policy makes the ratio wrong"),
@@ -229,6 +231,32 @@ def _generator_rules(cfg: TrainConfig) -> list:
          "must be false with task=generator (the curriculum grows the number of candidates of selection prompts)"),
         ("serve.live", not cfg.serve.live, "must be false with task=generator (the service serves a selector)"),
     ]
+
+
+def _user_function_rules(cfg: TrainConfig, user_code: bool = True) -> list:
+    """(key, ok, message) rules of the user functions a config names (core/user_functions.py): each must import
+    and fit its interface (with `user_code`), checked here, before anything is built or started; the reward function
+    scores a selector's named candidate, so it does not combine with a pick's reward or with task=generator."""
+    from core.plugins import PluginError
+    from core.user_functions import LABEL_FUNCTION, REWARD_FUNCTION
+
+    rules = []
+    for interface, path in ((REWARD_FUNCTION, cfg.verifier.reward_function), (LABEL_FUNCTION, cfg.data.label_function)):
+        if path and user_code:
+            try:
+                interface.load(path)
+            except PluginError as err:
+                rules.append((interface.key, False, err.reason))
+    if cfg.verifier.reward_function:
+        rules += [
+            ("verifier.reward_function", cfg.task == "selector",
+             "scores a selector's named candidate; task=generator's solutions are scored by the built-in verifiers "
+             "(leave it empty)"),
+            ("verifier.reward_function", cfg.tiny.pick_reward == 0,
+             f"replaces the built-in reward, which tiny.pick_reward={cfg.tiny.pick_reward} blends with the pick's: "
+             f"set tiny.pick_reward=0"),
+        ]
+    return rules
 
 
 def estimator_params(algo: AlgorithmConfig) -> dict:

@@ -89,6 +89,9 @@ class VerifierConfig:
     sandbox_timeout_s: float = _f(5.0, "Wall deadline for one sandboxed execution.")
     sandbox_memory_mb: int = _f(512, "Memory cap for one sandboxed execution.")
     num_cpus: float = _f(0.0, "CPUs reserved per verifier actor (0: shares cores; it is mostly idle).")
+    reward_function: str = _f("", "'' (the built-in verifiers) or 'package.module:function', your reward: "
+                                  "fn(problem, candidate, response, label, **extra) -> score in [0, 1] of the named "
+                                  "candidate, run in worker processes under timeout_s (docs/verifier.md).")
 
 
 @dataclass

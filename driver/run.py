@@ -56,6 +56,7 @@ class Run:
         overrides it for `task=generator`."""
         from driver.data.dataset import load_dataset
         from driver.data.problem import DataError
+        from driver.data.user_labels import check_rewardable
         from driver.eval_sets import missing_test_prompts, nocue_tasks, ood_tasks, split_heldout
         from driver.prepare import prepare
 
@@ -64,6 +65,7 @@ class Run:
                                 tiny_cfg=self.cfg.tiny)
         data = load_dataset(self.prepared.dataset_dir)
         self.train_tasks, self.heldout = data.train, data.heldout
+        check_rewardable(self.train_tasks, self.cfg.verifier.reward_function)  # before any actor starts
         self.eval_tasks, self.test_tasks = split_heldout(self.heldout, self.cfg.eval_prompts,
                                                          self.cfg.eval_test_prompts)
         shortfall = missing_test_prompts(self.eval_tasks, self.test_tasks, self.cfg.eval_test_prompts)

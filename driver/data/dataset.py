@@ -41,7 +41,7 @@ class BadDatasetRow(ValueError):
 
 # DataConfig keys added after datasets were cached, with the default that leaves a dataset as it was: left out
 # of the hash at that value, so that adding them did not rename every cached dataset (and its warm-start)
-KEYS_ADDED_LATER = {"train_max_candidates": 0, "side_by_side": False, "answer_labels": False}
+KEYS_ADDED_LATER = {"train_max_candidates": 0, "side_by_side": False, "answer_labels": False, "label_function": ""}
 
 #: the dataset settings the embedded tiny recipe sets (`tiny.*`, core/config_tiny.py: the training side's cue-free
 #: share and the prompt layout its response forms read), with their defaults. They were DataConfig keys when

@@ -119,7 +119,7 @@ def load_model_samples(cfg, sampler_factory: Callable, progress: bool = True, ca
     each chunk keeps its seed (`cfg.seed * 1_000_003 + its start`), so the texts are the ones an
     uninterrupted run samples (up to the engine's numerics)."""
     folder = check_model_source(cfg)
-    base = sources.load_problems(dataclasses.replace(cfg, source=cfg.generator_problems))
+    base = sources.load_problems(dataclasses.replace(cfg, source=cfg.generator_problems), problems_only=True)
     problems = base.problems
     k = cfg.candidates_per_problem
     done = _read_chunks(cache_path, problems, k)

@@ -1,4 +1,6 @@
-"""Label every candidate of every problem with a real verifier (math answers or the code sandbox).
+"""Label every candidate of every problem with a real verifier (math answers or the code sandbox), or as the user
+says: a file's own `candidate_labels` are kept, and `data.label_function` replaces both verifiers
+(driver/data/user_labels.py).
 
 Candidates the verifier could not judge (a timeout or an error: label None) are left out of their problem's
 pool and counted (`LabelStats`, per verifier, with examples), so every label that reaches the builder was
@@ -9,16 +11,25 @@ from __future__ import annotations
 from dataclasses import replace
 
 from driver.data.problem import RawProblem
+from driver.data.user_labels import label_with_function, record_file_labels
 from driver.data.verify import LabelStats, label_code, label_math
 
 
-def label_problems(problems: list, sandbox_cfg=None, processes: int = 2, timeout_s: float = 10.0) -> tuple:
-    """(labeled problems without their unverified candidates, LabelStats). Math: each candidate answer against
-    the reference (`sandbox.math_answer.check_answer`); code: the unit-test pass fraction in the sandbox."""
+def label_problems(problems: list, sandbox_cfg=None, processes: int = 2, timeout_s: float = 10.0,
+                   label_function: str = "") -> tuple:
+    """(labeled problems without their unverified candidates, LabelStats). A problem whose file gave its labels
+    keeps them. The others: with `label_function` (a dotted path) the user's function labels each candidate; else
+    math: each candidate answer against the reference (`sandbox.math_answer.check_answer`); code: the unit-test
+    pass fraction in the sandbox."""
     stats = LabelStats()
-    math = [p for p in problems if p.domain == "math"]
-    code = [p for p in problems if p.domain == "code"]
+    record_file_labels([p for p in problems if p.labels is not None], stats)
+    rest = [p for p in problems if p.labels is None]
+    math = [p for p in rest if p.domain == "math"]
+    code = [p for p in rest if p.domain == "code"]
     labels: dict = {}
+    if label_function:
+        _scatter(rest, label_with_function(rest, label_function, processes, stats), labels)
+        math, code = [], []
     if math:
         pairs = [(a, p.reference) for p in math for a in p.candidate_answers]
         flat = label_math(pairs, processes=processes, timeout_s=timeout_s, stats=stats, names=_names(math))
@@ -27,7 +38,7 @@ def label_problems(problems: list, sandbox_cfg=None, processes: int = 2, timeout
         items = [(c, p.reference, p.entry_point) for p in code for c in p.candidate_answers]
         flat = label_code(items, sandbox_cfg=sandbox_cfg, stats=stats, names=_names(code))
         _scatter(code, flat, labels)
-    return [_verified(p, labels[p.id]) for p in problems], stats
+    return [p if p.labels is not None else _verified(p, labels[p.id]) for p in problems], stats
 
 
 def _names(problems: list) -> list:

@@ -85,7 +85,7 @@ def build_dataset(cfg, provider: TokenizerProvider, format_fn: Optional[Callable
            else sources.load_problems(cfg))
     _say(progress, f"{src.rows_read} rows: {len(src.problems)} problems, {src.bad_rows.count} bad rows, "
                    f"{src.rows_over_cap} over data.max_rows; labeling candidates")
-    labeled, label_stats = label_problems(src.problems, sandbox_cfg=sandbox_cfg)
+    labeled, label_stats = label_problems(src.problems, sandbox_cfg=sandbox_cfg, label_function=cfg.label_function)
     if "generator" in src.info:
         src.info["generator"]["pass_rates"] = generated.pass_rates(labeled, cfg.candidates_per_problem)
     stats = builder.BuildStats()

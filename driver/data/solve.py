@@ -37,7 +37,7 @@ def load_solve_data(data_cfg) -> SolveData:
     cfg = data_cfg
     if cfg.source == "procedural_math":  # every candidate correct: worked solutions, not slips
         cfg = dataclasses.replace(cfg, candidate_error_rate=0.0, hedge_wrong_rate=0.0, hedge_correct_rate=0.0)
-    loaded = sources.load_problems(cfg)
+    loaded = sources.load_problems(cfg, problems_only=True)  # a user file's candidates are not needed
     problems = loaded.problems
     no_tests = [e for e in loaded.bad_rows.examples if "'tests'" in e]
     if no_tests:  # a user file's code row without tests is a bad row for a selector; here it is refused

@@ -158,11 +158,14 @@ def load_humaneval(cfg) -> SourceResult:
     return SourceResult(problems)
 
 
-def load_file(cfg) -> SourceResult:
+def load_file(cfg, problems_only: bool = False) -> SourceResult:
     """Every valid row of the user's file (`data.num_problems` does not apply to it); with `data.max_rows`
-    > 0 only the first that many, and the rows left out are counted and reported."""
+    > 0 only the first that many, and the rows left out are counted and reported. `problems_only`: the rows'
+    candidates are not read (a model samples them, or the policy writes its own). With `data.label_function` a
+    row may leave out its reference answer (or tests)."""
     report = BadRows()
-    problems = read_problem_file(cfg.path, cfg.bad_rows, report)
+    problems = read_problem_file(cfg.path, cfg.bad_rows, report, problems_only=problems_only,
+                                 reference_required=not getattr(cfg, "label_function", ""))
     over = max(0, len(problems) - cfg.max_rows) if cfg.max_rows > 0 else 0
     if over:
         log.warning("%s: data.max_rows=%d: using the first %d of %d valid rows, %d rows left out",
@@ -185,9 +188,10 @@ _PACKAGES = {
 }
 
 
-def load_problems(cfg) -> SourceResult:
+def load_problems(cfg, problems_only: bool = False) -> SourceResult:
     """Problems of `cfg.source` (a DataConfig), unlabeled. The `model` source samples its candidates with a
-    generator on the problems of `data.generator_problems` (driver.data.generated.load_model_source)."""
+    generator on the problems of `data.generator_problems` (driver.data.generated.load_model_source).
+    `problems_only`: the caller uses the problems without their candidates (a user file's are not read)."""
     if cfg.source == "model":
         raise ValueError("data.source=model samples its candidates with a generator model: "
                          "driver.data.generated.load_model_source reads it")
@@ -195,7 +199,7 @@ def load_problems(cfg) -> SourceResult:
         loader = SOURCES[cfg.source]
     except KeyError:
         raise ValueError(f"data.source={cfg.source!r} is not one of {sorted([*SOURCES, 'model'])}") from None
-    return loader(cfg)
+    return load_file(cfg, problems_only) if loader is load_file else loader(cfg)
 
 
 def source_versions(cfg) -> dict:
@@ -218,4 +222,8 @@ def source_versions(cfg) -> dict:
     if problems_from == "file" and Path(cfg.path).exists():
         st = Path(cfg.path).stat()
         versions["file"] = f"{Path(cfg.path).resolve()}:{st.st_size}:{int(st.st_mtime)}"
+    if getattr(cfg, "label_function", ""):
+        from driver.data.user_labels import label_function_identity
+
+        versions["label_function"] = label_function_identity(cfg.label_function)
     return versions

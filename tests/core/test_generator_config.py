@@ -110,3 +110,15 @@ def test_a_code_problem_with_empty_tests_is_refused_by_the_loader(monkeypatch):
     monkeypatch.setitem(sources.SOURCES, "humaneval", lambda cfg: sources.SourceResult(problems))
     with pytest.raises(DataError, match="code problem c1 .*no tests"):
         solve.load_solve_data(replace(DataConfig(), source="humaneval"))
+
+
+def test_a_problems_only_file_feeds_generator_training(tmp_path):
+    from core.config import DataConfig
+    from driver.data import solve
+
+    path = tmp_path / "problems.jsonl"
+    path.write_text("".join(json.dumps({"id": f"q{i}", "problem": f"{i} + 1?", "answer": i + 1}) + "\n"
+                            for i in range(10)))
+    data = solve.load_solve_data(DataConfig(source="file", path=str(path)))
+    tasks = data.train + data.heldout
+    assert len(tasks) == 10 and {t.reference for t in tasks} == {str(i + 1) for i in range(10)}

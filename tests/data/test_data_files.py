@@ -21,6 +21,11 @@ BAD_ROWS = [  # (row or raw line, fragment of the reason)
     ({k: v for k, v in GOOD_MATH.items() if k != "answer"}, "'answer'"),
     ({**GOOD_CODE, "entry_point": None}, "'entry_point'"),
     ({**GOOD_MATH, "domain": "poetry"}, "'domain'"),
+    ({**GOOD_MATH, "candidate_labels": [True]}, "'candidate_labels' has 1 entries for 2 candidates"),
+    ({**GOOD_MATH, "candidate_labels": [True, 1.5]}, "'candidate_labels' entry 1 is 1.5"),
+    ({**GOOD_MATH, "candidate_labels": [True, "yes"]}, "'candidate_labels' entry 1 is 'yes'"),
+    ({**GOOD_MATH, "candidate_labels": "yes"}, "column 'candidate_labels' must be a list"),
+    ({k: v for k, v in GOOD_CODE.items() if k != "tests"}, "'tests'"),
 ]
 
 
@@ -97,3 +102,45 @@ def test_json_error_points_at_the_right_line_and_column(tmp_path):
     message = str(err.value)
     assert message.startswith(f"{path}:2: ") and f"column {len(truncated) + 1}" in message
     assert "\n" not in message
+
+
+def test_candidate_labels_are_read_and_a_labelled_row_needs_no_answer(tmp_path):
+    labelled = {k: v for k, v in GOOD_MATH.items() if k != "answer"} | {"candidate_labels": [True, 0.25]}
+    code = {k: v for k, v in GOOD_CODE.items() if k not in ("tests", "entry_point")} | {"candidate_labels": [1, 0]}
+    path = _write_jsonl(tmp_path / "p.jsonl", [labelled, code, {**GOOD_MATH, "id": "m2"}])
+    probs = {p.id: p for p in read_problem_file(path, "error")}
+    assert probs["m1"].labels == (1.0, 0.25) and probs["m1"].reference == ""
+    assert probs["c1"].labels == (1.0, 0.0) and probs["c1"].reference == "" and probs["c1"].entry_point == ""
+    assert probs["m2"].labels is None and probs["m2"].reference == "2"
+
+
+def test_a_label_function_makes_the_reference_optional(tmp_path):
+    path = _write_jsonl(tmp_path / "p.jsonl", [{k: v for k, v in GOOD_MATH.items() if k != "answer"}])
+    assert read_problem_file(path, "error", reference_required=False)[0].reference == ""
+
+
+def test_a_problems_only_file_is_read_without_candidates(tmp_path):
+    rows = [{"id": "a", "problem": "1+1?", "answer": 2}, {"id": "b", "problem": "2+2?", "answer": "4",
+                                                          "candidates": ["ignored"], "candidate_labels": "ignored"},
+            {"id": "c", "problem": "3+3?"}]
+    path = _write_jsonl(tmp_path / "p.jsonl", rows)
+    report = BadRows()
+    probs = read_problem_file(path, "skip", report, problems_only=True)
+    assert [(p.id, p.reference, p.candidates) for p in probs] == [("a", "2", ()), ("b", "4", ())]
+    assert report.count == 1 and report.examples[0].startswith(f"{path}:3: ") and "'answer'" in report.examples[0]
+    with pytest.raises(BadRowError, match=r"p\.jsonl:1: .*'candidates'"):
+        read_problem_file(path, "error")
+
+
+def test_parquet_candidate_labels_are_validated_with_row_numbers(tmp_path):
+    pa = pytest.importorskip("pyarrow")
+    import pyarrow.parquet as pq
+
+    rows = [{**GOOD_MATH, "candidate_labels": [1.0, 0.0]}, {**GOOD_MATH, "id": "m2", "candidate_labels": [1.0]},
+            {**GOOD_MATH, "id": "m3", "candidate_labels": None}]
+    path = tmp_path / "p.parquet"
+    pq.write_table(pa.Table.from_pylist(rows), path)
+    report = BadRows()
+    probs = read_problem_file(path, "skip", report)
+    assert [(p.id, p.labels) for p in probs] == [("m1", (1.0, 0.0)), ("m3", None)]
+    assert report.count == 1 and report.examples[0].startswith(f"{path}:2: ") and "1 entries" in report.examples[0]

@@ -206,6 +206,21 @@ def test_an_interrupted_sampling_run_resumes_where_it_stopped(tmp_path):
     assert whole.manifest["counts"] == res.manifest["counts"]
 
 
+def test_a_problems_only_file_feeds_the_generator(tmp_path):
+    """data.generator_problems=file: rows of id, problem and answer only (a converted verl file, say) are the
+    problems the generator solves; no placeholder candidates are needed."""
+    rows = [{"id": f"q-{i:05d}", "problem": f"What is {i} + {i}?", "answer": str(2 * i)} for i in range(20)]
+    path = tmp_path / "problems.jsonl"
+    path.write_text("\n".join(json.dumps(r) for r in rows) + "\n")
+    cfg = DataConfig(source="model", generator=str(fake_model_folder(tmp_path / "gen")), generator_problems="file",
+                     path=str(path), candidates_per_problem=8, out_dir=str(tmp_path / "ds"))
+    res = build_dataset(cfg, FakeProvider(), progress=False,
+                        sampler_factory=lambda: FakeSampler({r["id"]: r["answer"] for r in rows}))
+    c = res.manifest["counts"]
+    assert c["rows_read"] == 20 and c["bad_rows"] == 0 and c["candidates_read"] == 20 * 8
+    assert c["problems_kept"] == 10 and res.manifest["generator"]["problems_from"] == "file"
+
+
 def test_code_candidates_are_programs():
     p = RawProblem("he-0", "code", "def f(x):\n    \"\"\"Double.\"\"\"\n", "def check(c): pass", (), (),
                    entry_point="f")
