@@ -119,6 +119,7 @@ def main(argv=None) -> int:
         from cluster.layout import plan_main
 
         return plan_main(cfg, name)
+    from cluster.placement import PlacementError
     from driver.checkpoint import IncompatibleCheckpoint
     from driver.data.problem import DataError
     from driver.failure import RunFailed
@@ -135,7 +136,7 @@ def main(argv=None) -> int:
             start = run.start()
             train_loop(run, start, cfg.steps)
             summary = run.finish()
-    except (DataError, IncompatibleCheckpoint) as err:
+    except (DataError, IncompatibleCheckpoint, PlacementError) as err:
         print(f"error: {err}", file=sys.stderr)
         return 2
     except RunFailed as err:
