@@ -23,6 +23,7 @@ from core.config_schema import (AlgorithmConfig, ClusterConfig, CurriculumConfig
 from core.config_tiny import (PretrainConfig, TinyModelConfig, TinyRecipeConfig, WarmStartConfig, migrate_moved_keys,
                               moved_key, moved_keys_in)
 
+#: configs/ beside the packages: the checkout's, or the installed one (pyproject.toml packages it beside `core`)
 CONFIG_DIR = Path(__file__).resolve().parent.parent / "configs"
 
 
