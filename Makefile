@@ -1,8 +1,11 @@
 # The README's two commands. Each sets up what is missing (scripts/setup.sh is idempotent), then runs.
 ARGS ?=
-.PHONY: setup train test image
+.PHONY: setup setup-gpu train test image
 setup:
 	@bash scripts/setup.sh
+# NVIDIA GPUs: requirements/gpu.txt into .venv, after checking that the NVIDIA driver is new enough for its CUDA build.
+setup-gpu:
+	@bash scripts/setup.sh --gpu
 train: setup
 	.venv/bin/python -m driver.train default $(ARGS)
 test: setup

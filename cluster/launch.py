@@ -1,15 +1,18 @@
-"""Launching a run's actors: `launch(...)` checks the plan against the live nodes (cluster/layout.py), creates the
-placement group, waits for it with a timeout, and applies `ray.remote(**options)` to the plain actor classes (plain,
-so the same class can also back a Serve deployment); `launch_rollouts` starts sampling engines alone; `shutdown`
-stops them all.
+"""Launching a run's actors: `launch(...)` checks the plan against the nodes (`place`: cluster/layout.py, and with a
+topology the live nodes too, cluster/live.py), creates the placement group, waits for it with a timeout, and applies
+`ray.remote(**options)` to the plain actor classes (plain, so the same class can also back a Serve deployment);
+`launch_rollouts` starts sampling engines alone; `shutdown` stops them all.
 """
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass, field
 from typing import Any
 
 from cluster.layout import fit_nodes, live_nodes, target_nodes
-from cluster.placement import ActorSlot, actor_options, bundle_indices, create_group, node_ip_of_bundle, plan
+from cluster.live import check_live, describe_nodes
+from cluster.placement import (ActorSlot, PlacementError, actor_options, bundle_indices, create_group,
+                               node_ip_of_bundle, plan)
 from cluster.placement import actor_env as env_of
 from core.net import rendezvous_port
 
@@ -40,9 +43,7 @@ def launch(cfg, model_path: str, actor_env: dict, domains: tuple = ("math",), fr
     from actors.verifier import VerifierPool
 
     placement = plan(cfg.learner, cfg.rollout, cfg.verifier, cfg.cluster)
-    nodes, _ = target_nodes(cfg.cluster, live_nodes())
-    fit_nodes(placement, nodes)  # PlacementError naming the missing resources, before any actor starts
-    group = create_group(placement, cfg.cluster.placement_timeout_s)
+    group = place(placement, cfg.cluster)
     index = bundle_indices(placement)
 
     def options(slot: ActorSlot, **extra) -> dict:
@@ -74,6 +75,29 @@ def launch(cfg, model_path: str, actor_env: dict, domains: tuple = ("math",), fr
         cls = ray.remote(**options(slot, max_restarts=3))(VerifierPool)
         handles.verifiers.append(cls.remote(cfg.verifier, domains=tuple(domains), pick_reward=pick_reward))
     return handles
+
+
+def place(placement, cluster_cfg):
+    """The placement group of `placement`, once the run is known to fit: PlacementError naming what is missing,
+    before any actor starts, when the nodes it is pointed at cannot hold it (cluster/layout.py) or, with a
+    topology, when the live nodes cannot and no autoscaler can add nodes (cluster/live.py); after
+    `cluster.placement_timeout_s` when the group is still not placed, with what the live nodes lack then."""
+    live = live_nodes()
+    nodes, _ = target_nodes(cluster_cfg, live)
+    fit_nodes(placement, nodes)
+    if cluster_cfg.topology:
+        local = not (cluster_cfg.address or os.environ.get("RAY_ADDRESS"))  # as driver/run.py starts Ray
+        check_live(placement, cluster_cfg, local=local, live=live)
+    try:
+        return create_group(placement, cluster_cfg.placement_timeout_s)
+    except PlacementError as err:
+        now = live_nodes()
+        try:
+            fit_nodes(placement, now)
+            why = "the alive nodes could hold it: other work holds the resources"
+        except PlacementError as short:
+            why = f"{describe_nodes(now)}: {short}"
+        raise PlacementError(f"{err}; {why}") from None
 
 
 def _start_rollouts(handles: Handles, placement, options, cfg, model_path: str, response_form=None) -> None:

@@ -15,6 +15,7 @@ from typing import Any, Optional
 from omegaconf import DictConfig, OmegaConf
 from omegaconf.errors import OmegaConfBaseException
 
+from core import overrides as overrides_grammar
 from core.config_model import DataConfig, ModelConfig
 from core.config_rules import ConfigError, check, estimator_params, resolve, resolve_ratio_reference
 from core.config_schema import (AlgorithmConfig, ClusterConfig, CurriculumConfig, LearnerConfig, RolloutConfig,
@@ -22,6 +23,7 @@ from core.config_schema import (AlgorithmConfig, ClusterConfig, CurriculumConfig
 from core.config_tiny import (PretrainConfig, TinyModelConfig, TinyRecipeConfig, WarmStartConfig, migrate_moved_keys,
                               moved_key, moved_keys_in)
 
+#: configs/ beside the packages: the checkout's, or the installed one (pyproject.toml packages it beside `core`)
 CONFIG_DIR = Path(__file__).resolve().parent.parent / "configs"
 
 
@@ -36,21 +38,20 @@ def resolve_config_path(name_or_path: str) -> Path:
 
 
 def load_config(name_or_path: str = "default", overrides: Optional[list] = None) -> TrainConfig:
-    """Schema <- YAML file (after the configs it names as `base:`) <- `key=value` overrides; validated.
-    Returns a typed TrainConfig object."""
+    """Schema <- YAML file (after the configs it names as `base:`) <- overrides (`key=value`, `key=`, `+key=value`,
+    `++key=value`, `~key`: core/overrides.py), in order; validated. Returns a typed TrainConfig object."""
     schema = OmegaConf.structured(TrainConfig)
     try:
         layers = _yaml_layers(name_or_path)
         for layer in layers:
             _refuse_moved_keys(OmegaConf.to_container(layer), f"config {name_or_path!r}")
         merged = OmegaConf.merge(schema, *layers)
-        dotlist = list(overrides or [])
-        for item in dotlist:
-            if "=" not in item:
-                raise ConfigError(f"override {item!r} is not of the form key=value")
-            _refuse_moved_keys(OmegaConf.to_container(OmegaConf.from_dotlist([item])), f"override {item!r}",
-                               item.partition("=")[0].strip())
-        merged = OmegaConf.merge(merged, OmegaConf.from_dotlist(dotlist))
+        parsed = [overrides_grammar.parse(item) for item in overrides or []]
+        for item in parsed:
+            _refuse_moved_keys(overrides_grammar.dotlist_tree(item), f"override {item.text!r}", item.key)
+        file_keys = overrides_grammar.set_keys(layers)
+        for item in parsed:
+            merged = overrides_grammar.apply(merged, schema, file_keys, item)
         cfg = OmegaConf.to_object(merged)
     except OmegaConfBaseException as e:
         key = getattr(e, "full_key", None) or getattr(e, "key", None)

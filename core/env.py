@@ -4,13 +4,24 @@ Set before vLLM, DeepSpeed or transformers are imported; existing values win, so
 (for example a GPU node without DS_ACCELERATOR) are kept. Ray actors inherit them through the runtime
 environment that `cluster.placement` passes.
 """
+from __future__ import annotations
+
 import logging
 import os
 import sys
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-CACHE = ROOT / ".cache"
+
+
+def cache_root(root: Path = ROOT, cwd: Path | None = None) -> Path:
+    """The caches' folder: `.cache` inside the checkout (a `root` holding pyproject.toml beside the packages), else,
+    for an installed package, `.cache` under the working directory, where the relative `model.cache_dir` and
+    `data.out_dir` put the models and datasets too."""
+    return (root if (root / "pyproject.toml").is_file() else (cwd or Path.cwd())) / ".cache"
+
+
+CACHE = cache_root()
 
 
 def default_env(cache: Path = CACHE) -> dict:

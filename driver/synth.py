@@ -127,7 +127,9 @@ def main(argv=None) -> int:
     parser.add_argument("--report", action="store_true",
                         help="labelling report: examples of correct / wrong / timeout / error verdicts per verifier")
     args = parser.parse_args(argv)
-    if args.config and "=" in args.config:  # only overrides were given
+    from core.overrides import is_override
+
+    if args.config and is_override(args.config):  # only overrides were given
         args.overrides.insert(0, args.config)
         args.config = "default"
     from core.config import ConfigError, load_config

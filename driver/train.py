@@ -1,7 +1,8 @@
 """The main job: asynchronous on-policy DAPO training of a GenSelect selector on Ray (or, with
 `task=generator`, of a generator that writes solutions: driver/generator_run.py, the same loop).
 
-    python -m driver.train [CONFIG] [key=value ...]        (CONFIG: a name in configs/ or a YAML path)
+    python -m driver.train [CONFIG] [key=value ...]        (CONFIG: a name in configs/ or a YAML path; also
+                                                           key=, +key=value, ~key: docs/configuration.md)
     python -m driver.train CONFIG --plan [key=value ...]   print the placement (actor -> node type, resources,
                                                            placement-group bundles) and exit; starts nothing
 
@@ -92,6 +93,7 @@ def main(argv=None) -> int:
     apply_defaults()
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     from core.config import ConfigError, describe, is_recipe_key, load_config
+    from core.overrides import is_override
 
     args = list(sys.argv[1:] if argv is None else argv)
     if args and args[0] in ("-h", "--help"):
@@ -107,7 +109,7 @@ def main(argv=None) -> int:
         return 0
     plan_only = "--plan" in args
     args = [a for a in args if a != "--plan"]
-    name = args.pop(0) if args and "=" not in args[0] else "default"
+    name = args.pop(0) if args and not is_override(args[0]) else "default"
     try:
         cfg = load_config(name, args)
     except ConfigError as err:
@@ -117,6 +119,7 @@ def main(argv=None) -> int:
         from cluster.layout import plan_main
 
         return plan_main(cfg, name)
+    from cluster.placement import PlacementError
     from driver.checkpoint import IncompatibleCheckpoint
     from driver.data.problem import DataError
     from driver.failure import RunFailed
@@ -133,7 +136,7 @@ def main(argv=None) -> int:
             start = run.start()
             train_loop(run, start, cfg.steps)
             summary = run.finish()
-    except (DataError, IncompatibleCheckpoint) as err:
+    except (DataError, IncompatibleCheckpoint, PlacementError) as err:
         print(f"error: {err}", file=sys.stderr)
         return 2
     except RunFailed as err:

