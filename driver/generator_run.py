@@ -79,7 +79,8 @@ class GeneratorRun(Run):
         self.prepared = PreparedGenerator(Path(model_dir), stats, data.source)
         self.train_tasks, self.heldout = data.train, data.heldout
         self.eval_tasks = self.heldout[: self.cfg.eval_prompts] if self.cfg.eval_prompts else self.heldout
-        self.test_tasks, self.nocue_tasks = [], []  # a generator is read on its held-out problems only
+        # a generator is read on its held-out problems only
+        self.test_tasks, self.nocue_tasks, self.ood_tasks = [], [], []
 
     # -- evaluation -----------------------------------------------------------------------------------
     def evaluate(self, step: int) -> dict:

@@ -102,7 +102,9 @@ def test_the_cpu_and_gpu_environments_do_not_share_venv(checkout):
 def test_make_setup_gpu_runs_the_gpu_setup():
     if not shutil.which("make"):
         pytest.skip("no make on this machine")
-    out = subprocess.run(["make", "-n", "setup-gpu"], cwd=ROOT, capture_output=True, text=True, timeout=30)
+    env = {k: v for k, v in os.environ.items() if k not in ("MAKEFLAGS", "MAKELEVEL", "MFLAGS")}  # under make test
+    out = subprocess.run(["make", "--no-print-directory", "-n", "setup-gpu"], cwd=ROOT, env=env,
+                         capture_output=True, text=True, timeout=30)
     assert out.returncode == 0 and out.stdout.strip() == "bash scripts/setup.sh --gpu"
 
 
