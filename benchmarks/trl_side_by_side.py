@@ -13,7 +13,8 @@ many times over), `--steps` steps of each:
 * TRL: `GRPOTrainer` (transformers generation, no vLLM: TRL's vLLM path needs a GPU server or colocated CUDA
   engine) on the same model folder, the same prompts (the same dataset's training prompts, chat template applied by
   TRL), `num_generations` 8, 128 completions a step, `max_completion_length` = `--budget`, temperature 1, the same
-  binary reward (the parsed judgment's label), fp32, its step time read from its own log.
+  binary reward (the parsed judgment's label), fp32, one optimizer step over the 128 in 8 micro-batches of 16,
+  its step time read from a callback.
 
 The first step of each is left out (engine start, first compilation); completions/s = 128 / seconds a step. The
 ratio is genselect-rl's completions/s over TRL's, per round and over rounds. The response forms differ where they
@@ -86,8 +87,10 @@ def trl(steps: int, budget: int, out_dir: Path) -> list:
             times.append(time.perf_counter() - self.started)
 
     torch.set_num_threads(os.cpu_count() or 2)
-    args = GRPOConfig(output_dir=str(out_dir), max_steps=steps, per_device_train_batch_size=PROMPTS_PER_STEP * G,
-                      num_generations=G, max_completion_length=budget, temperature=1.0, top_p=1.0,
+    # one generation batch of 128 completions a step, trained in 8 micro-batches of 16 (one optimizer step, as ours:
+    # 128 sequences in one backward pass do not fit this machine's memory in fp32)
+    args = GRPOConfig(output_dir=str(out_dir), max_steps=steps, per_device_train_batch_size=PROMPTS_PER_STEP,
+                      gradient_accumulation_steps=G, num_generations=G, max_completion_length=budget, temperature=1.0, top_p=1.0,
                       learning_rate=1e-5, beta=0.0, loss_type="dapo", epsilon_high=0.28, use_cpu=True,
                       logging_steps=1, save_strategy="no", report_to=[], bf16=False, seed=0)
     trainer = GRPOTrainer(model=AutoModelForCausalLM.from_pretrained(model_dir, dtype=torch.float32),
