@@ -110,7 +110,7 @@ async def sample_index(worker, context_ids: list, n: int, index: IndexTokens, pa
         if not children:
             return [SampledIndex([], [], [], node[_END])] * count, None
         allowed = children + ([index.end_id] if _END in node else [])
-        final, version, _, _ = await worker.run_request(context, _index_params(params, count, allowed), tag="j")
+        final, version, _, _ = await worker.run_request(context, index_params(params, count, allowed), tag="j")
         picks = [(c.token_ids[0], c.logprobs[0][c.token_ids[0]].logprob)
                  for c in sorted(final.outputs, key=lambda c: c.index)]
         branches = {}
@@ -132,8 +132,9 @@ async def sample_index(worker, context_ids: list, n: int, index: IndexTokens, pa
     return await descend(index.trie, list(context_ids), n)
 
 
-def _index_params(params, n: int, allowed: list):
-    """SamplingParams of `n` one-token samples among `allowed`, at `params`' temperature."""
+def index_params(params, n: int, allowed: list):
+    """SamplingParams of `n` one-token samples among `allowed`, at `params`' temperature and top_p (the index
+    tokens of a forced judgment, and the tiny recipe's pointers)."""
     from vllm import SamplingParams
 
     return SamplingParams(n=n, temperature=params.temperature, top_p=params.top_p, max_tokens=1, logprobs=0,

@@ -24,9 +24,10 @@ from __future__ import annotations
 import asyncio
 from collections import Counter
 
+from actors.forced_judgment import index_params
+from actors.response_forms import ResponseForm
 from core.chat import PICK_MARK, POINTER_MARK, index_token_ids
 from tiny_recipe.chat import pick_point_head
-from actors.response_forms import ResponseForm
 from core.records import Rollout, RolloutGroup
 
 
@@ -42,14 +43,6 @@ def ends_at_pointer_mark(tokenizer, solution_ids: list) -> bool:
     """True when a greedy solution stopped at its answer line's `#` (the stop string ends the text; the tokens must
     end there too: no token that holds `#` and more)."""
     return tokenizer.decode(solution_ids).endswith(POINTER_MARK)
-
-
-def index_params(params, n: int, allowed: list):
-    """SamplingParams of `n` index tokens among `allowed`, at `params`' temperature and top_p."""
-    from vllm import SamplingParams
-
-    return SamplingParams(n=n, temperature=params.temperature, top_p=params.top_p, max_tokens=1, logprobs=0,
-                          allowed_token_ids=allowed, output_kind=params.output_kind)
 
 
 def solve_params(params, reserved_tokens: int):
