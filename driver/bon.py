@@ -41,6 +41,7 @@ import asyncio
 import json
 import random
 import sys
+from contextlib import nullcontext
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, Optional, Sequence
@@ -276,37 +277,82 @@ def format_table(result: dict) -> str:
     return "\n".join(lines)
 
 
-def knockout_chooser(selector: str, window: int, style: PromptStyle, dtype: str = "float32",
-                     config: Optional[str] = None) -> Callable[[list], list]:
-    """choose_batch through one RolloutWorker (vLLM) of `selector`: a greedy knockout tournament per task, with the
-    rollout settings of `config`, else of the run `selector` was exported from (driver.evaluate.rollout_settings),
-    and its response form (driver.models.registry.response_form: `rollout.judgment: forced` included). Tasks go
-    in chunks of `driver.evaluate.CHUNK_PROMPTS` behind a progress bar (each task's tournament is its own, so the
-    choices are those of one batch)."""
-    from actors.rollout import RolloutWorker
-    from driver.evaluate import CHUNK_PROMPTS, choose_knockout, rollout_settings, sample_index_only
+class LocalEngine:
+    """One vLLM RolloutWorker of `model` in this process, on its own event loop, started on first use and shut down
+    by `close` (or on leaving a `with` block): the selector's knockouts and, when the generator is the selector,
+    its sampling too (one engine start instead of two)."""
+
+    def __init__(self, model: str, rollout_cfg, dtype: str, response_form=None):
+        self.model, self.rollout_cfg, self.dtype, self.response_form = str(model), rollout_cfg, dtype, response_form
+        self.loop, self.worker = None, None
+
+    def run(self, call: Callable):
+        """`call(worker)`'s coroutine run to its end on the engine's loop (the engine starts on the first run)."""
+        if self.worker is None:
+            self.loop = self.loop or asyncio.new_event_loop()
+            self.worker = self.loop.run_until_complete(self._start())
+        return self.loop.run_until_complete(call(self.worker))
+
+    async def _start(self):
+        from actors.rollout import RolloutWorker
+
+        return RolloutWorker(self.rollout_cfg, self.model, dtype=self.dtype, response_form=self.response_form)
+
+    def close(self) -> None:
+        if self.worker is not None:
+            self.loop.run_until_complete(self.worker.shutdown())
+        if self.loop is not None:
+            self.loop.close()
+        self.loop, self.worker = None, None
+
+    def __enter__(self) -> "LocalEngine":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+
+def selector_engine(selector: str, dtype: str = "float32", config: Optional[str] = None) -> LocalEngine:
+    """The selector's LocalEngine (not started yet): the rollout settings of `config`, else of the run `selector`
+    was exported from (driver.evaluate.rollout_settings), and its response form
+    (driver.models.registry.response_form: `rollout.judgment: forced` included)."""
+    from driver.evaluate import rollout_settings, sample_index_only
     from driver.models.registry import response_form
 
-    def choose_batch(tasks: list) -> list:
-        async def run() -> list:
-            from tqdm import tqdm
+    cfg = rollout_settings(selector, config)
+    return LocalEngine(selector, cfg, dtype, response_form(selector, sample_index_only(selector, config), cfg))
 
-            cfg = rollout_settings(selector, config)
-            form = response_form(selector, sample_index_only(selector, config), cfg)
-            worker = RolloutWorker(cfg, selector, dtype=dtype, response_form=form)
-            choices = []
-            try:
-                with tqdm(total=len(tasks), desc="select", unit="subset", file=sys.stderr, dynamic_ncols=True) as bar:
-                    for start in range(0, len(tasks), CHUNK_PROMPTS):
-                        chunk = tasks[start:start + CHUNK_PROMPTS]
-                        choices += await choose_knockout(worker, chunk, window, style)
-                        bar.update(len(chunk))
-                return choices
-            finally:
-                await worker.shutdown()
-        return asyncio.run(run())
+
+async def knockouts_in_chunks(worker, tasks: list, window: int, style: PromptStyle) -> list:
+    """`driver.evaluate.choose_knockout` over `tasks` in chunks of `driver.evaluate.CHUNK_PROMPTS` behind a progress
+    bar (each task's tournament is its own, so the choices are those of one batch)."""
+    from tqdm import tqdm
+
+    from driver.evaluate import CHUNK_PROMPTS, choose_knockout
+
+    choices = []
+    with tqdm(total=len(tasks), desc="select", unit="subset", file=sys.stderr, dynamic_ncols=True) as bar:
+        for start in range(0, len(tasks), CHUNK_PROMPTS):
+            chunk = tasks[start:start + CHUNK_PROMPTS]
+            choices += await choose_knockout(worker, chunk, window, style)
+            bar.update(len(chunk))
+    return choices
+
+
+def knockout_chooser(selector: str, window: int, style: PromptStyle, dtype: str = "float32",
+                     config: Optional[str] = None, engine: Optional[LocalEngine] = None) -> Callable[[list], list]:
+    """choose_batch through a vLLM engine of `selector` (`engine`, else its own `selector_engine`, shut down after
+    the batch): a greedy knockout tournament of groups of at most `window` candidates per task."""
+    def choose_batch(tasks: list) -> list:
+        with (selector_engine(selector, dtype, config) if engine is None else nullcontext(engine)) as used:
+            return used.run(lambda worker: knockouts_in_chunks(worker, tasks, window, style))
 
     return choose_batch
+
+
+def same_model(a: Optional[str], b: str) -> bool:
+    """Whether two model paths name one folder (then one engine samples and selects)."""
+    return bool(a) and Path(a).resolve() == Path(b).resolve()
 
 
 def parse_ks(text: str) -> list:
@@ -345,9 +391,11 @@ def samples_beside(out: Path) -> Path:
     return out.with_name(f"{out.stem}.samples.jsonl")
 
 
-def benchmark_samples(args: argparse.Namespace, ks: Sequence[int], out: Path) -> tuple:
+def benchmark_samples(args: argparse.Namespace, ks: Sequence[int], out: Path,
+                      engine: Optional[LocalEngine] = None) -> tuple:
     """(the samples file, what the output records about it) for `--problems`: the generator's samples (or the file's
-    own candidates), labelled and written beside `out` (driver/bon_problems.py). ValueError (DataError) for a bad
+    own candidates), labelled and written beside `out` (driver/bon_problems.py); `engine`: the generator's engine
+    when it is already there (the selector's, when the generator is the selector). ValueError (DataError) for a bad
     file, row or generator folder, and for a k above the samples per problem, before any engine starts."""
     from driver.bon_problems import (benchmark_settings, label_benchmark, labels_summary, read_benchmark,
                                      sample_benchmark, sampling_cache, write_samples)
@@ -361,9 +409,10 @@ def benchmark_samples(args: argparse.Namespace, ks: Sequence[int], out: Path) ->
     try:
         if args.generator:
             check_ks(ks, args.samples_per_problem, "--samples-per-problem")
-            problems, record["generator"] = sample_benchmark(
-                cfg, rollout_settings(args.generator, args.config),
-                engine_dtype(args.generator, args.config, args.dtype), sampling_cache(path, cfg))
+            own = LocalEngine(args.generator, rollout_settings(args.generator, args.config),
+                              engine_dtype(args.generator, args.config, args.dtype))
+            with nullcontext(engine) if engine else own as generator:  # the generator's own is shut down after
+                problems, record["generator"] = sample_benchmark(cfg, generator, sampling_cache(path, cfg))
         else:
             problems = read_benchmark(cfg)
             check_ks(ks, len(problems[0].candidates), f"the candidates per row of {args.problems}")
@@ -422,7 +471,6 @@ def _argument_errors(args: argparse.Namespace) -> list:
 
 
 def main(argv: Optional[Sequence[str]] = None) -> int:
-    from core.algo.genselect import read_prompt_style
     from core.env import apply_defaults
     from driver.evaluate import engine_dtype
 
@@ -434,7 +482,21 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         if errors:
             raise ValueError(errors[0])
         ks = parse_ks(args.ks)
-        samples, record = benchmark_samples(args, ks, out) if args.problems else (Path(args.samples), {})
+    except ValueError as err:
+        print(f"driver.bon: {err}", file=sys.stderr)
+        return 2
+    with selector_engine(args.selector, engine_dtype(args.selector, args.config, args.dtype), args.config) as engine:
+        return measure(args, ks, out, engine)
+
+
+def measure(args: argparse.Namespace, ks: Sequence[int], out: Path, engine: LocalEngine) -> int:
+    """The command's work once its options are read: the samples (sampled and labelled with --problems), the
+    selector's choices on `engine`, the table printed and the JSON written to `out`; 2 with one line for bad input."""
+    from core.algo.genselect import read_prompt_style
+
+    try:
+        shared = engine if same_model(args.generator, args.selector) else None
+        samples, record = benchmark_samples(args, ks, out, shared) if args.problems else (Path(args.samples), {})
         problems = read_samples(samples)
         check_ks(ks, len(problems[0].rewards), "the samples per problem")
         problems, excluded = exclude_seen(problems, args.exclude)
@@ -445,8 +507,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         print(f"driver.bon: every problem of {samples} is in {', '.join(args.exclude)}", file=sys.stderr)
         return 2
     style = read_prompt_style(args.selector)
-    chooser = knockout_chooser(args.selector, args.knockout_window, style,
-                               engine_dtype(args.selector, args.config, args.dtype), args.config)
+    chooser = knockout_chooser(args.selector, args.knockout_window, style, engine=engine)
     result = evaluate(problems, chooser, ks, args.draws, style, args.seed)
     result.update({"table": table1(result["curves"]), "selector": str(args.selector), "samples": str(samples),
                    **record, "knockout_window": args.knockout_window, "seed": args.seed,

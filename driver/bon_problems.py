@@ -21,7 +21,6 @@ problem), and `--samples` of that file measures the same samples again without s
 """
 from __future__ import annotations
 
-import asyncio
 import hashlib
 import json
 from contextlib import contextmanager
@@ -75,36 +74,25 @@ def sampling_cache(samples_path: Path, cfg) -> Path:
 
 
 @contextmanager
-def local_sampler(generator: str, rollout_cfg, dtype: str):
-    """A sampler for `driver.data.generated.load_model_samples` on one vLLM engine in this process (no Ray):
-    sampler(problems [(id, text, domain)], n, temperature, max_tokens, seed) -> one list of n Rollouts per
-    problem. The engine starts on entry and shuts down on exit, errors included."""
-    from actors.rollout import RolloutWorker
+def local_sampler(engine):
+    """A sampler for `driver.data.generated.load_model_samples` on `engine` (a `driver.bon.LocalEngine` of the
+    generator: one vLLM engine in this process, no Ray): sampler(problems [(id, text, domain)], n, temperature,
+    max_tokens, seed) -> one list of n Rollouts per problem. The engine is left running (its owner closes it)."""
+    def sample(problems: list, n: int, temperature: float, max_tokens: int, seed: int) -> list:
+        return engine.run(lambda worker: worker.sample_solutions(problems, n, temperature, max_tokens, seed))
 
-    loop = asyncio.new_event_loop()
-
-    async def start():
-        return RolloutWorker(rollout_cfg, generator, dtype=dtype)
-
-    worker = loop.run_until_complete(start())
-    try:
-        def sample(problems: list, n: int, temperature: float, max_tokens: int, seed: int) -> list:
-            return loop.run_until_complete(worker.sample_solutions(problems, n, temperature, max_tokens, seed))
-
-        yield sample
-    finally:
-        loop.run_until_complete(worker.shutdown())
-        loop.close()
+    yield sample
 
 
-def sample_benchmark(cfg, rollout_cfg, dtype: str, cache_path: Optional[Path], progress: bool = True) -> tuple:
-    """(the problems of `cfg.path`, each with `cfg.candidates_per_problem` solutions sampled from `cfg.generator`,
-    the generator record: folder, sampling settings, throughput). `driver.data.generated.load_model_samples` on a
-    `local_sampler`: the generator folder is checked first (DataError), and chunks already in `cache_path` are not
-    sampled again."""
+def sample_benchmark(cfg, engine, cache_path: Optional[Path], progress: bool = True) -> tuple:
+    """(the problems of `cfg.path`, each with `cfg.candidates_per_problem` solutions sampled from `cfg.generator`
+    on `engine`, the generator record: folder, sampling settings, throughput).
+    `driver.data.generated.load_model_samples` on a `local_sampler`: the generator folder is checked first
+    (DataError), and chunks already in `cache_path` are not sampled again (the engine starts only when some are
+    missing)."""
     from driver.data.generated import load_model_samples
 
-    result = load_model_samples(cfg, lambda: local_sampler(cfg.generator, rollout_cfg, dtype), progress, cache_path)
+    result = load_model_samples(cfg, lambda: local_sampler(engine), progress, cache_path)
     return result.problems, result.info["generator"]
 
 
