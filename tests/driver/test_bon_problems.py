@@ -84,6 +84,52 @@ def test_candidates_are_labelled_by_math_verify_and_round_trip_through_the_sampl
     assert samples_row(code)["answers"] == [None, None]   # code: no stated answers to vote on
 
 
+class FakeEngine:
+    """Stands in for driver.bon.LocalEngine: `run(call)` awaits `call(worker)` with a worker whose solutions say
+    which problem and sample they are (even samples state the answer 4); counts the problems it was asked for."""
+
+    def __init__(self):
+        self.asked = []
+
+    def run(self, call):
+        import asyncio
+        from types import SimpleNamespace
+
+        async def sample_solutions(problems, n, temperature, max_tokens, seed):
+            self.asked += [pid for pid, _, _ in problems]
+            return [[SimpleNamespace(response_text=f"{pid} sample {i}\nAnswer: {4 + i % 2}", truncated=False,
+                                     response_length=5) for i in range(n)] for pid, _, _ in problems]
+
+        return asyncio.run(call(SimpleNamespace(sample_solutions=sample_solutions)))
+
+
+def test_sampling_resumes_from_its_cache_and_other_settings_sample_again(tmp_path):
+    from driver.bon_problems import sample_benchmark, sampling_cache
+
+    generator = tmp_path / "gen"
+    generator.mkdir()
+    (generator / "config.json").write_text(json.dumps({"model_type": "qwen3"}))
+    (generator / "tokenizer.json").write_text("{}")
+    (generator / "model.safetensors").write_bytes(b"")
+    bench = _write(tmp_path / "bench.jsonl", [{"id": f"p{i}", "problem": f"Compute {i}.", "answer": "4"}
+                                              for i in range(20)])
+    cfg = benchmark_settings(bench, str(generator), k=4)
+    cache = sampling_cache(tmp_path / "out.samples.jsonl", cfg)
+    first = FakeEngine()
+    problems, record = sample_benchmark(cfg, first, cache, progress=False)
+    assert len(first.asked) == 20 and record["samples"] == 80 and cache.is_file()
+    assert problems[3].candidates[1] == "p3 sample 1\nAnswer: 5" and problems[3].candidate_answers[:2] == ("4", "5")
+    again = FakeEngine()
+    assert sample_benchmark(cfg, again, cache, progress=False)[0] == problems and again.asked == []
+    lines = cache.read_text().splitlines()
+    cache.write_text(lines[0] + "\n")  # interrupted after the first chunk: only the rest is sampled
+    rest = FakeEngine()
+    assert sample_benchmark(cfg, rest, cache, progress=False)[0] == problems and rest.asked == [f"p{i}" for i in
+                                                                                             range(16, 20)]
+    hotter = benchmark_settings(bench, str(generator), k=4, temperature=0.7)
+    assert sampling_cache(tmp_path / "out.samples.jsonl", hotter) != cache
+
+
 def _oracle(tasks):
     return [max(range(t.num_candidates), key=lambda i: t.labels[i]) for t in tasks]
 
