@@ -482,10 +482,11 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         if errors:
             raise ValueError(errors[0])
         ks = parse_ks(args.ks)
-    except ValueError as err:
+        engine = selector_engine(args.selector, engine_dtype(args.selector, args.config, args.dtype), args.config)
+    except (ValueError, OSError) as err:  # a bad option, --config or response form: one line
         print(f"driver.bon: {err}", file=sys.stderr)
         return 2
-    with selector_engine(args.selector, engine_dtype(args.selector, args.config, args.dtype), args.config) as engine:
+    with engine:
         return measure(args, ks, out, engine)
 
 

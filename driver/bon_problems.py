@@ -21,6 +21,7 @@ problem), and `--samples` of that file measures the same samples again without s
 """
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import json
 from contextlib import contextmanager
@@ -64,10 +65,11 @@ def read_benchmark(cfg) -> list:
 def sampling_cache(samples_path: Path, cfg) -> Path:
     """Where the raw samples of `cfg` are kept chunk by chunk, beside `samples_path`: its name carries a hash of
     what the texts depend on (driver.data.generated.model_source_versions: the generator's and the file's
-    identity; k, temperature, token budget, seed), so other settings never reuse them."""
+    identity; k, temperature, token budget, seed; not the labels), so other settings never reuse them."""
     from driver.data.generated import model_source_versions
 
-    what = {"versions": model_source_versions(cfg), "k": cfg.candidates_per_problem,
+    what = {"versions": model_source_versions(dataclasses.replace(cfg, label_function="")),  # labels come later
+            "k": cfg.candidates_per_problem,
             "temperature": cfg.generator_temperature, "max_tokens": cfg.generator_max_tokens, "seed": cfg.seed}
     key = hashlib.sha256(json.dumps(what, sort_keys=True).encode()).hexdigest()[:12]
     return samples_path.with_name(f"{samples_path.name.removesuffix('.samples.jsonl')}.sampling-{key}.jsonl")

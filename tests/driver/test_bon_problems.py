@@ -130,6 +130,22 @@ def test_sampling_resumes_from_its_cache_and_other_settings_sample_again(tmp_pat
     assert sampling_cache(tmp_path / "out.samples.jsonl", hotter) != cache
 
 
+def test_a_selector_config_that_forces_the_judgment_reads_the_selector_in_that_form(tmp_path):
+    """`--config smollm2` (`rollout.judgment: forced`) gives the selector's engine the forced form with the config's
+    reasoning budget; without a config, the plain form (nothing starts here)."""
+    from actors.forced_judgment import ForcedJudgment
+    from actors.response_forms import FreeText
+    from driver.bon import selector_engine
+
+    from core.config import load_config
+
+    forced = selector_engine(str(tmp_path / "export"), config="smollm2")
+    assert isinstance(forced.response_form, ForcedJudgment)
+    assert forced.response_form.reasoning_budget == load_config("smollm2").rollout.reasoning_budget
+    assert forced.worker is None                             # started on first use only
+    assert isinstance(selector_engine(str(tmp_path / "export")).response_form, FreeText)
+
+
 def _oracle(tasks):
     return [max(range(t.num_candidates), key=lambda i: t.labels[i]) for t in tasks]
 
