@@ -146,6 +146,14 @@ def test_a_selector_config_that_forces_the_judgment_reads_the_selector_in_that_f
     assert isinstance(selector_engine(str(tmp_path / "export")).response_form, FreeText)
 
 
+def test_engines_run_in_the_dtype_of_the_config_else_float32(tmp_path):
+    from driver.evaluate import engine_dtype
+
+    assert engine_dtype(str(tmp_path / "model"), "paper_math") == "bfloat16"   # the config's model.dtype
+    assert engine_dtype(str(tmp_path / "model")) == "float32"                  # no run beside it, no config
+    assert engine_dtype(str(tmp_path / "model"), "paper_math", "float32") == "float32"   # --dtype wins
+
+
 def _oracle(tasks):
     return [max(range(t.num_candidates), key=lambda i: t.labels[i]) for t in tasks]
 
