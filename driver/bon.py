@@ -1,8 +1,18 @@
-"""Best-of-N accuracy of a generator with a selector, over ALL held-out problems (no filtering).
+"""Best-of-N accuracy of a generator with a selector, over ALL problems (no filtering): the GenSelect paper's Table 1.
 
     python -m driver.bon --selector runs/study/selector-weak/export \\
         --samples runs/study/gen-grpo/eval_samples/step60.jsonl [--ks 2,4,8,16] [--draws 8] \\
         [--knockout-window 2] [--exclude DATASET] [--out FILE]
+
+    python -m driver.bon --selector RUN/export --problems benchmark.jsonl --generator MODEL \\
+        [--samples-per-problem 16] [--ks 2,4,8,16] [--out runs/bon/NAME.json]
+
+`--problems FILE` is a benchmark in the project's data-file format (problems with answers; docs/data.md):
+`--generator MODEL` samples k solutions per problem with vLLM, else the file's own candidates are used; every
+candidate is labelled by the verifiers (math-verify; a file's `candidate_labels` or `--label-function` instead) and
+the scored samples are written beside the output as `NAME.samples.jsonl` (driver/bon_problems.py), which `--samples`
+reads again without sampling. Output: a table with a row per metric (pass@1, maj@k, GenSelect@k, pass@k) and a
+column per k (GenSelect, arXiv 2602.02143, Table 1), and the same as JSON (default runs/bon/<file>-<selector>.json).
 
 The selection datasets keep only problems with 1..half correct samples, so GenSelect@N measured on them is
 conditional (pass@N = 1 there by construction). This asks the unconditional question a Best-of-N user asks:
@@ -31,6 +41,7 @@ import asyncio
 import json
 import random
 import sys
+from contextlib import nullcontext
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, Optional, Sequence
@@ -236,45 +247,201 @@ def evaluate(problems: Sequence[SampledProblem], choose_batch: Callable[[list], 
             "parse_failures": sum(c is None for c in picked)}
 
 
+#: the rows of the table (GenSelect, arXiv 2602.02143, Table 1) and the curve each reads; pass@1 is the mean reward,
+#: the same at every k
+TABLE_ROWS = (("pass@1", "random"), ("maj@k", "majority"), ("GenSelect@k", "selector"), ("pass@k", "pass"))
+
+
+def table1(curves: dict) -> dict:
+    """{row name: {k: {mean, lo, hi}}} in TABLE_ROWS order from `evaluate`'s curves; maj@k only when the curves
+    have majority@k (every problem is math)."""
+    return {row: dict(curves[name]) for row, name in TABLE_ROWS if name in curves}
+
+
+def format_cell(cell: dict) -> str:
+    """`mean [lo, hi]` with three decimals."""
+    return f"{cell['mean']:.3f} [{cell['lo']:.3f}, {cell['hi']:.3f}]"
+
+
 def format_table(result: dict) -> str:
-    curves = result["curves"]
-    names = [n for n in ("selector", "majority", "random", "pass") if n in curves]
-    titles = {"selector": "selector BoN@k", "majority": "majority@k", "random": "random@k", "pass": "pass@k"}
-    lines = [f"{'k':>4}" + "".join(f"{titles[n]:>26}" for n in names)]
-    for k in curves["selector"]:
-        cells = [curves[n][k] for n in names]
-        lines.append(f"{k:>4}" + "".join(f"{c['mean']:>10.3f} [{c['lo']:.3f}, {c['hi']:.3f}]" for c in cells))
-    lines.append(f"{result['problems']} problems; {result['judged_subsets']} of {result['subsets']} subsets judged "
-                 f"by the selector (the others' samples all score the same); {result['parse_failures']} parse failures")
+    """`evaluate`'s result as a table: one row per metric (`table1`), one column per k, each cell a mean over
+    problems with its 95% bootstrap CI, then how many subsets the selector judged."""
+    rows = table1(result["curves"])
+    ks = list(rows["GenSelect@k"])
+    width = max(len(format_cell(c)) for by_k in rows.values() for c in by_k.values()) + 2
+    lines = [f"{'metric':<12}" + "".join(f"{'k=' + k:>{width}}" for k in ks)]
+    lines += [f"{row:<12}" + "".join(f"{format_cell(by_k[k]):>{width}}" for k in ks) for row, by_k in rows.items()]
+    lines.append(f"{result['problems']} problems, 95% bootstrap CIs over problems; {result['judged_subsets']} of "
+                 f"{result['subsets']} subsets judged by the selector (the others' samples all score the same); "
+                 f"{result['parse_failures']} parse failures")
     return "\n".join(lines)
 
 
-def knockout_chooser(selector: str, window: int, style: PromptStyle, dtype: str = "float32",
-                     config: Optional[str] = None) -> Callable[[list], list]:
-    """choose_batch through one RolloutWorker (vLLM) of `selector`: a greedy knockout tournament per task, with the
-    rollout settings of `config`, else of the run `selector` was exported from (driver.evaluate.rollout_settings)."""
-    from actors.rollout import RolloutWorker
-    from driver.evaluate import choose_knockout, rollout_settings, sample_index_only
+class LocalEngine:
+    """One vLLM RolloutWorker of `model` in this process, on its own event loop, started on first use and shut down
+    by `close` (or on leaving a `with` block): the selector's knockouts and, when the generator is the selector,
+    its sampling too (one engine start instead of two)."""
+
+    def __init__(self, model: str, rollout_cfg, dtype: str, response_form=None):
+        self.model, self.rollout_cfg, self.dtype, self.response_form = str(model), rollout_cfg, dtype, response_form
+        self.loop, self.worker = None, None
+
+    def run(self, call: Callable):
+        """`call(worker)`'s coroutine run to its end on the engine's loop (the engine starts on the first run)."""
+        if self.worker is None:
+            self.loop = self.loop or asyncio.new_event_loop()
+            self.worker = self.loop.run_until_complete(self._start())
+        return self.loop.run_until_complete(call(self.worker))
+
+    async def _start(self):
+        from actors.rollout import RolloutWorker
+
+        return RolloutWorker(self.rollout_cfg, self.model, dtype=self.dtype, response_form=self.response_form)
+
+    def close(self) -> None:
+        if self.worker is not None:
+            self.loop.run_until_complete(self.worker.shutdown())
+        if self.loop is not None:
+            self.loop.close()
+        self.loop, self.worker = None, None
+
+    def __enter__(self) -> "LocalEngine":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+
+def selector_engine(selector: str, dtype: str = "float32", config: Optional[str] = None) -> LocalEngine:
+    """The selector's LocalEngine (not started yet): the rollout settings of `config`, else of the run `selector`
+    was exported from (driver.evaluate.rollout_settings), and its response form
+    (driver.models.registry.response_form: `rollout.judgment: forced` included)."""
+    from driver.evaluate import rollout_settings, sample_index_only
     from driver.models.registry import response_form
 
+    cfg = rollout_settings(selector, config)
+    return LocalEngine(selector, cfg, dtype, response_form(selector, sample_index_only(selector, config), cfg))
+
+
+async def knockouts_in_chunks(worker, tasks: list, window: int, style: PromptStyle) -> list:
+    """`driver.evaluate.choose_knockout` over `tasks` in chunks of `driver.evaluate.CHUNK_PROMPTS` behind a progress
+    bar (each task's tournament is its own, so the choices are those of one batch)."""
+    from tqdm import tqdm
+
+    from driver.evaluate import CHUNK_PROMPTS, choose_knockout
+
+    choices = []
+    with tqdm(total=len(tasks), desc="select", unit="subset", file=sys.stderr, dynamic_ncols=True) as bar:
+        for start in range(0, len(tasks), CHUNK_PROMPTS):
+            chunk = tasks[start:start + CHUNK_PROMPTS]
+            choices += await choose_knockout(worker, chunk, window, style)
+            bar.update(len(chunk))
+    return choices
+
+
+def knockout_chooser(selector: str, window: int, style: PromptStyle, dtype: str = "float32",
+                     config: Optional[str] = None, engine: Optional[LocalEngine] = None) -> Callable[[list], list]:
+    """choose_batch through a vLLM engine of `selector` (`engine`, else its own `selector_engine`, shut down after
+    the batch): a greedy knockout tournament of groups of at most `window` candidates per task."""
     def choose_batch(tasks: list) -> list:
-        async def run() -> list:
-            cfg = rollout_settings(selector, config)
-            form = response_form(selector, sample_index_only(selector, config), cfg)
-            worker = RolloutWorker(cfg, selector, dtype=dtype, response_form=form)
-            try:
-                return await choose_knockout(worker, tasks, window, style)
-            finally:
-                await worker.shutdown()
-        return asyncio.run(run())
+        with (selector_engine(selector, dtype, config) if engine is None else nullcontext(engine)) as used:
+            return used.run(lambda worker: knockouts_in_chunks(worker, tasks, window, style))
 
     return choose_batch
+
+
+def same_model(a: Optional[str], b: str) -> bool:
+    """Whether two model paths name one folder (then one engine samples and selects)."""
+    return bool(a) and Path(a).resolve() == Path(b).resolve()
+
+
+def parse_ks(text: str) -> list:
+    """The sorted distinct k of a comma list ("2,4,8"); ValueError naming `--ks` for anything else."""
+    try:
+        ks = sorted({int(k) for k in text.split(",") if k.strip()})
+    except ValueError:
+        raise ValueError(f"--ks {text}: not a comma list of whole numbers") from None
+    if not ks or ks[0] < 1:
+        raise ValueError(f"--ks {text}: give at least one k, each >= 1")
+    return ks
+
+
+def check_ks(ks: Sequence[int], n: int, source: str) -> None:
+    """ValueError unless every k is at most `n`, the samples per problem (`source` says where n comes from)."""
+    if max(ks) > n:
+        raise ValueError(f"--ks {','.join(map(str, ks))}: every k must be in 1..{n} ({source})")
+
+
+def selector_name(selector: str) -> str:
+    """A short name for a selector folder: the run's name for RUN/export, else the folder's own."""
+    folder = Path(selector).resolve()
+    return folder.parent.name if folder.name == "export" else folder.name
+
+
+def default_out(args: argparse.Namespace) -> Path:
+    """The JSON output when --out is not given: beside --samples (bon-<selector>.json), else
+    runs/bon/<problems file>-<selector>.json; never inside a model folder."""
+    if args.samples:
+        return Path(args.samples).with_name(f"bon-{Path(args.selector).parent.name}.json")
+    return Path("runs") / "bon" / f"{Path(args.problems).stem}-{selector_name(args.selector)}.json"
+
+
+def samples_beside(out: Path) -> Path:
+    """Where `--problems` writes the scored samples of the output `out`: NAME.samples.jsonl beside NAME.json."""
+    return out.with_name(f"{out.stem}.samples.jsonl")
+
+
+def benchmark_samples(args: argparse.Namespace, ks: Sequence[int], out: Path,
+                      engine: Optional[LocalEngine] = None) -> tuple:
+    """(the samples file, what the output records about it) for `--problems`: the generator's samples (or the file's
+    own candidates), labelled and written beside `out` (driver/bon_problems.py); `engine`: the generator's engine
+    when it is already there (the selector's, when the generator is the selector). ValueError (DataError) for a bad
+    file, row or generator folder, and for a k above the samples per problem, before any engine starts."""
+    from driver.bon_problems import (benchmark_settings, label_benchmark, labels_summary, read_benchmark,
+                                     sample_benchmark, sampling_cache, write_samples)
+    from driver.data.files import BadRowError
+    from driver.evaluate import engine_dtype, rollout_settings
+    from driver.synth import format_labels
+
+    cfg = benchmark_settings(args.problems, args.generator or "", args.samples_per_problem, args.temperature,
+                             args.max_tokens, args.seed, args.label_function)
+    path, record = samples_beside(out), {"problems_file": str(args.problems)}
+    try:
+        if args.generator:
+            check_ks(ks, args.samples_per_problem, "--samples-per-problem")
+            own = LocalEngine(args.generator, rollout_settings(args.generator, args.config),
+                              engine_dtype(args.generator, args.config, args.dtype))
+            with nullcontext(engine) if engine else own as generator:  # the generator's own is shut down after
+                problems, record["generator"] = sample_benchmark(cfg, generator, sampling_cache(path, cfg))
+        else:
+            problems = read_benchmark(cfg)
+            check_ks(ks, len(problems[0].candidates), f"the candidates per row of {args.problems}")
+    except BadRowError as err:
+        hint = "" if args.generator or "'candidates'" not in str(err) else " (a problems-only file needs --generator)"
+        raise ValueError(f"{err}{hint}") from None
+    labelled, stats = label_benchmark(problems, args.label_function)
+    print(format_labels(stats.to_dict()))
+    record["labels"] = labels_summary(stats)
+    print(f"wrote {write_samples(labelled, path)} ({len(labelled)} problems x {len(labelled[0].candidates)} samples)")
+    return path, record
 
 
 def _parse_args(argv: Sequence[str]) -> argparse.Namespace:
     parser = argparse.ArgumentParser(prog="python -m driver.bon", description=__doc__.split("\n\n")[0])
     parser.add_argument("--selector", required=True, help="selector model folder (e.g. RUN/export)")
-    parser.add_argument("--samples", required=True, help="a generator's scored samples (eval_samples/step<S>.jsonl)")
+    source = parser.add_mutually_exclusive_group(required=True)
+    source.add_argument("--samples", help="a generator's scored samples (eval_samples/step<S>.jsonl, or the "
+                                          "NAME.samples.jsonl a --problems run wrote)")
+    source.add_argument("--problems", help="a benchmark: the project's data file (.jsonl or .parquet; id, problem, "
+                                           "answer, and candidates unless --generator samples them)")
+    parser.add_argument("--generator", default=None, help="with --problems: the model folder that samples the "
+                                                          "solutions (the file's own candidates are then not read)")
+    parser.add_argument("--samples-per-problem", type=int, default=16, help="with --generator: solutions per problem")
+    parser.add_argument("--temperature", type=float, default=1.0, help="with --generator: sampling temperature")
+    parser.add_argument("--max-tokens", type=int, default=256, help="with --generator: longest solution in tokens")
+    parser.add_argument("--label-function", default="",
+                        help="with --problems: package.module:function labels every candidate instead of "
+                             "math-verify (as data.label_function)")
     parser.add_argument("--ks", default="2,4,8,16", help="comma list of k (each at most the samples per problem)")
     parser.add_argument("--draws", type=int, default=8, help="random k-subsets per problem and k")
     parser.add_argument("--knockout-window", type=int, default=2, help="candidates per knockout group (>= 2)")
@@ -282,48 +449,74 @@ def _parse_args(argv: Sequence[str]) -> argparse.Namespace:
                         help="a folder whose problems are left out of the evaluation (repeatable): the selector's "
                              "training dataset, or its start model (a pretrained tiny model's corpus)")
     parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--dtype", default="float32", choices=["float32", "bfloat16"])
+    parser.add_argument("--dtype", default=None, choices=["float32", "bfloat16"],
+                        help="engine dtype (default: the model.dtype of --config, else of the run each model was "
+                             "exported from, else float32)")
     parser.add_argument("--config", default=None,
                         help="a config (name or YAML path) whose rollout.* settings (response budget, engine, "
-                             "deadlines) to read the selector with (default: the run's config.yaml beside "
-                             "SELECTOR when it is RUN/export, else the schema's)")
-    parser.add_argument("--out", default=None, help="JSON output (default: beside the samples, bon-<selector>.json)")
+                             "deadlines) to read the selector and run the generator with (default: each model's "
+                             "run config.yaml beside RUN/export, else the schema's)")
+    parser.add_argument("--out", default=None, help="JSON output (default: beside --samples, bon-<selector>.json; "
+                                                    "with --problems runs/bon/<file>-<selector>.json)")
     return parser.parse_args(argv)
 
 
+def _argument_errors(args: argparse.Namespace) -> list:
+    """What is wrong with the options alone, before any file is read (messages naming the option)."""
+    return [m for m, bad in (("--generator needs --problems (--samples are sampled already)",
+                              bool(args.generator and args.samples)),
+                             ("--samples-per-problem must be >= 2", args.samples_per_problem < 2),
+                             ("--knockout-window must be >= 2", args.knockout_window < 2),
+                             ("--draws must be >= 1", args.draws < 1)) if bad]
+
+
 def main(argv: Optional[Sequence[str]] = None) -> int:
-    from core.algo.genselect import read_prompt_style
     from core.env import apply_defaults
+    from driver.evaluate import engine_dtype
 
     args = _parse_args(sys.argv[1:] if argv is None else argv)
+    apply_defaults()
+    out = Path(args.out) if args.out else default_out(args)
     try:
-        ks = sorted({int(k) for k in args.ks.split(",") if k.strip()})
-        problems = read_samples(args.samples)
+        errors = _argument_errors(args)
+        if errors:
+            raise ValueError(errors[0])
+        ks = parse_ks(args.ks)
+        engine = selector_engine(args.selector, engine_dtype(args.selector, args.config, args.dtype), args.config)
+    except (ValueError, OSError) as err:  # a bad option, --config or response form: one line
+        print(f"driver.bon: {err}", file=sys.stderr)
+        return 2
+    with engine:
+        return measure(args, ks, out, engine)
+
+
+def measure(args: argparse.Namespace, ks: Sequence[int], out: Path, engine: LocalEngine) -> int:
+    """The command's work once its options are read: the samples (sampled and labelled with --problems), the
+    selector's choices on `engine`, the table printed and the JSON written to `out`; 2 with one line for bad input."""
+    from core.algo.genselect import read_prompt_style
+
+    try:
+        shared = engine if same_model(args.generator, args.selector) else None
+        samples, record = benchmark_samples(args, ks, out, shared) if args.problems else (Path(args.samples), {})
+        problems = read_samples(samples)
+        check_ks(ks, len(problems[0].rewards), "the samples per problem")
         problems, excluded = exclude_seen(problems, args.exclude)
     except (ValueError, OSError) as err:
         print(f"driver.bon: {err}", file=sys.stderr)
         return 2
     if not problems:
-        print(f"driver.bon: every problem of {args.samples} is in {', '.join(args.exclude)}", file=sys.stderr)
+        print(f"driver.bon: every problem of {samples} is in {', '.join(args.exclude)}", file=sys.stderr)
         return 2
-    n = len(problems[0].rewards)
-    problems_msg = [m for m, bad in ((f"--ks {args.ks}: every k must be in 1..{n} (the samples per problem)",
-                                      not ks or min(ks) < 1 or max(ks) > n),
-                                     ("--knockout-window must be >= 2", args.knockout_window < 2),
-                                     ("--draws must be >= 1", args.draws < 1)) if bad]
-    if problems_msg:
-        print(f"driver.bon: {problems_msg[0]}", file=sys.stderr)
-        return 2
-    apply_defaults()
     style = read_prompt_style(args.selector)
-    chooser = knockout_chooser(args.selector, args.knockout_window, style, args.dtype, args.config)
+    chooser = knockout_chooser(args.selector, args.knockout_window, style, engine=engine)
     result = evaluate(problems, chooser, ks, args.draws, style, args.seed)
-    result.update({"selector": str(args.selector), "samples": str(args.samples), "knockout_window": args.knockout_window,
-                   "seed": args.seed, "excluded_problems": excluded, "exclude": args.exclude})
+    result.update({"table": table1(result["curves"]), "selector": str(args.selector), "samples": str(samples),
+                   **record, "knockout_window": args.knockout_window, "seed": args.seed,
+                   "excluded_problems": excluded, "exclude": args.exclude})
     if excluded:
         print(f"{excluded} problems left out: the selector saw them ({', '.join(args.exclude)})")
     print(format_table(result))
-    out = Path(args.out) if args.out else Path(args.samples).with_name(f"bon-{Path(args.selector).parent.name}.json")
+    out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(json.dumps(result, indent=1))
     print(f"wrote {out}")
     return 0

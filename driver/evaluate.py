@@ -220,6 +220,15 @@ def sample_index_only(model: str, config: Optional[str] = None) -> bool:
     return bool(run and run.tiny.sample_index_only)
 
 
+def engine_dtype(model: str, config: Optional[str] = None, dtype: Optional[str] = None) -> str:
+    """The dtype an engine of `model` runs in: `dtype` when given, else `model.dtype` of `config`, else of the run
+    `model` was exported from (as `rollout_settings`), else float32."""
+    if dtype:
+        return dtype
+    run = _run_config(model, config)
+    return run.model.dtype if run else "float32"
+
+
 def split_tasks(dataset, split: str, run=None) -> list:
     """The prompts of `split` of `dataset` (a loaded selection dataset): "validation" and "test" as a run with the
     config `run` reads them (driver/eval_sets.py: its eval_prompts and eval_test_prompts; None: the schema's),
@@ -300,7 +309,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"no prompts in {args.dataset} ({args.split}"
               f"{': the config sets eval_test_prompts=0' if args.split == 'test' else ''})", file=sys.stderr)
         return 2
-    args.dtype = args.dtype or (run.model.dtype if run else "float32")
+    args.dtype = engine_dtype(args.model, args.config, args.dtype)
     if args.knockout_window == 1 or args.knockout_window < 0:
         print("--knockout-window must be 0 (off) or at least 2", file=sys.stderr)
         return 2

@@ -16,11 +16,12 @@ from driver.data.verify import LabelStats, label_code, label_math
 
 
 def label_problems(problems: list, sandbox_cfg=None, processes: int = 2, timeout_s: float = 10.0,
-                   label_function: str = "") -> tuple:
+                   label_function: str = "", keep_unverified: bool = False) -> tuple:
     """(labeled problems without their unverified candidates, LabelStats). A problem whose file gave its labels
     keeps them. The others: with `label_function` (a dotted path) the user's function labels each candidate; else
     math: each candidate answer against the reference (`sandbox.math_answer.check_answer`); code: the unit-test
-    pass fraction in the sandbox."""
+    pass fraction in the sandbox. `keep_unverified`: an unverified candidate stays, labelled 0.0 (still counted as
+    a timeout or error), so every problem keeps all its candidates (Best-of-N over a fixed number of samples)."""
     stats = LabelStats()
     record_file_labels([p for p in problems if p.labels is not None], stats)
     rest = [p for p in problems if p.labels is None]
@@ -38,6 +39,9 @@ def label_problems(problems: list, sandbox_cfg=None, processes: int = 2, timeout
         items = [(c, p.reference, p.entry_point) for p in code for c in p.candidate_answers]
         flat = label_code(items, sandbox_cfg=sandbox_cfg, stats=stats, names=_names(code))
         _scatter(code, flat, labels)
+    if keep_unverified:
+        return [p if p.labels is not None else p.with_labels([x or 0.0 for x in labels[p.id]])
+                for p in problems], stats
     return [p if p.labels is not None else _verified(p, labels[p.id]) for p in problems], stats
 
 

@@ -251,4 +251,4 @@ def test_bon_with_a_real_tiny_selector_in_vllm(tmp_path):
         assert 0.0 <= curves["random"][k]["mean"] <= curves["pass"][k]["mean"] + 1e-9
         assert 0.0 <= curves["selector"][k]["mean"] <= 1.0
     assert curves["selector"]["8"]["mean"] <= curves["pass"]["8"]["mean"] + 1e-9  # k = n: the one subset is all
-    assert "selector BoN@k" in proc.stdout and "majority@k" in proc.stdout
+    assert "GenSelect@k" in proc.stdout and "maj@k" in proc.stdout
