@@ -107,6 +107,8 @@ class Run:
 
         if getattr(self, "progress", None):
             self.progress.close()
+        if getattr(self, "metrics", None) is not None:
+            self.metrics.close(failed=exc_type is not None)  # a finished run closed it already
         if getattr(self, "_serving", False):
             from driver.serve import stop
 
@@ -239,9 +241,9 @@ class Run:
 
     def start(self) -> int:
         """Resume if asked and possible; evaluate the starting checkpoint; return the first step to run."""
-        self.metrics = MetricsLog(self.run_dir)
-        step = 0
         folder = ckpt.resolve_resume(self.cfg.resume, self.run_dir)
+        self.metrics = self._metrics_log(resumed=folder is not None)
+        step = 0
         if folder is not None:
             step = self._resume(folder)
         else:
@@ -251,6 +253,13 @@ class Run:
         if step == 0:
             self.evaluate(0)
         return step
+
+    def _metrics_log(self, resumed: bool) -> MetricsLog:
+        """metrics.jsonl and the backends of `logging.backends` (a resumed run continues their W&B and MLflow
+        runs)."""
+        from driver.trackers import open_trackers
+
+        return MetricsLog(self.run_dir, tensorboard=False, trackers=open_trackers(self.cfg, self.run_dir, resumed))
 
     def _resume(self, folder: Path) -> int:
         from driver.step import sync_weights
@@ -266,7 +275,7 @@ class Run:
             raise RunFailed(f"cannot resume from {folder}: {err}") from None
         self.collector.stream = self.stream
         sync_weights(self.fleet, state["version"])
-        self.metrics.truncate_after(state["step"])
+        self.metrics.resume_at(state["step"])
         _truncate_jsonl(self.run_dir / "consumed.jsonl", state["step"])
         message = (f"resumed from {folder} at step {state['step']} (policy version {self.version}, "
                    f"{sum(len(s['reissue']) for s in state['stream']['streams'].values())} prompts re-issued)")
