@@ -337,10 +337,27 @@ class Run:
         self.fleet.call([l.save_checkpoint.remote(str(tmp / "learner"), {"step": step, "version": self.version})
                          for l in self.handles.learners], self.cfg.learner.step_timeout_s, "checkpoint save")
         state = {"step": step, "version": self.version, "rng": ckpt.rng_state(),
-                 "stream": self.stream.state(self.collector.unfinished_ids()), "time": time.time()}
+                 "stream": self.stream.state(self.collector.unfinished_ids()), "time": time.time(),
+                 "model_dir": str(Path(self.prepared.model_dir).resolve())}  # driver.export reads its config
         folder = ckpt.commit(self.run_dir, tmp, state, self.cfg.keep_checkpoints)
         maybe_crash("driver_checkpoint", kill_group=True)
         return folder
+
+    def should_export(self, step: int) -> bool:
+        """`export_every`: a Hugging Face folder of the policy after this step, beside the end's export."""
+        return bool(self.cfg.export_every) and step % self.cfg.export_every == 0
+
+    def export(self, step: int) -> Path:
+        """The policy after `step` as a Hugging Face folder, run_dir/exports/step_NNNNNN, written atomically by the
+        learners (as the end's export), with the run's config and the export's step and policy version beside it."""
+        from driver.export import export_files, exports_dir
+
+        out = exports_dir(self.run_dir, step)
+        files = export_files(self.cfg, step, self.version)
+        self.fleet.call([learner.export_hf.remote(str(out), files) for learner in self.handles.learners], 600,
+                        "export")
+        log.info("exported step %d to %s", step, out)
+        return out
 
     def finish(self) -> dict:
         export = self.run_dir / "export"
