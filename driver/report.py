@@ -6,6 +6,7 @@ adds over the best non-RL selector and its paired CI).
 from __future__ import annotations
 
 import json
+import logging
 import math
 from pathlib import Path
 from typing import Optional
@@ -53,8 +54,19 @@ class MetricsLog:
         if step <= self._sent.get(kind, -1):
             return
         named = {f"{kind}/{key}": value for key, value in scalars(values).items()}
-        for tracker in self.trackers:
+        for tracker in list(self.trackers):
+            self._send(tracker, step, named)
+
+    def _send(self, tracker, step: int, named: dict) -> None:
+        """One record to one backend. A backend that fails is dropped with a warning (the console and train.log):
+        the run goes on, and metrics.jsonl keeps every record."""
+        try:
             tracker.log(step, named)
+        except Exception as err:
+            self.trackers.remove(tracker)
+            logging.getLogger("genselect.trackers").warning(
+                "%s failed at step %d and gets no more metrics (%s: %s); metrics.jsonl keeps them",
+                type(tracker).__name__, step, type(err).__name__, str(err).splitlines()[0][:200] if str(err) else "")
 
     def records(self, kind: Optional[str] = None) -> list:
         if not self.path.exists():

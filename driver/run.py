@@ -43,10 +43,12 @@ class Run:
         try:
             self._prepare()
             (self.run_dir / "config.yaml").write_text(to_yaml(self.cfg))
+            self.resume_from = ckpt.resolve_resume(self.cfg.resume, self.run_dir)
+            self.metrics = self._metrics_log(resumed=self.resume_from is not None)  # a backend that fails, fails now
             self._start_ray()
             self._launch()
         except BaseException:  # `with` calls no __exit__ when __enter__ raises: release what was taken
-            self.__exit__(None, None, None)
+            self.__exit__(*sys.exc_info())
             raise
         return self
 
@@ -241,8 +243,7 @@ class Run:
 
     def start(self) -> int:
         """Resume if asked and possible; evaluate the starting checkpoint; return the first step to run."""
-        folder = ckpt.resolve_resume(self.cfg.resume, self.run_dir)
-        self.metrics = self._metrics_log(resumed=folder is not None)
+        folder = self.resume_from
         step = 0
         if folder is not None:
             step = self._resume(folder)

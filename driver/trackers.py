@@ -123,8 +123,10 @@ _MLFLOW_NAME = re.compile(r"[^0-9A-Za-z_\-. /:]")
 
 
 def mlflow_key(key: str) -> str:
-    """A metric or param name MLflow accepts: characters outside [A-Za-z0-9_-. /:] become '_'."""
-    return _MLFLOW_NAME.sub("_", key)
+    """A metric or param name MLflow accepts and can store: characters outside [A-Za-z0-9_-. /:] become '_', and '/'
+    becomes '.' (the file store keeps a name's '/' parts as folders, and one metric's name can be the folder of
+    others: verifier/parse_failures and verifier/parse_failures/no_judgment)."""
+    return _MLFLOW_NAME.sub("_", key).replace("/", ".")
 
 
 def mlflow_uri(run_dir: str | Path, uri: str) -> str:
@@ -184,6 +186,19 @@ class MlflowTracker:
 REMOTE_TRACKERS = {"wandb": WandbTracker, "mlflow": MlflowTracker}
 
 
+def _open(backend: str, run_dir, settings, name: str, config: Optional[dict], run_id: Optional[str]):
+    """The tracker of `backend`; RunFailed, naming the backend and what it said, when it cannot start its run (no
+    W&B login online, an MLflow server out of reach)."""
+    from driver.failure import RunFailed
+
+    try:
+        return REMOTE_TRACKERS[backend](run_dir, settings, name, config, run_id=run_id)
+    except Exception as err:
+        said = str(err).strip().splitlines()[0][:300] if str(err).strip() else ""
+        raise RunFailed(f"logging.backends: {backend} could not start its run ({type(err).__name__}: {said}); "
+                        f"check the logging.* keys (offline W&B: logging.wandb_mode=offline)") from err
+
+
 def open_trackers(cfg, run_dir: str | Path, resume: bool) -> list:
     """The backends of `cfg.logging.backends`, TensorBoard first. With `resume`, W&B and MLflow continue the runs
     named in run_dir/trackers.json (a backend without one starts a new run); else they start new runs, whose ids
@@ -198,7 +213,7 @@ def open_trackers(cfg, run_dir: str | Path, resume: bool) -> list:
         run_id = ids.get(backend)
         if run_id is None and config is None:
             config = flat_config(cfg)
-        tracker = REMOTE_TRACKERS[backend](run_dir, cfg.logging, name, config, run_id=run_id)
+        tracker = _open(backend, run_dir, cfg.logging, name, config, run_id)
         ids[backend] = tracker.run_id
         trackers.append(tracker)
         log.info("%s run %s (%s)", backend, tracker.run_id, "continued" if run_id else "new")

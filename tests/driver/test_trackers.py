@@ -22,7 +22,8 @@ def _log_then_resume(cfg, run_dir):
     another loss) and step 3 follows."""
     first = MetricsLog(run_dir, tensorboard=False, trackers=open_trackers(cfg, run_dir, resume=False))
     first.log(0, "eval", {"genselect": 0.5, "by_size": {"2": 0.5}, "note": "text", "nan": float("nan")})
-    first.log(1, "train", {"loss": 1.0, "reward/all_groups_mean": 0.25})
+    first.log(1, "train", {"loss": 1.0, "reward/all_groups_mean": 0.25, "verifier/parse_failures": 2,
+                           "verifier/parse_failures/no_judgment": 1})
     first.log(2, "train", {"loss": 0.5, "reward/all_groups_mean": 0.5})
     first.close(failed=True)
     resumed = MetricsLog(run_dir, tensorboard=False, trackers=open_trackers(cfg, run_dir, resume=True))
@@ -99,7 +100,8 @@ def test_wandb_offline_gets_each_step_the_config_once_and_a_resume_continues_the
     assert first["id"] == second["id"] == read_run_ids(run_dir)["wandb"]
     assert {s: {k: v for k, v in row.items() if not k.startswith("_")} for s, row in first["history"].items()} == {
         0: {"eval/genselect": 0.5},
-        1: {"train/loss": 1.0, "train/reward/all_groups_mean": 0.25},
+        1: {"train/loss": 1.0, "train/reward/all_groups_mean": 0.25, "train/verifier/parse_failures": 2,
+            "train/verifier/parse_failures/no_judgment": 1},
         2: {"train/loss": 0.5, "train/reward/all_groups_mean": 0.5}}
     assert {s: row["train/loss"] for s, row in second["history"].items()} == {3: 0.125}  # step 2 was sent already
     assert first["config"]["learner.lr"] == 0.0003 and first["config"]["logging.run_name"] == "first-try"
@@ -124,8 +126,11 @@ def test_mlflow_file_store_gets_each_step_the_params_once_and_a_resume_continues
     def history(key):
         return [(m.step, m.value) for m in sorted(client.get_metric_history(run_id, key), key=lambda m: m.step)]
 
-    assert history("train/loss") == [(1, 1.0), (2, 0.5), (3, 0.125)]
-    assert history("eval/genselect") == [(0, 0.5)] and history("eval/by_size") == []
+    assert history("train.loss") == [(1, 1.0), (2, 0.5), (3, 0.125)]  # MLflow's names: '.' for '/'
+    assert history("eval.genselect") == [(0, 0.5)] and history("eval.by_size") == []
+    # one metric's name is the other's prefix: the file store keeps both
+    assert history("train.verifier.parse_failures") == [(1, 2.0)]
+    assert history("train.verifier.parse_failures.no_judgment") == [(1, 1.0)]
     run = client.get_run(run_id)
     assert run.data.params["learner.lr"] == "0.0003" and run.info.run_name == "first-try"
     assert run.info.status == "FINISHED"
@@ -147,3 +152,39 @@ def test_an_unknown_backend_or_a_missing_package_is_a_config_error(monkeypatch):
     monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: None if name == "wandb" else real(name, *a))
     with pytest.raises(ConfigError, match="the wandb package is not installed"):
         load_config("default", ["logging.backends=[wandb]"])
+
+
+def test_a_backend_that_cannot_start_its_run_stops_the_run_naming_it(tmp_path, monkeypatch):
+    import driver.trackers
+    from driver.failure import RunFailed
+
+    class NoLogin:
+        def __init__(self, *args, **kwargs):
+            raise RuntimeError("api_key not configured (no-tty)\nmore detail")
+
+    monkeypatch.setitem(driver.trackers.REMOTE_TRACKERS, "wandb", NoLogin)
+    with pytest.raises(RunFailed, match=r"wandb could not start its run \(RuntimeError: api_key not configured "
+                                        r"\(no-tty\)\); check the logging\.\* keys"):
+        open_trackers(_config(tmp_path / "run", "wandb"), tmp_path / "run", resume=False)
+
+
+def test_a_backend_that_fails_mid_run_is_dropped_with_a_warning_and_the_run_goes_on(tmp_path, caplog):
+    class Flaky:
+        def __init__(self):
+            self.steps = []
+
+        def log(self, step, values):
+            if step == 2:
+                raise OSError("disk full")
+            self.steps.append(step)
+
+        def close(self, failed=False):
+            pass
+
+    flaky = Flaky()
+    log = MetricsLog(tmp_path, tensorboard=False, trackers=[flaky])
+    for step in (1, 2, 3):
+        log.log(step, "train", {"loss": 1.0 / step})
+    assert flaky.steps == [1] and log.trackers == []
+    assert [r["step"] for r in log.records()] == [1, 2, 3]
+    assert "Flaky failed at step 2 and gets no more metrics (OSError: disk full)" in caplog.text
