@@ -1,7 +1,7 @@
 """The metric backends beside metrics.jsonl (`logging.backends`): TensorBoard, Weights & Biases, MLflow.
 
 `driver.report.MetricsLog` hands each one every finite scalar of a record as `KIND/KEY` with the record's step
-(`log`), and `close`s them at the end. W&B and MLflow also get the resolved config once, flattened to dotted keys,
+(`log`; MLflow stores the names with '.' for '/', `mlflow_key`), and `close`s them at the end. W&B and MLflow also get the resolved config once, flattened to dotted keys,
 when their run is created. Their run ids are kept in `run_dir/trackers.json`, so a resumed run (`resume=`) continues
 the same W&B and MLflow run; a new run in the same folder (`resume=never`, or no checkpoint yet) starts new ones.
 
@@ -33,7 +33,7 @@ def scalars(values: dict) -> dict:
 
 
 def flat_config(cfg) -> dict:
-    """The resolved config as {dotted key: value} (lists as their YAML-like text)."""
+    """The resolved config as {dotted key: value} (a list stays one value)."""
     from omegaconf import OmegaConf
 
     from core.config import to_yaml
