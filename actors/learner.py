@@ -336,15 +336,18 @@ class Learner(BroadcastWeightSender):
         """Optimizer updates applied so far (restored by load_checkpoint)."""
         return self._version
 
-    def export_hf(self, path: str) -> None:
+    def export_hf(self, path: str, files: Optional[dict] = None) -> None:
         """Write a Hugging Face folder (config, model.safetensors in the training dtype, tokenizer files)
-        that transformers and vLLM load. Collective: every rank must call it (ZeRO-3 gathers, and all ranks
-        meet at a barrier); rank 0 writes, atomically."""
+        that transformers and vLLM load, with `files` ({name: text}) beside them. Collective: every rank must call
+        it (ZeRO-3 gathers, and all ranks meet at a barrier); rank 0 writes, atomically."""
         state = self._full_state()
         if self.rank == 0:
-            cio.remove(cio.tmp_path(path))
-            cio.write_hf_folder(cio.tmp_path(path), self.model_path, self.hf.config,
+            tmp = cio.tmp_path(path)
+            cio.remove(tmp)
+            cio.write_hf_folder(tmp, self.model_path, self.hf.config,
                                 getattr(self.hf, "generation_config", None), state, self.tied)
+            for name, text in (files or {}).items():
+                (tmp / name).write_text(text)
             cio.publish_dir(path)
         self._barrier()
 

@@ -18,8 +18,8 @@ from omegaconf.errors import OmegaConfBaseException
 from core import overrides as overrides_grammar
 from core.config_model import DataConfig, ModelConfig
 from core.config_rules import ConfigError, check, estimator_params, resolve, resolve_ratio_reference
-from core.config_schema import (AlgorithmConfig, ClusterConfig, CurriculumConfig, LearnerConfig, RolloutConfig,
-                                ServeConfig, TrainConfig, VerifierConfig, WeightSyncConfig)
+from core.config_schema import (AlgorithmConfig, ClusterConfig, CurriculumConfig, LearnerConfig, LoggingConfig,
+                                RolloutConfig, ServeConfig, TrainConfig, VerifierConfig, WeightSyncConfig)
 from core.config_tiny import (PretrainConfig, TinyModelConfig, TinyRecipeConfig, WarmStartConfig, migrate_moved_keys,
                               moved_key, moved_keys_in)
 

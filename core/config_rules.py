@@ -148,6 +148,8 @@ def check(cfg: TrainConfig, user_code: bool = True) -> None:
          (cfg.serve.min_replicas == 0 and cfg.serve.max_replicas >= 1), "must be >= serve.min_replicas and >= 1"),
         ("prompts_per_step", cfg.prompts_per_step >= 1, "must be >= 1"),
         ("checkpoint_every", cfg.checkpoint_every >= 0, "must be >= 0 (0: only after the last step)"),
+        ("export_every", cfg.export_every >= 0, "must be >= 0 (0: only run_dir/export at the end)"),
+        *_logging_rules(cfg, user_code),
         *tiny_rules(cfg),
     ]
     for key, ok, message in rules:
@@ -256,6 +258,32 @@ def _user_function_rules(cfg: TrainConfig, user_code: bool = True) -> list:
              f"replaces the built-in reward, which tiny.pick_reward={cfg.tiny.pick_reward} blends with the pick's: "
              f"set tiny.pick_reward=0"),
         ]
+    return rules
+
+
+#: The metric backends of `logging.backends` (driver/trackers.py), each with the module it imports and the package
+#: that brings it (None: always installed).
+LOGGING_BACKENDS = {"tensorboard": (None, None), "wandb": ("wandb", "wandb"), "mlflow": ("mlflow", "mlflow-skinny")}
+
+
+def _logging_rules(cfg: TrainConfig, user_code: bool = True) -> list:
+    """(key, ok, message) rules of `logging.*`: known backends, each once, W&B's mode, and (with `user_code`: a run
+    about to start, not a run's config read back) the packages of the chosen backends, so a missing one stops the
+    run before any actor starts."""
+    import importlib.util
+
+    backends, known = list(cfg.logging.backends), list(LOGGING_BACKENDS)
+    unknown = [b for b in backends if b not in LOGGING_BACKENDS]
+    rules = [("logging.backends", not unknown, f"names {unknown[0] if unknown else ''!r}, which is not one of {known}"),
+             ("logging.backends", len(set(backends)) == len(backends), "names a backend twice"),
+             ("logging.wandb_mode", cfg.logging.wandb_mode in ("", "online", "offline"),
+              "must be '' (W&B's own setting), 'online' or 'offline'")]
+    for backend in backends if user_code and not unknown else ():
+        module, package = LOGGING_BACKENDS[backend]
+        if module and importlib.util.find_spec(module) is None:
+            rules.append(("logging.backends", False, f"names {backend!r}, but the {module} package is not installed "
+                                                     f"(pip install -r requirements/cpu.txt, or gpu.txt, brings "
+                                                     f"{package})"))
     return rules
 
 

@@ -284,6 +284,23 @@ class ServeConfig:
 
 
 @dataclass
+class LoggingConfig:
+    """Where a run's metrics go besides `run_dir/metrics.jsonl` (driver/trackers.py; docs/running.md)."""
+    backends: list = _f(["tensorboard"], "Metric backends, any of 'tensorboard' (run_dir/tensorboard/), 'wandb' "
+                                         "(Weights & Biases) and 'mlflow' (MLflow): each gets every scalar the run "
+                                         "logs with its step, and W&B and MLflow the resolved config once "
+                                         "(flattened). A resumed run continues the same W&B and MLflow run "
+                                         "(their ids are kept in run_dir/trackers.json). []: metrics.jsonl only.")
+    project: str = _f("genselect-rl", "W&B project and MLflow experiment the run is logged under.")
+    run_name: str = _f("", "Display name of the W&B and MLflow run ('': the run folder's name).")
+    wandb_mode: str = _f("", "W&B mode: 'online', 'offline' (written under run_dir/wandb/, `wandb sync` uploads "
+                             "it later) or '' (W&B's own setting: WANDB_MODE, else online).")
+    mlflow_tracking_uri: str = _f("", "MLflow tracking URI (a server's http(s):// address, or a local folder). "
+                                      "'': an MLflow file store in run_dir/mlruns (`mlflow ui --backend-store-uri "
+                                      "run_dir/mlruns` shows it).")
+
+
+@dataclass
 class TrainConfig:
     """The main job: asynchronous DAPO training of a GenSelect selector."""
     task: str = _f("selector", "What the policy learns: 'selector' (GenSelect: pick the best of N candidates) or "
@@ -329,6 +346,9 @@ class TrainConfig:
                                                "evaluation after it).")
     checkpoint_every: int = _f(10, "Write an atomic checkpoint every this many steps (0: only after the last "
                                    "step).")
+    export_every: int = _f(0, "Also write the policy as a Hugging Face folder every this many steps, atomically, into "
+                              "run_dir/exports/step_NNNNNN/ (0: only run_dir/export at the end). Any checkpoint "
+                              "exports later too: python -m driver.export RUN_DIR --step N.")
     keep_checkpoints: int = _f(2, "Checkpoints kept on disk.")
     resume: str = _f("auto", "'auto' (continue the run in run_dir if any), 'never', or a checkpoint path.")
     progress: bool = _f(True, "Show a live progress bar.")
@@ -342,4 +362,5 @@ class TrainConfig:
     cluster: ClusterConfig = _f(ClusterConfig(), "Ray cluster and placement.")
     curriculum: CurriculumConfig = _f(CurriculumConfig(), "Candidate-count curriculum.")
     serve: ServeConfig = _f(ServeConfig(), "Selection service (serve.live: beside the training run).")
+    logging: LoggingConfig = _f(LoggingConfig(), "Metric backends besides metrics.jsonl (TensorBoard, W&B, MLflow).")
     tiny: TinyRecipeConfig = _f(TinyRecipeConfig(), "The embedded tiny recipe's own keys (core/config_tiny.py).")

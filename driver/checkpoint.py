@@ -102,10 +102,10 @@ def check_compatible(folder: Path, cfg, train_prompt_ids) -> None:
     where = f"cannot resume from {folder}"
     hint = "start a new run (another run_dir, or resume=never) or restore the checkpoint's settings"
     if (Path(folder) / CONFIG).exists():
-        new = _flatten(OmegaConf.to_container(OmegaConf.create(to_yaml(cfg))))
+        new = flatten(OmegaConf.to_container(OmegaConf.create(to_yaml(cfg))))
         # a key the checkpoint's config lacks was added since it was written: it ran with that key's default
-        old = {**_flatten(OmegaConf.to_container(OmegaConf.create(to_yaml(TrainConfig())))),
-               **_flatten(migrate_moved_keys(OmegaConf.to_container(OmegaConf.load(Path(folder) / CONFIG))))}
+        old = {**flatten(OmegaConf.to_container(OmegaConf.create(to_yaml(TrainConfig())))),
+               **flatten(migrate_moved_keys(OmegaConf.to_container(OmegaConf.load(Path(folder) / CONFIG))))}
         for key in sorted(set(old) | set(new)):
             if key.startswith(RESUME_KEYS) and key not in _RESUME_IGNORED and old.get(key) != new.get(key):
                 raise IncompatibleCheckpoint(f"{where}: it was written with {key}={old.get(key)!r}, this run has "
@@ -118,12 +118,13 @@ def check_compatible(folder: Path, cfg, train_prompt_ids) -> None:
                                      f"e.g. {unknown[0]!r}, are not in this run's training set); {hint}")
 
 
-def _flatten(tree, prefix: str = "") -> dict:
+def flatten(tree, prefix: str = "") -> dict:
+    """A nested dict as {dotted key: leaf value}."""
     if not isinstance(tree, dict):
         return {prefix[:-1]: tree}
     out = {}
     for key, value in tree.items():
-        out.update(_flatten(value, f"{prefix}{key}."))
+        out.update(flatten(value, f"{prefix}{key}."))
     return out
 
 

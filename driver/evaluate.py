@@ -252,14 +252,17 @@ def default_output(model: str, name: str) -> Path:
 
 
 def _run_config(model: str, config: Optional[str] = None):
-    """The TrainConfig of `config` (a config name or YAML path), else of the run `model` was exported from
-    (`RUN/config.yaml` beside `RUN/export`, read as written, older key paths moved), else None."""
+    """The TrainConfig of `config` (a config name or YAML path), else of the run `model` was exported from (the
+    config.yaml inside an export of `export_every` or `driver.export`, or `RUN/config.yaml` beside `RUN/export`;
+    read as written, older key paths moved), else None."""
     from core.config import from_yaml, load_config
 
     if config:
         return load_config(config)
-    run_config = Path(model).parent / "config.yaml"
-    return from_yaml(run_config.read_text()) if Path(model).name == "export" and run_config.is_file() else None
+    for run_config in (Path(model) / "config.yaml", Path(model).parent / "config.yaml"):
+        if run_config.is_file() and (run_config.parent == Path(model) or Path(model).name == "export"):
+            return from_yaml(run_config.read_text())
+    return None
 
 
 def _parse_args(argv: Sequence[str]) -> argparse.Namespace:

@@ -1,10 +1,12 @@
-"""What the user sees: a live progress bar, metrics in TensorBoard and metrics.jsonl, and at the end
-curves.png (training reward; held-out GenSelect accuracy against majority@N, random@N and the best non-RL selector)
-and summary.json (with, on each held-out set, what RL adds over the best non-RL selector and its paired CI).
+"""What the user sees: a live progress bar, metrics in metrics.jsonl and TensorBoard (and W&B or MLflow:
+`logging.backends`, driver/trackers.py), and at the end curves.png (training reward; held-out GenSelect accuracy
+against majority@N, random@N and the best non-RL selector) and summary.json (with, on each held-out set, what RL
+adds over the best non-RL selector and its paired CI).
 """
 from __future__ import annotations
 
 import json
+import logging
 import math
 from pathlib import Path
 from typing import Optional
@@ -13,17 +15,18 @@ from driver.baselines import RULE_NAMES, RULES
 
 
 class MetricsLog:
-    """Appends one JSON line per record to `run_dir/metrics.jsonl` and mirrors scalars to TensorBoard."""
+    """Appends one JSON line per record to `run_dir/metrics.jsonl` and hands its finite scalars, as `KIND/KEY` with
+    the record's step, to each metric backend (driver/trackers.py): TensorBoard unless `tensorboard=False`, and
+    `trackers` (opened by `driver.trackers.open_trackers`)."""
 
-    def __init__(self, run_dir: str | Path, tensorboard: bool = True):
+    def __init__(self, run_dir: str | Path, tensorboard: bool = True, trackers: Optional[list] = None):
+        from driver.trackers import TensorBoardTracker
+
         self.run_dir = Path(run_dir)
         self.run_dir.mkdir(parents=True, exist_ok=True)
         self.path = self.run_dir / "metrics.jsonl"
-        self._writer = None
-        if tensorboard:
-            from torch.utils.tensorboard import SummaryWriter
-
-            self._writer = SummaryWriter(str(self.run_dir / "tensorboard"))
+        self.trackers = ([TensorBoardTracker(self.run_dir)] if tensorboard else []) + list(trackers or [])
+        self._sent: dict = {}  # on resume: per kind, the last step the backends already hold
 
     def truncate_after(self, step: int) -> None:
         """On resume: drop records of steps after the checkpoint (they will be redone)."""
@@ -33,15 +36,37 @@ class MetricsLog:
                 if line.strip() and json.loads(line).get("step", 0) <= step]
         self.path.write_text("".join(line + "\n" for line in kept))
 
+    def resume_at(self, step: int) -> None:
+        """A run resumed from the checkpoint of `step`: its records after `step` are dropped (`truncate_after`) and
+        redone, but not sent to the backends again, which already hold them (W&B's steps only move forward): they
+        keep the values first logged for those steps, metrics.jsonl the redone ones."""
+        for record in self.records():
+            if record.get("step", 0) > step:
+                self._sent[record["kind"]] = max(self._sent.get(record["kind"], 0), record["step"])
+        self.truncate_after(step)
+
     def log(self, step: int, kind: str, values: dict) -> None:
+        from driver.trackers import scalars
+
         record = {"step": step, "kind": kind, **values}
         with open(self.path, "a") as f:
             f.write(json.dumps(record, default=float) + "\n")
-        if self._writer is not None:
-            for key, value in values.items():
-                if isinstance(value, (int, float)) and math.isfinite(value):
-                    self._writer.add_scalar(f"{kind}/{key}", value, step)
-            self._writer.flush()
+        if step <= self._sent.get(kind, -1):
+            return
+        named = {f"{kind}/{key}": value for key, value in scalars(values).items()}
+        for tracker in list(self.trackers):
+            self._send(tracker, step, named)
+
+    def _send(self, tracker, step: int, named: dict) -> None:
+        """One record to one backend. A backend that fails is dropped with a warning (the console and train.log):
+        the run goes on, and metrics.jsonl keeps every record."""
+        try:
+            tracker.log(step, named)
+        except Exception as err:
+            self.trackers.remove(tracker)
+            logging.getLogger("genselect.trackers").warning(
+                "%s failed at step %d and gets no more metrics (%s: %s); metrics.jsonl keeps them",
+                type(tracker).__name__, step, type(err).__name__, str(err).splitlines()[0][:200] if str(err) else "")
 
     def records(self, kind: Optional[str] = None) -> list:
         if not self.path.exists():
@@ -49,9 +74,11 @@ class MetricsLog:
         rows = [json.loads(line) for line in self.path.read_text().splitlines() if line.strip()]
         return [r for r in rows if kind is None or r["kind"] == kind]
 
-    def close(self) -> None:
-        if self._writer is not None:
-            self._writer.close()
+    def close(self, failed: bool = False) -> None:
+        """Close every backend once (`failed`: the run stopped on an error; W&B and MLflow mark their run so)."""
+        trackers, self.trackers = self.trackers, []
+        for tracker in trackers:
+            tracker.close(failed=failed)
 
 
 class Progress:

@@ -43,10 +43,12 @@ class Run:
         try:
             self._prepare()
             (self.run_dir / "config.yaml").write_text(to_yaml(self.cfg))
+            self.resume_from = ckpt.resolve_resume(self.cfg.resume, self.run_dir)
+            self.metrics = self._metrics_log(resumed=self.resume_from is not None)  # a backend that fails, fails now
             self._start_ray()
             self._launch()
         except BaseException:  # `with` calls no __exit__ when __enter__ raises: release what was taken
-            self.__exit__(None, None, None)
+            self.__exit__(*sys.exc_info())
             raise
         return self
 
@@ -107,6 +109,8 @@ class Run:
 
         if getattr(self, "progress", None):
             self.progress.close()
+        if getattr(self, "metrics", None) is not None:
+            self.metrics.close(failed=exc_type is not None)  # a finished run closed it already
         if getattr(self, "_serving", False):
             from driver.serve import stop
 
@@ -239,9 +243,8 @@ class Run:
 
     def start(self) -> int:
         """Resume if asked and possible; evaluate the starting checkpoint; return the first step to run."""
-        self.metrics = MetricsLog(self.run_dir)
+        folder = self.resume_from
         step = 0
-        folder = ckpt.resolve_resume(self.cfg.resume, self.run_dir)
         if folder is not None:
             step = self._resume(folder)
         else:
@@ -251,6 +254,13 @@ class Run:
         if step == 0:
             self.evaluate(0)
         return step
+
+    def _metrics_log(self, resumed: bool) -> MetricsLog:
+        """metrics.jsonl and the backends of `logging.backends` (a resumed run continues their W&B and MLflow
+        runs)."""
+        from driver.trackers import open_trackers
+
+        return MetricsLog(self.run_dir, tensorboard=False, trackers=open_trackers(self.cfg, self.run_dir, resumed))
 
     def _resume(self, folder: Path) -> int:
         from driver.step import sync_weights
@@ -266,7 +276,7 @@ class Run:
             raise RunFailed(f"cannot resume from {folder}: {err}") from None
         self.collector.stream = self.stream
         sync_weights(self.fleet, state["version"])
-        self.metrics.truncate_after(state["step"])
+        self.metrics.resume_at(state["step"])
         _truncate_jsonl(self.run_dir / "consumed.jsonl", state["step"])
         message = (f"resumed from {folder} at step {state['step']} (policy version {self.version}, "
                    f"{sum(len(s['reissue']) for s in state['stream']['streams'].values())} prompts re-issued)")
@@ -328,10 +338,27 @@ class Run:
         self.fleet.call([l.save_checkpoint.remote(str(tmp / "learner"), {"step": step, "version": self.version})
                          for l in self.handles.learners], self.cfg.learner.step_timeout_s, "checkpoint save")
         state = {"step": step, "version": self.version, "rng": ckpt.rng_state(),
-                 "stream": self.stream.state(self.collector.unfinished_ids()), "time": time.time()}
+                 "stream": self.stream.state(self.collector.unfinished_ids()), "time": time.time(),
+                 "model_dir": str(Path(self.prepared.model_dir).resolve())}  # driver.export reads its config
         folder = ckpt.commit(self.run_dir, tmp, state, self.cfg.keep_checkpoints)
         maybe_crash("driver_checkpoint", kill_group=True)
         return folder
+
+    def should_export(self, step: int) -> bool:
+        """`export_every`: a Hugging Face folder of the policy after this step, beside the end's export."""
+        return bool(self.cfg.export_every) and step % self.cfg.export_every == 0
+
+    def export(self, step: int) -> Path:
+        """The policy after `step` as a Hugging Face folder, run_dir/exports/step_NNNNNN, written atomically by the
+        learners (as the end's export), with the run's config and the export's step and policy version beside it."""
+        from driver.export import export_files, exports_dir
+
+        out = exports_dir(self.run_dir, step)
+        files = export_files(self.cfg, step, self.version)
+        self.fleet.call([learner.export_hf.remote(str(out), files) for learner in self.handles.learners], 600,
+                        "export")
+        log.info("exported step %d to %s", step, out)
+        return out
 
     def finish(self) -> dict:
         export = self.run_dir / "export"

@@ -52,10 +52,15 @@ def run_summary_of(model: str) -> dict:
 
 
 def exported_version(model: str) -> int:
-    """Policy version of an exported model (runs/X/summary.json 'policy_version'), else 0."""
+    """Policy version of an exported model (its genselect_export.json, written by `export_every` and
+    `driver.export`, else runs/X/summary.json 'policy_version'), else 0."""
+    from driver.export import EXPORT_INFO
+
     try:
-        return int(run_summary_of(model).get("policy_version", 0))
-    except (ValueError, TypeError):
+        info = Path(model) / EXPORT_INFO
+        source = json.loads(info.read_text()) if info.is_file() else run_summary_of(model)
+        return int(source.get("policy_version", 0))
+    except (ValueError, TypeError, AttributeError):
         return 0
 
 

@@ -22,9 +22,9 @@
        requests finish on the old weights first) and bump the policy version     step.sync_weights
        (every weight_sync.check_every syncs: engines and learner score one
        trained response alike, or the run stops)                                  step.check_sync
-    then record, evaluate and checkpoint (the run's lifecycle: driver/run.py). With `max_staleness = 0` nothing is
-    in flight during 3-6: strictly synchronous on-policy training. A step whose groups were all filtered or stale
-    skips 3-6 (counted).
+    then record, evaluate, checkpoint and export (the run's lifecycle: driver/run.py). With `max_staleness = 0`
+    nothing is in flight during 3-6: strictly synchronous on-policy training. A step whose groups were all filtered
+    or stale skips 3-6 (counted).
 The six files a step visits, in order: driver/train.py (this loop), driver/step.py (the driver side of stages 1-6),
 actors/rollout.py and actors/verifier.py (stage 1), actors/learner.py (stage 5), actors/weight_sync.py (stage 6; the
 engine side of a sync: actors/vllm_extension.py). The actors' handles and the deadline of every call to them:
@@ -81,6 +81,8 @@ def train_loop(run, start_step: int, steps: int) -> None:
             run.evaluate(step + 1)
         if step + 1 == steps or (cfg.checkpoint_every and (step + 1) % cfg.checkpoint_every == 0):
             run.checkpoint(step + 1)
+        if run.should_export(step + 1):
+            run.export(step + 1)
 
 
 def keep_in_flight(collector, pending: deque, depth: int, prompts: int, version: int) -> None:

@@ -50,7 +50,7 @@ def _shm():
 def smoke_run(tmp_path_factory):
     run_dir = tmp_path_factory.mktemp("smoke") / "run"
     shm_before = _shm()
-    proc = _run(run_dir)
+    proc = _run(run_dir, "export_every=2", "logging.backends=[tensorboard,mlflow]")
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-6000:]
     return run_dir, proc, shm_before
 
@@ -80,6 +80,18 @@ def test_smoke_run_trains_and_writes_every_artifact(smoke_run):
     assert (run_dir / "curves.png").stat().st_size > 10_000
     assert list((run_dir / "tensorboard").iterdir())
     assert (run_dir / "checkpoints" / "latest").read_text().strip() == "step_000003"
+    # export_every=2: the policy after step 2 as a Hugging Face folder beside the end's export
+    assert [p.name for p in (run_dir / "exports").iterdir()] == ["step_000002"]
+    assert json.loads((run_dir / "exports" / "step_000002" / "genselect_export.json").read_text()) == {
+        "step": 2, "policy_version": 2}
+    # logging.backends=[tensorboard,mlflow]: every step's metrics in the run's MLflow file store, the run finished
+    from mlflow.tracking import MlflowClient
+
+    from driver.trackers import mlflow_uri, read_run_ids
+    client, run_id = MlflowClient(mlflow_uri(run_dir, "")), read_run_ids(run_dir)["mlflow"]
+    assert sorted((m.step, m.value) for m in client.get_metric_history(run_id, "train.policy_version")) == [
+        (1, 1.0), (2, 2.0), (3, 3.0)]
+    assert client.get_run(run_id).info.status == "FINISHED"
 
 
 def test_smoke_run_exports_a_model_that_transformers_loads(smoke_run):
@@ -95,6 +107,17 @@ def test_smoke_run_exports_a_model_that_transformers_loads(smoke_run):
     from driver.data.dataset import prompt_style
     assert (export / "genselect_prompt.json").is_file()  # serving renders prompts as the run trained
     assert read_prompt_style(export) == prompt_style(load_config("smoke"))
+
+
+def test_smoke_run_last_checkpoint_exports_the_final_weights(smoke_run, tmp_path):
+    """python -m driver.export on the finished run: its last checkpoint (step 3) gives the weights of run_dir/export."""
+    from safetensors.numpy import load_file
+
+    from driver.export import main
+
+    assert main([str(smoke_run[0]), "--out", str(tmp_path / "step3")]) == 0
+    exported, final = (load_file(str(f / "model.safetensors")) for f in (tmp_path / "step3", smoke_run[0] / "export"))
+    assert exported.keys() == final.keys() and all((exported[k] == final[k]).all() for k in final)
 
 
 def test_smoke_run_uses_no_prompt_twice_and_leaks_no_shared_memory(smoke_run):

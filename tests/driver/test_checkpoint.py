@@ -69,7 +69,7 @@ def _stub_run(cfg, prompt_ids: list, run_dir):
     run.handles = SimpleNamespace(learners=[])
     run.fleet = SimpleNamespace(version=0, call=lambda refs, timeout, what: [],
                                 broadcaster=SimpleNamespace(sync=lambda version: {"seconds": 0.0}))
-    run.metrics = SimpleNamespace(truncate_after=lambda step: None)
+    run.metrics = SimpleNamespace(resume_at=lambda step: None)
     twins = [i + MIRROR_SUFFIX for i in prompt_ids] if cfg.curriculum.mirror else []
     run.collector = SimpleNamespace(stream=None, tasks=dict.fromkeys(prompt_ids + twins))  # as Run._tasks_by_id
     return run

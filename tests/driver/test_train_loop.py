@@ -63,6 +63,7 @@ class FakeRun:
     def __init__(self, max_staleness: int, flat: set):
         ids = [f"q{i}/p0" for i in range(40)]
         self.cfg = SimpleNamespace(max_staleness=max_staleness, prompts_per_step=2, checkpoint_every=100,
+                                   export_every=0,
                                    algorithm=AlgorithmConfig(overlong_buffer_len=2),
                                    rollout=RolloutConfig(max_response_tokens=8), weight_sync=WeightSyncConfig())
         self.calls = []
@@ -95,6 +96,14 @@ class FakeRun:
     def checkpoint(self, step):
         self.calls.append(("checkpoint", step))
 
+    def should_export(self, step):
+        from driver.run import Run
+
+        return Run.should_export(self, step)
+
+    def export(self, step):
+        self.calls.append(("export", step))
+
 
 def test_one_step_runs_the_stages_in_order():
     run = FakeRun(max_staleness=1, flat={"q0/p0"})
@@ -110,6 +119,17 @@ def test_one_step_runs_the_stages_in_order():
     assert [c[1:] for c in run.calls if c[0] == "learner_step"][:2] == [(0, 0, 2, 8), (1, 0, 2, 8)]
     assert run.version == 2 and [c for c in run.calls if c[0] == "sync_weights"] == [("sync_weights", 1),
                                                                                      ("sync_weights", 2)]
+
+
+def test_export_every_exports_after_every_kth_step_after_its_checkpoint():
+    run = FakeRun(max_staleness=0, flat=set())
+    run.cfg.export_every, run.cfg.checkpoint_every = 2, 4
+    train_loop(run, 0, 5)
+    assert [c for c in run.calls if c[0] in ("checkpoint", "export")] == [
+        ("export", 2), ("checkpoint", 4), ("export", 4), ("checkpoint", 5)]
+    run = FakeRun(max_staleness=0, flat=set())  # export_every=0: only the end's export (Run.finish)
+    train_loop(run, 0, 3)
+    assert not [c for c in run.calls if c[0] == "export"]
 
 
 def test_the_sync_check_follows_every_check_every_th_sync_with_the_steps_sequences(monkeypatch):
