@@ -45,33 +45,65 @@ def chat_model(rollout_model_path, tmp_path_factory) -> str:
 
 # ---- without an engine --------------------------------------------------------------------------------------
 class ScriptedEngine:
-    """`run_request` as RolloutWorker's: answers every choice with the same scripted tokens, records the prompts."""
+    """`run_request` and `stream_request` as RolloutWorker's: answer every choice with the same scripted tokens (the
+    stream one token a piece), record the prompts and the streams closed before their end."""
 
-    def __init__(self, tokenizer, version: int = 3):
-        self.tokenizer, self.version, self.prompts = tokenizer, version, []
+    def __init__(self, tokenizer, version: int = 3, text: str = " 4"):
+        self.tokenizer, self.version, self.text, self.prompts, self.closed_early = tokenizer, version, text, [], 0
         self.engine = SimpleNamespace(model_config=SimpleNamespace(max_model_len=64))
+
+    def _output(self, i: int, ids: list, params, finish_reason):
+        steps = [{t: SimpleNamespace(logprob=-0.25), t + 1: SimpleNamespace(logprob=-1.5)} for t in ids]
+        return SimpleNamespace(index=i, text=self.tokenizer.decode(ids), token_ids=ids,
+                               logprobs=steps if params.logprobs is not None else None,
+                               finish_reason=finish_reason, stop_reason=None)
+
+    def _ids(self, params) -> list:
+        return self.tokenizer(self.text, add_special_tokens=False)["input_ids"][:params.max_tokens]
 
     async def run_request(self, prompt_token_ids, params, tag="w"):
         self.prompts.append(list(prompt_token_ids))
-        ids = self.tokenizer(" 4", add_special_tokens=False)["input_ids"][:params.max_tokens]
-        steps = [{t: SimpleNamespace(logprob=-0.25), t + 1: SimpleNamespace(logprob=-1.5)} for t in ids]
-        outputs = [SimpleNamespace(index=i, text=self.tokenizer.decode(ids), token_ids=ids,
-                                   logprobs=steps if params.logprobs is not None else None,
-                                   finish_reason="length", stop_reason=None) for i in range(params.n)]
+        outputs = [self._output(i, self._ids(params), params, "length") for i in range(params.n)]
         return SimpleNamespace(outputs=outputs), self.version, 0.0, 0.0
 
+    async def stream_request(self, prompt_token_ids, params, tag="s"):
+        self.prompts.append(list(prompt_token_ids))
+        ids, finished = self._ids(params), False
+        try:
+            for j, token in enumerate(ids):
+                last = j == len(ids) - 1
+                yield SimpleNamespace(outputs=[self._output(i, [token], params, "length" if last else None)
+                                               for i in range(params.n)]), self.version
+                await asyncio.sleep(0)
+            finished = True
+        finally:
+            self.closed_early += not finished
 
-def _replica(model: str) -> SimpleNamespace:
+
+def _replica(model: str, text: str = " 4", parser: str = "", tokenizer=None) -> SimpleNamespace:
+    from actors import reasoning
     from transformers import AutoTokenizer
 
     s = SelectorSettings(model=model, rollout=None, max_samples=4, max_completion_tokens=32, max_body_bytes=10_000)
-    return SimpleNamespace(s=s, worker=ScriptedEngine(AutoTokenizer.from_pretrained(model)), model_path=model,
-                           counters={"completions": 0, "chat": 0}, started=time.time())
+    tokenizer = tokenizer or AutoTokenizer.from_pretrained(model)
+    return SimpleNamespace(s=s, worker=ScriptedEngine(tokenizer, text=text), model_path=model,
+                           counters={"completions": 0, "chat": 0}, started=time.time(),
+                           reasoning_parser=reasoning.parser_class(parser, tokenizer))
 
 
 def _chat(replica, body):
     return asyncio.run(openai_api.chat_completions(replica, body if isinstance(body, bytes) else
                                                    json.dumps(body).encode()))
+
+
+def _events(replica, handler, body: dict) -> list:
+    """The Server-Sent Events of a streamed request, `[DONE]` as the string."""
+    async def collect():
+        return [e async for e in await handler(replica, json.dumps({**body, "stream": True}).encode())]
+
+    events = asyncio.run(collect())
+    assert all(e.startswith("data: ") and e.endswith("\n\n") for e in events), events
+    return [e[6:-2] if e[6:-2] == "[DONE]" else json.loads(e[6:-2]) for e in events]
 
 
 CHAT_BAD = [  # (body, status, field)
@@ -80,7 +112,12 @@ CHAT_BAD = [  # (body, status, field)
     ({"messages": "hi"}, 422, "messages"),
     ({"messages": []}, 422, "messages"),
     ({"messages": USER, "model": "gpt-4o"}, 404, "model"),
-    ({"messages": USER, "stream": True}, 422, "stream"),
+    ({"messages": USER, "stream": "yes"}, 422, "stream"),
+    ({"messages": USER, "stream": 1}, 422, "stream"),
+    ({"messages": USER, "stream_options": {"include_usage": True}}, 422, "stream_options"),
+    ({"messages": USER, "stream": False, "stream_options": {"include_usage": True}}, 422, "stream_options"),
+    ({"messages": USER, "stream": True, "stream_options": "usage"}, 422, "stream_options"),
+    ({"messages": USER, "stream": True, "n": 5}, 422, "n"),
     ({"messages": USER, "tools": [{"type": "function", "function": {"name": "f"}}]}, 422, "tools"),
     ({"messages": USER, "response_format": {"type": "json_object"}}, 422, "response_format"),
     ({"messages": USER, "chat_template": "{{ 1 }}"}, 422, "chat_template"),
@@ -131,6 +168,106 @@ def test_chat_renders_the_template_and_answers_in_openais_shape(chat_model):
     assert parsed.usage.prompt_tokens == len(replica.worker.prompts[0])
     assert parsed.usage.completion_tokens == 2 * len(tokens) and out["policy_version"] == 3
     assert replica.counters["chat"] == 1
+
+
+def test_a_streamed_chat_is_openais_chunks_and_adds_up_to_the_answer(chat_model):
+    """Role first, a chunk per token, finish_reason on the last, the usage chunk, [DONE]: every chunk the official
+    client's own type, the deltas concatenated equal to the non-streamed message."""
+    from openai.types.chat import ChatCompletionChunk
+
+    replica = _replica(chat_model, text=" 4 and 5")
+    body = {"messages": USER, "max_tokens": 8, "n": 2, "logprobs": True, "top_logprobs": 1,
+            "stream_options": {"include_usage": True}}
+    events = _events(replica, openai_api.chat_completions, body)
+    assert events[-1] == "[DONE]" and replica.worker.closed_early == 0
+    chunks = [ChatCompletionChunk.model_validate(e) for e in events[:-1]]
+    assert len({c.id for c in chunks}) == 1 and all(c.object == "chat.completion.chunk" for c in chunks)
+    assert [ch.delta.role for ch in chunks[0].choices] == ["assistant", "assistant"]
+    usage, tokens = chunks[-1], len(replica.worker._ids(SimpleNamespace(max_tokens=8)))
+    assert usage.choices == [] and usage.usage.completion_tokens == 2 * tokens
+    answer = _chat(replica, {**body, "stream_options": None})
+    for i in range(2):
+        pieces = [ch for c in chunks[1:-1] for ch in c.choices if ch.index == i]
+        assert len(pieces) > 1 and "".join(ch.delta.content for ch in pieces) == answer["choices"][i]["message"][
+            "content"] == " 4 and 5"
+        assert [ch.finish_reason for ch in pieces] == [None] * (len(pieces) - 1) + ["length"]
+        assert all(len(ch.logprobs.content) == 1 for ch in pieces)
+    assert all(e["policy_version"] == 3 for e in events[:-1]) and replica.counters["chat"] == 2
+
+
+def test_a_streamed_completion_numbers_choices_per_prompt_and_adds_up_to_the_answer(chat_model):
+    from openai.types import Completion
+
+    replica = _replica(chat_model, text=" 4 and 5")
+    body = {"prompt": ["a b", "c d"], "n": 2, "max_tokens": 8, "temperature": 1.0}
+    events = _events(replica, openai_api.completions, body)
+    assert events[-1] == "[DONE]" and "usage" not in events[-2]  # no stream_options: no usage chunk
+    # the client reads each chunk as its `Completion` without validating it (OpenAI sends finish_reason null)
+    chunks = [Completion.construct(**e) for e in events[:-1]]
+    answer = asyncio.run(openai_api.completions(replica, json.dumps(body).encode()))
+    for i in range(4):
+        pieces = [ch for c in chunks for ch in c.choices if ch.index == i]
+        assert "".join(ch.text for ch in pieces) == answer["choices"][i]["text"] == " 4 and 5"
+        assert [ch.finish_reason for ch in pieces] == [None] * (len(pieces) - 1) + ["length"]
+    assert all(len(c.choices) == 1 and c.object == "text_completion" and c.model == "genselect-selector"
+               for c in chunks)
+
+
+def test_closing_a_stream_closes_its_engine_request(chat_model):
+    """A client that goes away closes the event stream: the engine request's stream is closed before its end
+    (RolloutWorker.stream_request then aborts it in vLLM)."""
+    replica = _replica(chat_model, text=" 4 and 5")
+
+    async def first_events() -> list:
+        events = await openai_api.chat_completions(replica, json.dumps({"messages": USER, "stream": True}).encode())
+        got = [await events.__anext__(), await events.__anext__()]
+        await events.aclose()
+        return got
+
+    assert len(asyncio.run(first_events())) == 2 and replica.worker.closed_early == 1
+
+
+@pytest.fixture(scope="module")
+def thinking_tokenizer(chat_model):
+    """The tiny model's tokenizer with `<think>` and `</think>` added (plain added tokens, as DeepSeek-R1's and
+    Qwen3's are): what vLLM's `<think>` reasoning parsers look for."""
+    from tokenizers import AddedToken
+    from transformers import AutoTokenizer
+
+    tokenizer = AutoTokenizer.from_pretrained(chat_model)
+    tokenizer.add_tokens([AddedToken(t, special=False, normalized=False) for t in ("<think>", "</think>")])
+    return tokenizer
+
+
+THOUGHT = "<think>2 + 2 = 4, so</think> 4"
+
+
+@pytest.mark.parametrize("parser", ["deepseek_r1", "qwen3"])
+def test_the_reasoning_parser_splits_the_thinking_out_of_the_answer_streamed_or_not(chat_model, thinking_tokenizer,
+                                                                                    parser):
+    """vLLM's own parsers on the tiny tokenizer's tokens of `THOUGHT` (the tiny model writes no thinking itself):
+    the message's `reasoning_content` (and `reasoning`) is the thinking, `content` the answer; streamed a token a
+    piece, the deltas add up to the same."""
+    replica = _replica(chat_model, text=THOUGHT, parser=parser, tokenizer=thinking_tokenizer)
+    message = _chat(replica, {"messages": USER, "max_tokens": 30})["choices"][0]["message"]
+    assert (message["reasoning_content"], message["reasoning"], message["content"]) == ("2 + 2 = 4, so",) * 2 + (" 4",)
+    events = _events(replica, openai_api.chat_completions, {"messages": USER, "max_tokens": 30})
+    deltas = [c["choices"][0]["delta"] for c in events[:-1]]
+    assert "".join(d.get("reasoning_content") or "" for d in deltas) == "2 + 2 = 4, so"
+    assert "".join(d.get("content") or "" for d in deltas) == " 4"
+    assert all(d.get("reasoning_content") == d.get("reasoning") for d in deltas)
+    assert events[-2]["choices"][0]["finish_reason"] == "length" and events[-1] == "[DONE]"
+
+
+def test_a_reasoning_parser_is_checked_by_name_and_against_the_tokenizer(chat_model):
+    from actors import reasoning
+    from transformers import AutoTokenizer
+
+    with pytest.raises(ValueError, match="serve.reasoning_parser='thinker' is not one of.*deepseek_r1.*qwen3"):
+        reasoning.check_name("thinker")
+    with pytest.raises(ValueError, match="serve.reasoning_parser='deepseek_r1' cannot read.*think"):
+        reasoning.parser_class("deepseek_r1", AutoTokenizer.from_pretrained(chat_model))
+    assert reasoning.parser_class("", None) is None
 
 
 def test_the_model_list_names_the_selector_its_version_and_folder(chat_model):
