@@ -19,6 +19,7 @@ import time
 from pathlib import Path
 from types import SimpleNamespace
 
+import openai
 import psutil
 import pytest
 
@@ -31,15 +32,27 @@ from core.net import free_port
 TEMPLATE = ("{% for m in messages %}{{ m['role'] }}: {{ m['content'] }}\n{% endfor %}"
             "{% if add_generation_prompt %}assistant:{% endif %}")
 USER = [{"role": "user", "content": "What is 2 + 2?"}]
+PROMPT = "Problem: what is 3 + 4?"
+LONG = 2000  # the served serve.max_completion_tokens: a generation a closed stream cuts short
 
 
 @pytest.fixture(scope="module")
 def chat_model(rollout_model_path, tmp_path_factory) -> str:
-    """The tiny model's folder with `TEMPLATE` as its chat template."""
+    """The tiny model's folder with `TEMPLATE` as its chat template, and `<think>` and `</think>` among its tokens
+    (plain added tokens, as DeepSeek-R1's and Qwen3's are: what vLLM's `<think>` reasoning parsers look for; the
+    embeddings grown by two rows)."""
+    from tokenizers import AddedToken
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
     folder = tmp_path_factory.mktemp("chat") / "tiny-chat"
     shutil.copytree(rollout_model_path, folder)
-    config = json.loads((folder / "tokenizer_config.json").read_text())
-    (folder / "tokenizer_config.json").write_text(json.dumps({**config, "chat_template": TEMPLATE}))
+    tokenizer = AutoTokenizer.from_pretrained(folder)
+    tokenizer.add_tokens([AddedToken(t, special=False, normalized=False) for t in ("<think>", "</think>")])
+    tokenizer.chat_template = TEMPLATE
+    tokenizer.save_pretrained(folder)
+    model = AutoModelForCausalLM.from_pretrained(folder)
+    model.resize_token_embeddings(len(tokenizer))
+    model.save_pretrained(folder)
     return str(folder)
 
 
@@ -227,28 +240,15 @@ def test_closing_a_stream_closes_its_engine_request(chat_model):
     assert len(asyncio.run(first_events())) == 2 and replica.worker.closed_early == 1
 
 
-@pytest.fixture(scope="module")
-def thinking_tokenizer(chat_model):
-    """The tiny model's tokenizer with `<think>` and `</think>` added (plain added tokens, as DeepSeek-R1's and
-    Qwen3's are): what vLLM's `<think>` reasoning parsers look for."""
-    from tokenizers import AddedToken
-    from transformers import AutoTokenizer
-
-    tokenizer = AutoTokenizer.from_pretrained(chat_model)
-    tokenizer.add_tokens([AddedToken(t, special=False, normalized=False) for t in ("<think>", "</think>")])
-    return tokenizer
-
-
 THOUGHT = "<think>2 + 2 = 4, so</think> 4"
 
 
 @pytest.mark.parametrize("parser", ["deepseek_r1", "qwen3"])
-def test_the_reasoning_parser_splits_the_thinking_out_of_the_answer_streamed_or_not(chat_model, thinking_tokenizer,
-                                                                                    parser):
-    """vLLM's own parsers on the tiny tokenizer's tokens of `THOUGHT` (the tiny model writes no thinking itself):
-    the message's `reasoning_content` (and `reasoning`) is the thinking, `content` the answer; streamed a token a
+def test_the_reasoning_parser_splits_the_thinking_out_of_the_answer_streamed_or_not(chat_model, parser):
+    """vLLM's own parsers on the chat model's tokens of `THOUGHT` (the tiny model writes no `</think>` itself): the
+    message's `reasoning_content` (and `reasoning`) is the thinking, `content` the answer; streamed a token a
     piece, the deltas add up to the same."""
-    replica = _replica(chat_model, text=THOUGHT, parser=parser, tokenizer=thinking_tokenizer)
+    replica = _replica(chat_model, text=THOUGHT, parser=parser)
     message = _chat(replica, {"messages": USER, "max_tokens": 30})["choices"][0]["message"]
     assert (message["reasoning_content"], message["reasoning"], message["content"]) == ("2 + 2 = 4, so",) * 2 + (" 4",)
     events = _events(replica, openai_api.chat_completions, {"messages": USER, "max_tokens": 30})
@@ -259,14 +259,14 @@ def test_the_reasoning_parser_splits_the_thinking_out_of_the_answer_streamed_or_
     assert events[-2]["choices"][0]["finish_reason"] == "length" and events[-1] == "[DONE]"
 
 
-def test_a_reasoning_parser_is_checked_by_name_and_against_the_tokenizer(chat_model):
+def test_a_reasoning_parser_is_checked_by_name_and_against_the_tokenizer(rollout_model_path):
     from actors import reasoning
     from transformers import AutoTokenizer
 
     with pytest.raises(ValueError, match="serve.reasoning_parser='thinker' is not one of.*deepseek_r1.*qwen3"):
         reasoning.check_name("thinker")
-    with pytest.raises(ValueError, match="serve.reasoning_parser='deepseek_r1' cannot read.*think"):
-        reasoning.parser_class("deepseek_r1", AutoTokenizer.from_pretrained(chat_model))
+    with pytest.raises(ValueError, match="serve.reasoning_parser='deepseek_r1' cannot read.*think"):  # no <think>
+        reasoning.parser_class("deepseek_r1", AutoTokenizer.from_pretrained(rollout_model_path))
     assert reasoning.parser_class("", None) is None
 
 
@@ -285,11 +285,11 @@ def test_the_model_list_names_the_selector_its_version_and_folder(chat_model):
 class Server:
     """One `python -m driver.serve` process (the guard) and its output file."""
 
-    def __init__(self, model: str, port: int, env: dict, log: Path):
+    def __init__(self, model: str, port: int, env: dict, log: Path, overrides: tuple = ()):
         self.port, self.log = port, log
         with open(log, "w") as out:
-            self.proc = subprocess.Popen([sys.executable, "-m", "driver.serve", "--model", model, "--port", str(port)],
-                                         cwd=ROOT, env=env, stdout=out, stderr=subprocess.STDOUT,
+            self.proc = subprocess.Popen([sys.executable, "-m", "driver.serve", "--model", model, "--port", str(port),
+                                          *overrides], cwd=ROOT, env=env, stdout=out, stderr=subprocess.STDOUT,
                                          start_new_session=True)
 
     def wait_healthy(self, timeout_s: float = 420) -> float:
@@ -348,7 +348,8 @@ def server_env() -> dict:
 
 @pytest.fixture(scope="module")
 def server(chat_model, server_env, tmp_path_factory):
-    srv = Server(chat_model, free_port(), server_env, tmp_path_factory.mktemp("serve") / "serve.out")
+    srv = Server(chat_model, free_port(), server_env, tmp_path_factory.mktemp("serve") / "serve.out",
+                 ("serve.reasoning_parser=deepseek_r1", f"serve.max_completion_tokens={LONG}"))
     try:
         print(f"\ndriver.serve healthy after {srv.wait_healthy():.0f} s")
         yield srv
@@ -358,7 +359,6 @@ def server(chat_model, server_env, tmp_path_factory):
 
 @pytest.mark.slow
 def test_the_openai_client_lists_completes_and_chats(server, chat_model):
-    import openai
     from transformers import AutoTokenizer
 
     client = server.client()
@@ -383,6 +383,65 @@ def test_the_openai_client_lists_completes_and_chats(server, chat_model):
     with pytest.raises(openai.UnprocessableEntityError) as err:
         client.chat.completions.create(model=models[0].id, messages=USER, max_tokens=10_000)
     assert err.value.body["field"] == "max_tokens"
+
+
+@pytest.mark.slow
+def test_the_openai_client_streams_what_it_gets_whole(server):
+    """Greedy (temperature 0) and streamed: the completion's pieces add up to the non-streamed text, with its
+    finish_reason and usage; the chat's deltas add up to its message, the thinking split out by the server's
+    `deepseek_r1` parser (the tiny model writes no `</think>`: all of it is thinking, in `reasoning_content`) and
+    together the raw text of the same prompt."""
+    client, model = server.client(), "genselect-selector"
+    greedy = {"model": model, "max_tokens": 12, "temperature": 0}
+    whole = client.completions.create(prompt=PROMPT, **greedy)
+    chunks = list(client.completions.create(prompt=PROMPT, stream=True, stream_options={"include_usage": True},
+                                            **greedy))
+    pieces = [c.choices[0] for c in chunks if c.choices]
+    assert len(pieces) > 1 and "".join(p.text for p in pieces) == whole.choices[0].text
+    assert [p.finish_reason for p in pieces][-2:] == [None, whole.choices[0].finish_reason]
+    assert chunks[-1].usage.completion_tokens == whole.usage.completion_tokens
+
+    message = client.chat.completions.create(messages=USER, **greedy).choices[0].message
+    raw = client.completions.create(prompt="user: What is 2 + 2?\nassistant:", **greedy).choices[0].text
+    assert message.model_extra["reasoning_content"] == raw and not message.content
+    chunks = list(client.chat.completions.create(messages=USER, stream=True, **greedy))
+    deltas = [c.choices[0].delta for c in chunks]
+    assert deltas[0].role == "assistant" and len(deltas) > 2
+    assert "".join((d.model_extra or {}).get("reasoning_content") or "" for d in deltas) == raw
+    assert "".join(d.content or "" for d in deltas) == (message.content or "")
+    assert chunks[-1].choices[0].finish_reason in ("stop", "length")
+    with pytest.raises(openai.UnprocessableEntityError) as err:
+        client.chat.completions.create(messages=USER, stream_options={"include_usage": True}, **greedy)
+    assert err.value.body["field"] == "stream_options"
+
+
+@pytest.mark.slow
+def test_a_stream_over_http_ends_with_done_and_a_closed_one_aborts_its_request(server):
+    """The raw events: `text/event-stream`, `data: ...` lines, `data: [DONE]` last. A client that closes a stream
+    after its first event: the replica counts the stream cancelled (only a stream closed before its end counts)
+    and nothing stays in flight: the engine request, LONG tokens with ignore_eos, was aborted."""
+    import requests
+
+    url = f"http://127.0.0.1:{server.port}"
+    body = {"messages": USER, "max_tokens": 4, "stream": True}
+    with requests.post(url + "/v1/chat/completions", json=body, stream=True, timeout=60) as r:
+        assert r.status_code == 200 and r.headers["content-type"].startswith("text/event-stream")
+        lines = [line for line in r.iter_lines(decode_unicode=True) if line]
+    assert all(line.startswith("data: ") for line in lines) and lines[-1] == "data: [DONE]" and len(lines) >= 3
+
+    before = requests.get(url + "/healthz", timeout=30).json()["counters"]
+    long = {"messages": USER, "max_tokens": LONG, "ignore_eos": True, "stream": True}  # ~15 s whole on 2 cores
+    with requests.post(url + "/v1/chat/completions", json=long, stream=True, timeout=60) as r:
+        next(line for line in r.iter_lines() if line)
+    started, health = time.monotonic(), {}
+    while time.monotonic() - started < 30:
+        health = requests.get(url + "/healthz", timeout=30).json()
+        if health["counters"]["streams_cancelled"] > before["streams_cancelled"] and health["in_flight"] == 0:
+            break
+        time.sleep(0.2)
+    assert health["counters"]["streams_cancelled"] == before["streams_cancelled"] + 1, health
+    assert health["in_flight"] == 0 and health["counters"]["streams"] == before["streams"] + 1
+    print(f"\nclosed stream aborted within {time.monotonic() - started:.1f} s")
 
 
 @pytest.mark.slow
