@@ -169,6 +169,9 @@ async def _engine_stream(server, prompt_ids: list, params, tag: str):
                 yield await asyncio.wait_for(outputs.__anext__(), max(0.0, deadline - loop.time()))
             except StopAsyncIteration:
                 return
+            except asyncio.TimeoutError:
+                raise asyncio.TimeoutError(f"the stream outlived serve.request_timeout_s "
+                                           f"({server.s.request_timeout_s:g} s)") from None
 
 
 def _chunk(response, versions: set) -> str:
@@ -390,41 +393,50 @@ async def chat_completions(server, body: bytes):
     return reasoning.name_reasoning_content(_with_versions(response, {version}))
 
 
+def _chat_piece(tokenizer, parser, req, ids: list, c):
+    """The stream choice of one piece `c` of a choice (its text and tokens since the last piece), split by the
+    reasoning parser; None when there is nothing to send yet (an empty piece, a marker the parser holds back)."""
+    from vllm.entrypoints.generate.base.protocol import DeltaMessage
+    from vllm.entrypoints.openai.chat_completion.protocol import ChatCompletionResponseStreamChoice
+
+    finished = c.finish_reason is not None
+    thinking, content = reasoning.split_delta(parser, req, ids, c.text, c.token_ids, finished)
+    logprobs = _chat_logprobs(tokenizer, c, req.top_logprobs or 0) if req.logprobs and c.logprobs else None
+    if thinking is None and not content and not finished and logprobs is None:
+        return None
+    return ChatCompletionResponseStreamChoice(index=c.index, delta=DeltaMessage(content=content, reasoning=thinking),
+                                              logprobs=logprobs, finish_reason=c.finish_reason,
+                                              stop_reason=c.stop_reason)
+
+
 async def chat_stream(server, req, ids: list, params):
-    """The Server-Sent Events of a streamed chat: per choice a first chunk with the assistant's role, then a
-    `chat.completion.chunk` per piece the engine produces (its `delta` split by the reasoning parser into
-    `reasoning_content` and `content`), the last one with the choice's `finish_reason`."""
+    """The Server-Sent Events of a streamed chat: per choice a first chunk with the assistant's role (once the
+    engine has admitted the request: its policy version is known), then a `chat.completion.chunk` per piece the
+    engine produces (`_chat_piece`), the last one with the choice's `finish_reason`."""
+    from vllm.entrypoints.generate.base.protocol import DeltaMessage
     from vllm.entrypoints.openai.chat_completion.protocol import (ChatCompletionResponseStreamChoice,
                                                                   ChatCompletionStreamResponse)
-    from vllm.entrypoints.generate.base.protocol import DeltaMessage
 
     n, tokenizer = req.n or 1, server.worker.tokenizer
     stream_id, created = _stream_id("chatcmpl")
     parsers = [_parser(server, req, ids) for _ in range(n)]
 
     def chunk(choices: list, version, usage=None) -> str:
-        response = ChatCompletionStreamResponse(id=stream_id, created=created, model=server.s.name,
-                                                choices=choices, usage=usage)
-        return _chunk(response, {version})
+        return _chunk(ChatCompletionStreamResponse(id=stream_id, created=created, model=server.s.name,
+                                                   choices=choices, usage=usage), {version})
 
-    started, completion_tokens = False, 0
+    roles = [ChatCompletionResponseStreamChoice(index=i, delta=DeltaMessage(role="assistant", content=""))
+             for i in range(n)]
+    completion_tokens, version = 0, None
     async for out, version in _engine_stream(server, ids, params, "chat"):
-        if not started:  # the role first, once the engine has admitted the request (its policy version known)
-            started = True
-            yield chunk([ChatCompletionResponseStreamChoice(index=i, delta=DeltaMessage(role="assistant",
-                                                                                        content=""))
-                         for i in range(n)], version)
+        if roles:
+            yield chunk(roles, version)
+            roles = []
         for c in out.outputs:
             completion_tokens += len(c.token_ids)
-            finished = c.finish_reason is not None
-            thinking, content = reasoning.split_delta(parsers[c.index], req, ids, c.text, c.token_ids, finished)
-            logprobs = _chat_logprobs(tokenizer, c, req.top_logprobs or 0) if req.logprobs and c.logprobs else None
-            if thinking is None and not content and not finished and logprobs is None:
-                continue  # nothing to show yet (an empty piece, or a marker the parser holds back)
-            delta = DeltaMessage(content=content, reasoning=thinking)
-            yield chunk([ChatCompletionResponseStreamChoice(index=c.index, delta=delta, logprobs=logprobs,
-                                                            finish_reason=c.finish_reason,
-                                                            stop_reason=c.stop_reason)], version)
+            piece = _chat_piece(tokenizer, parsers[c.index], req, ids, c)
+            if piece is not None:
+                yield chunk([piece], version)
     if _include_usage(req):
         yield chunk([], version, _usage(len(ids), completion_tokens))
     yield DONE

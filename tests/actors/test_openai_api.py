@@ -63,6 +63,7 @@ class ScriptedEngine:
 
     def __init__(self, tokenizer, version: int = 3, text: str = " 4"):
         self.tokenizer, self.version, self.text, self.prompts, self.closed_early = tokenizer, version, text, [], 0
+        self.seconds_a_token = 0.0
         self.engine = SimpleNamespace(model_config=SimpleNamespace(max_model_len=64))
 
     def _output(self, i: int, ids: list, params, finish_reason):
@@ -87,7 +88,7 @@ class ScriptedEngine:
                 last = j == len(ids) - 1
                 yield SimpleNamespace(outputs=[self._output(i, [token], params, "length" if last else None)
                                                for i in range(params.n)]), self.version
-                await asyncio.sleep(0)
+                await asyncio.sleep(self.seconds_a_token)
             finished = True
         finally:
             self.closed_early += not finished
@@ -238,6 +239,27 @@ def test_closing_a_stream_closes_its_engine_request(chat_model):
         return got
 
     assert len(asyncio.run(first_events())) == 2 and replica.worker.closed_early == 1
+
+
+def test_a_stream_past_its_deadline_ends_with_an_error_event_and_its_request_aborted(chat_model):
+    """Past serve.request_timeout_s a begun stream (its 200 sent) ends with one error event, status 504 as its
+    `code`, then [DONE]; its engine request was closed before its end."""
+    from actors.serving import SelectorServer
+
+    replica = _replica(chat_model, text=" 4 and 5")
+    replica.s.request_timeout_s, replica.worker.seconds_a_token = 0.3, 0.2
+    replica.counters.update(streams_cancelled=0, server_errors=0)
+
+    async def collect() -> list:
+        events = await openai_api.chat_completions(replica, json.dumps({"messages": USER, "stream": True}).encode())
+        return [e async for e in SelectorServer._guarded_stream(replica, events)]
+
+    events = asyncio.run(collect())
+    error, done = events[-1].split("\n\n")[:2]
+    error = json.loads(error[len("data: "):])["error"]
+    assert (error["code"], error["type"]) == (504, "timeout") and "request_timeout_s (0.3 s)" in error["message"]
+    assert done == "data: [DONE]" and len(events) > 2  # the role and a piece came first
+    assert replica.worker.closed_early == 1 and replica.counters["server_errors"] == 1
 
 
 THOUGHT = "<think>2 + 2 = 4, so</think> 4"
