@@ -392,7 +392,8 @@ def test_the_openai_client_on_a_model_without_a_chat_template(served):
         client.chat.completions.create(model=model.id, messages=[{"role": "user", "content": "What is 2 + 2?"}])
     assert err.value.body["field"] == "messages"
     assert client.completions.create(model=model.id, prompt="Problem: 1 + 1", max_tokens=1).choices
-    greedy = {"model": model.id, "prompt": "Problem: 2 + 2", "max_tokens": 6, "temperature": 0}
+    greedy = {"model": model.id, "prompt": "Problem: what is 3 + 4?", "max_tokens": 6, "temperature": 0,
+              "extra_body": {"ignore_eos": True}}  # six pieces, whatever the untrained model writes
     streamed = [c.choices[0].text for c in client.completions.create(stream=True, **greedy)]
     assert len(streamed) > 1 and "".join(streamed) == client.completions.create(**greedy).choices[0].text
 
