@@ -2,9 +2,11 @@
 
 First without an engine: the chat request table (every bad request a 4xx naming the field, before any engine
 call) and the answer's shape, checked with the official `openai` package's own types, over a replica whose
-engine is scripted. Then the real thing: `python -m driver.serve` on the tiny model with a chat template added,
-queried with the `openai` client (models, completions, chat, errors); then that server's guard is SIGKILLed:
-nothing it started survives (HAProxy included), and a new server comes up on the same ports.
+engine is scripted; streams over it (chunks, [DONE], a closed stream, a deadline) and vLLM's reasoning parsers on
+scripted tokens. Then the real thing: `python -m driver.serve` on the tiny model with a chat template and
+`<think>` tokens added, served with a reasoning parser, queried with the `openai` client (models, completions,
+chat, errors, streams equal to the whole answers, a closed stream's request aborted); then that server's guard is
+SIGKILLed: nothing it started survives (HAProxy included), and a new server comes up on the same ports.
 """
 from __future__ import annotations
 
