@@ -99,7 +99,8 @@ def test_the_reasoning_parser_is_one_of_vllms_and_reaches_the_replicas(tmp_path)
     model = _model_folder(tmp_path / "m")
     with pytest.raises(ValueError, match="serve.reasoning_parser='r1' is not one of .*deepseek_r1"):
         resolve_settings(str(model), ServeConfig(reasoning_parser="r1"), TrainConfig())
-    assert resolve_settings(str(model), ServeConfig(reasoning_parser="qwen3"), TrainConfig()).reasoning_parser == "qwen3"
+    settings = resolve_settings(str(model), ServeConfig(reasoning_parser="qwen3"), TrainConfig())
+    assert settings.reasoning_parser == "qwen3"
     assert resolve_settings(str(model), ServeConfig(), TrainConfig()).reasoning_parser == ""
 
 
