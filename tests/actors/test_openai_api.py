@@ -438,6 +438,16 @@ def test_the_openai_client_streams_what_it_gets_whole(server):
         client.chat.completions.create(messages=USER, stream_options={"include_usage": True}, **greedy)
     assert err.value.body["field"] == "stream_options"
 
+    # several choices in one engine request, several prompts in flight at once: every choice streamed to its end
+    sampled = {"model": model, "max_tokens": 4, "temperature": 1.0, "seed": 0, "stream": True}
+    ends = {(ch.index, ch.finish_reason) for c in client.chat.completions.create(messages=USER, n=2, **sampled)
+            for ch in c.choices if ch.finish_reason}
+    assert {i for i, _ in ends} == {0, 1}
+    ends = {(ch.index, ch.finish_reason) for c in client.completions.create(prompt=[PROMPT, "Problem: 1 + 1"], n=2,
+                                                                          **sampled) for ch in c.choices
+            if ch.finish_reason}
+    assert {i for i, _ in ends} == {0, 1, 2, 3}
+
 
 @pytest.mark.slow
 def test_a_stream_over_http_ends_with_done_and_a_closed_one_aborts_its_request(server):
