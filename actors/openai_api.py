@@ -6,23 +6,38 @@ LangChain, LiteLLM, evaluation harnesses):
     POST /v1/chat/completions   messages rendered with the model's own chat template
 
 Requests are parsed and answers built with vLLM's own pydantic types (`CompletionRequest`, `ChatCompletionRequest`,
-`CompletionResponse`, `ChatCompletionResponse`, `ModelList`), so both have OpenAI's shapes; every answer adds the
-policy version(s) of the weights that produced it. Generation runs on the replica's `RolloutWorker` through its
-admission gate (`run_request`), as every other request does. Client errors are `RequestError`s: the same
-{"error": {"message", "field", "type"}} 4xx as /v1/select (actors/select_request.py); `model` must name the served
-selector (its id, or the folder it serves) or be left out, else 404. Not supported, and refused naming the field:
-streaming, beam search, `echo`, `suffix`, tools, `response_format` other than text, a request's own chat template,
-and chat with a model that has no chat template (the plain tiny selector reads raw text: /v1/completions or
-/v1/select serve it).
+`CompletionResponse`, `ChatCompletionResponse`, their `...StreamResponse` chunks, `ModelList`), so both have OpenAI's
+shapes; every answer (every chunk of a stream) adds the policy version(s) of the weights that produced it.
+Generation runs on the replica's `RolloutWorker` through its admission gate (`run_request`, `stream_request`), as
+every other request does. Client errors are `RequestError`s: the same {"error": {"message", "field", "type"}} 4xx as
+/v1/select (actors/select_request.py); `model` must name the served selector (its id, or the folder it serves) or
+be left out, else 404. Not supported, and refused naming the field: beam search, `echo`, `suffix`, tools,
+`response_format` other than text, a request's own chat template, and chat with a model that has no chat template
+(the plain tiny selector reads raw text: /v1/completions or /v1/select serve it).
+
+`stream: true` answers with Server-Sent Events as OpenAI's API does: one `data: {chunk}` per piece the engine
+produces (`chat.completion.chunk` with a `delta`, or `text_completion` with `text`), the last piece of each choice
+with its `finish_reason`, a usage chunk (no choices) with `stream_options.include_usage`, then `data: [DONE]`. A
+failure after the stream started is one `data: {"error": ...}` event before `[DONE]` (actors/serving.py). These
+endpoints sample the model's own text, streamed or not: a response form (e.g. a forced judgment,
+actors/forced_judgment.py) needs the candidates of a selection prompt and applies to /v1/select only.
+
+With a reasoning parser (`serve.reasoning_parser`, actors/reasoning.py) a chat answer's thinking is split out of
+`content` into `reasoning_content` (and `reasoning`), in `message` and in each streamed `delta`.
 
 Each function takes the replica (`actors.serving.SelectorServer`): its settings `s`, `worker`, `model_path`,
-`counters` and `started`.
+`counters`, `started` and `reasoning_parser` (vLLM's parser class, or None).
 """
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import json
+import time
+import uuid
 import warnings
 
+from actors import reasoning
 from actors.select_request import RequestError, _field_of, parse_json
 from core.chat import has_chat_template
 
@@ -62,14 +77,31 @@ def _validate(cls, data: dict):
         raise RequestError(422, getattr(e, "parameter", None) or "body", str(e)) from None
 
 
+def _check_stream_fields(data: dict) -> None:
+    """`stream` a boolean; `stream_options` an object, sent only with stream=true (422 naming the field)."""
+    stream = data.get("stream")
+    if stream is not None and not isinstance(stream, bool):
+        raise RequestError(422, "stream", f"must be true or false, got {json.dumps(stream)}")
+    options = data.get("stream_options")
+    if options is not None and not stream:
+        raise RequestError(422, "stream_options", "only with stream=true")
+    if options is not None and not isinstance(options, dict):
+        raise RequestError(422, "stream_options", 'must be an object, e.g. {"include_usage": true}')
+
+
+def _parse(cls, server, body: bytes):
+    """The request body as vLLM's request type `cls` (400 / 413 / 422 naming the field)."""
+    data = parse_json(body, server.s.max_body_bytes)
+    _check_stream_fields(data)
+    return _validate(cls, data)
+
+
 def _check_common(server, req, unsupported: dict) -> None:
     """The checks both generation endpoints make: `model`, the refused features, `n`."""
     served = {server.s.name, server.model_path, server.s.model}
     if req.model is not None and req.model not in served:
         raise RequestError(404, "model", f"model {req.model!r} is not served here; this service serves "
                                          f"{server.s.name!r} (GET /v1/models)")
-    if req.stream:
-        raise RequestError(422, "stream", "streaming is not supported; send stream=false")
     for name, reason in unsupported.items():
         if reason:
             raise RequestError(422, name, reason)
@@ -111,6 +143,51 @@ def _with_versions(response, versions: set) -> dict:
             "policy_versions": sorted(versions)}
 
 
+# ---- streaming (Server-Sent Events) --------------------------------------------------------------------------
+DONE = "data: [DONE]\n\n"
+
+
+def sse(payload: dict) -> str:
+    """One Server-Sent Event carrying `payload` as JSON."""
+    return f"data: {json.dumps(payload, ensure_ascii=False)}\n\n"
+
+
+def _include_usage(req) -> bool:
+    return bool(req.stream_options and req.stream_options.include_usage)
+
+
+async def _engine_stream(server, prompt_ids: list, params, tag: str):
+    """(RequestOutput, policy version) as the engine produces them, the whole request within
+    `serve.request_timeout_s` (asyncio.TimeoutError past it, the engine request aborted). Closing this generator
+    early, as a client that went away does, aborts the engine request."""
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + server.s.request_timeout_s
+    outputs = server.worker.stream_request(prompt_ids, params, tag=tag)
+    async with contextlib.aclosing(outputs):
+        while True:
+            try:
+                yield await asyncio.wait_for(outputs.__anext__(), max(0.0, deadline - loop.time()))
+            except StopAsyncIteration:
+                return
+            except asyncio.TimeoutError:
+                raise asyncio.TimeoutError(f"the stream outlived serve.request_timeout_s "
+                                           f"({server.s.request_timeout_s:g} s)") from None
+
+
+def _chunk(response, versions: set) -> str:
+    """A stream chunk as its event: every choice names its `finish_reason`, null until its last piece (OpenAI's
+    chunks do; the `openai` client's completion type requires the key)."""
+    payload = _with_versions(response, versions)
+    for choice in payload["choices"]:
+        choice.setdefault("finish_reason", None)
+    return sse(reasoning.name_reasoning_content(payload))
+
+
+def _stream_id(prefix: str) -> tuple:
+    """(id, created) shared by every chunk of one stream."""
+    return f"{prefix}-{uuid.uuid4().hex}", int(time.time())
+
+
 # ---- /v1/completions -----------------------------------------------------------------------------------------
 def _prompt_ids(server, req) -> list:
     """The request's prompts as token-id lists (a string, a list of strings, token ids, or a list of those)."""
@@ -142,12 +219,11 @@ def _completion_logprobs(tokenizer, c):
         text_offset=[])
 
 
-async def completions(server, body: bytes) -> dict:
-    """POST /v1/completions: OpenAI's completion object plus `policy_version` / `policy_versions`."""
-    from vllm.entrypoints.openai.completion.protocol import (CompletionRequest, CompletionResponse,
-                                                             CompletionResponseChoice)
+def _completion_request(server, body: bytes) -> tuple:
+    """(request, prompts as token ids, SamplingParams) of a /v1/completions body, every check made."""
+    from vllm.entrypoints.openai.completion.protocol import CompletionRequest
 
-    req = _validate(CompletionRequest, parse_json(body, server.s.max_body_bytes))
+    req = _parse(CompletionRequest, server, body)
     _check_common(server, req, {"echo": req.echo and "not supported", "suffix": req.suffix and "not supported",
                                 "use_beam_search": req.use_beam_search and "not supported"})
     if req.logprobs is not None and not 0 <= req.logprobs <= MAX_LOGPROBS:
@@ -156,8 +232,18 @@ async def completions(server, body: bytes) -> dict:
     ids = _prompt_ids(server, req)
     for i, tokens in enumerate(ids):
         _check_max_tokens(server, "max_tokens", max_tokens, len(tokens), f"prompt[{i}]")
-    params = _sampling_params(req, max_tokens)
+    return req, ids, _sampling_params(req, max_tokens)
+
+
+async def completions(server, body: bytes):
+    """POST /v1/completions: OpenAI's completion object plus `policy_version` / `policy_versions`; with
+    stream=true, an async iterator of its Server-Sent Events (`completion_stream`)."""
+    from vllm.entrypoints.openai.completion.protocol import CompletionResponse, CompletionResponseChoice
+
+    req, ids, params = _completion_request(server, body)
     server.counters["completions"] += 1
+    if req.stream:
+        return completion_stream(server, req, ids, params)
     choices, completion_tokens, versions = [], 0, set()
     for final, version in await _generate(server, ids, params, "c"):
         versions.add(version)
@@ -171,6 +257,33 @@ async def completions(server, body: bytes) -> dict:
     response = CompletionResponse(model=server.s.name, choices=choices,
                                   usage=_usage(sum(len(t) for t in ids), completion_tokens))
     return _with_versions(response, versions)
+
+
+async def completion_stream(server, req, ids: list, params):
+    """The Server-Sent Events of a streamed completion: a `text_completion` chunk per piece of text, choice i of
+    prompt p numbered p * n + i (as in the non-streamed answer), every prompt's request in flight at once."""
+    from vllm.entrypoints.openai.completion.protocol import CompletionResponseStreamChoice, CompletionStreamResponse
+    from vllm.utils.async_utils import merge_async_iterators
+
+    n, tokenizer = req.n or 1, server.worker.tokenizer
+    stream_id, created = _stream_id("cmpl")
+    completion_tokens, versions = 0, set()
+    async for p, (out, version) in merge_async_iterators(*[_engine_stream(server, t, params, "c") for t in ids]):
+        versions.add(version)
+        for c in out.outputs:
+            completion_tokens += len(c.token_ids)
+            if not c.text and c.finish_reason is None:
+                continue
+            logprobs = _completion_logprobs(tokenizer, c) if req.logprobs is not None and c.logprobs else None
+            choice = CompletionResponseStreamChoice(index=p * n + c.index, text=c.text, logprobs=logprobs,
+                                                    finish_reason=c.finish_reason, stop_reason=c.stop_reason)
+            yield _chunk(CompletionStreamResponse(id=stream_id, created=created, model=server.s.name,
+                                                  choices=[choice]), {version})
+    if _include_usage(req):
+        usage = _usage(sum(len(t) for t in ids), completion_tokens)
+        yield _chunk(CompletionStreamResponse(id=stream_id, created=created, model=server.s.name, choices=[],
+                                              usage=usage), versions)
+    yield DONE
 
 
 # ---- /v1/chat/completions ------------------------------------------------------------------------------------
@@ -235,12 +348,11 @@ def _chat_max_tokens(server, req, prompt_tokens: int) -> int:
     return given
 
 
-async def chat_completions(server, body: bytes) -> dict:
-    """POST /v1/chat/completions: OpenAI's chat.completion object plus `policy_version` / `policy_versions`."""
-    from vllm.entrypoints.openai.chat_completion.protocol import (ChatCompletionRequest, ChatCompletionResponse,
-                                                                  ChatCompletionResponseChoice, ChatMessage)
+def _chat_request(server, body: bytes) -> tuple:
+    """(request, prompt token ids, SamplingParams) of a /v1/chat/completions body, every check made."""
+    from vllm.entrypoints.openai.chat_completion.protocol import ChatCompletionRequest
 
-    req = _validate(ChatCompletionRequest, parse_json(body, server.s.max_body_bytes))
+    req = _parse(ChatCompletionRequest, server, body)
     text_format = req.response_format is None or getattr(req.response_format, "type", "text") == "text"
     _check_common(server, req, {
         "tools": bool(req.tools) and "tool calls are not supported",
@@ -250,15 +362,81 @@ async def chat_completions(server, body: bytes) -> dict:
     if req.logprobs and not 0 <= (req.top_logprobs or 0) <= MAX_LOGPROBS:
         raise RequestError(422, "top_logprobs", f"must be in 0..{MAX_LOGPROBS}")
     ids = chat_prompt_ids(server, req)
-    params = _sampling_params(req, _chat_max_tokens(server, req, len(ids)))
+    return req, ids, _sampling_params(req, _chat_max_tokens(server, req, len(ids)))
+
+
+def _parser(server, req, ids: list):
+    """A fresh reasoning parser for one choice (None where the service has none)."""
+    return reasoning.new_parser(getattr(server, "reasoning_parser", None), server.worker.tokenizer, req, ids)
+
+
+async def chat_completions(server, body: bytes):
+    """POST /v1/chat/completions: OpenAI's chat.completion object plus `policy_version` / `policy_versions`; with
+    stream=true, an async iterator of its Server-Sent Events (`chat_stream`)."""
+    from vllm.entrypoints.openai.chat_completion.protocol import (ChatCompletionResponse,
+                                                                  ChatCompletionResponseChoice, ChatMessage)
+
+    req, ids, params = _chat_request(server, body)
     server.counters["chat"] += 1
+    if req.stream:
+        return chat_stream(server, req, ids, params)
     [(final, version)] = await _generate(server, [ids], params, "chat")
     tokenizer, choices = server.worker.tokenizer, []
     for c in sorted(final.outputs, key=lambda c: c.index):
         logprobs = _chat_logprobs(tokenizer, c, req.top_logprobs or 0) if req.logprobs and c.logprobs else None
-        message = ChatMessage(role="assistant", content=c.text)
+        thinking, content = reasoning.split(_parser(server, req, ids), req, c.text, c.token_ids)
+        message = ChatMessage(role="assistant", content=content, reasoning=thinking)
         choices.append(ChatCompletionResponseChoice(index=c.index, message=message, logprobs=logprobs,
                                                     finish_reason=c.finish_reason, stop_reason=c.stop_reason))
     response = ChatCompletionResponse(model=server.s.name, choices=choices,
                                       usage=_usage(len(ids), sum(len(c.token_ids) for c in final.outputs)))
-    return _with_versions(response, {version})
+    return reasoning.name_reasoning_content(_with_versions(response, {version}))
+
+
+def _chat_piece(tokenizer, parser, req, ids: list, c):
+    """The stream choice of one piece `c` of a choice (its text and tokens since the last piece), split by the
+    reasoning parser; None when there is nothing to send yet (an empty piece, a marker the parser holds back)."""
+    from vllm.entrypoints.generate.base.protocol import DeltaMessage
+    from vllm.entrypoints.openai.chat_completion.protocol import ChatCompletionResponseStreamChoice
+
+    finished = c.finish_reason is not None
+    thinking, content = reasoning.split_delta(parser, req, ids, c.text, c.token_ids, finished)
+    logprobs = _chat_logprobs(tokenizer, c, req.top_logprobs or 0) if req.logprobs and c.logprobs else None
+    if thinking is None and not content and not finished and logprobs is None:
+        return None
+    return ChatCompletionResponseStreamChoice(index=c.index, delta=DeltaMessage(content=content, reasoning=thinking),
+                                              logprobs=logprobs, finish_reason=c.finish_reason,
+                                              stop_reason=c.stop_reason)
+
+
+async def chat_stream(server, req, ids: list, params):
+    """The Server-Sent Events of a streamed chat: per choice a first chunk with the assistant's role (once the
+    engine has admitted the request: its policy version is known), then a `chat.completion.chunk` per piece the
+    engine produces (`_chat_piece`), the last one with the choice's `finish_reason`."""
+    from vllm.entrypoints.generate.base.protocol import DeltaMessage
+    from vllm.entrypoints.openai.chat_completion.protocol import (ChatCompletionResponseStreamChoice,
+                                                                  ChatCompletionStreamResponse)
+
+    n, tokenizer = req.n or 1, server.worker.tokenizer
+    stream_id, created = _stream_id("chatcmpl")
+    parsers = [_parser(server, req, ids) for _ in range(n)]
+
+    def chunk(choices: list, version, usage=None) -> str:
+        return _chunk(ChatCompletionStreamResponse(id=stream_id, created=created, model=server.s.name,
+                                                   choices=choices, usage=usage), {version})
+
+    roles = [ChatCompletionResponseStreamChoice(index=i, delta=DeltaMessage(role="assistant", content=""))
+             for i in range(n)]
+    completion_tokens, version = 0, None
+    async for out, version in _engine_stream(server, ids, params, "chat"):
+        if roles:
+            yield chunk(roles, version)
+            roles = []
+        for c in out.outputs:
+            completion_tokens += len(c.token_ids)
+            piece = _chat_piece(tokenizer, parsers[c.index], req, ids, c)
+            if piece is not None:
+                yield chunk([piece], version)
+    if _include_usage(req):
+        yield chunk([], version, _usage(len(ids), completion_tokens))
+    yield DONE

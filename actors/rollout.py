@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import asyncio
 import atexit
+import contextlib
 import functools
 import json
 import time
@@ -280,6 +281,20 @@ class RolloutWorker(VersionGate, WeightLoading):
         finally:
             await self._release()
         return final, version, start - queued, time.perf_counter() - start
+
+    async def stream_request(self, prompt_token_ids: list, params, tag: str = "s"):
+        """One engine request through the admission gate, as the engine produces it: yields (RequestOutput, policy
+        version it runs under); `params.output_kind` decides whether each output holds the new tokens only (DELTA)
+        or all so far. Closing the generator early (a client that went away) aborts the engine request."""
+        version = await self._admit()
+        try:
+            outputs = self.engine.generate({"prompt_token_ids": list(prompt_token_ids)}, params,
+                                           f"{tag}{self.worker_index}-{uuid.uuid4().hex}")
+            async with contextlib.aclosing(outputs):  # closed early: vLLM aborts the request
+                async for out in outputs:
+                    yield out, version
+        finally:
+            await self._release()
 
 
     async def sample_solutions(self, problems: list, n: int, temperature: float, max_tokens: int,

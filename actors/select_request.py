@@ -47,6 +47,7 @@ class SelectorSettings:
     max_samples: int = 16
     max_body_bytes: int = 4 << 20
     max_completion_tokens: int = 512
+    reasoning_parser: str = ""        # vLLM reasoning parser of the chat endpoint (actors/reasoning.py); '': none
     request_timeout_s: float = 120.0
     admin_token: str = ""
     response_form: Any = None         # how a selection is sampled (actors/response_forms.py); None: free text
@@ -63,6 +64,13 @@ class RequestError(Exception):
 
 def error_response(status: int, field: str, message: str, kind: str = "invalid_request_error") -> JSONResponse:
     return JSONResponse({"error": {"message": message, "field": field, "type": kind}}, status_code=status)
+
+
+def stream_error(status: int, field: str, message: str, kind: str) -> str:
+    """The error of a stream that has begun (its 200 is sent), as Server-Sent Events: the error body, with the
+    status it would have had as `code`, then `[DONE]` (the `openai` client raises it as an APIError)."""
+    body = {"error": {"message": message, "field": field, "type": kind, "code": status}}
+    return f"data: {json.dumps(body)}\n\ndata: [DONE]\n\n"
 
 
 # ---- request validation (pure, no engine) ---------------------------------------------------------------

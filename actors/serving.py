@@ -10,7 +10,8 @@ Endpoints (docs/serving.md has a curl example for each):
     POST /v1/select          problem + N candidates -> chosen index, votes, judgments, policy_version, rounds
     GET  /v1/models          OpenAI's model list: the served selector, its policy version and folder
     POST /v1/completions     OpenAI completions, raw generation         } actors/openai_api.py (vLLM's own
-    POST /v1/chat/completions  OpenAI chat, the model's chat template   }   request and response types)
+    POST /v1/chat/completions  OpenAI chat, the model's chat template   }   request and response types;
+                                                                         }   stream=true: Server-Sent Events)
     GET  /healthz            replica health, policy version and model served
     POST /admin/reload       swap the weights of every replica to a model folder, without a restart
 
@@ -25,11 +26,14 @@ up from the board at start-up.
 Errors (validation: actors/select_request.py). Bad requests get a 4xx whose JSON body names the field: {"error":
 {"message", "field", "type"}} (400 malformed JSON, 404 a `model` not served here, 413 over a size limit, 422
 invalid field, 401 admin without the token); a request that outlives `request_timeout_s` gets 504; an engine
-failure 503.
+failure 503. A stream (stream=true) is checked the same way before its 200; a failure after that is one
+`data: {"error": {..., "code": 504 or 503}}` event before `data: [DONE]`. A client that closes a stream aborts its
+engine request.
 """
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import logging
 import os
@@ -38,11 +42,11 @@ from pathlib import Path
 from typing import Optional
 
 from fastapi import FastAPI, Request
-from fastapi.responses import JSONResponse
+from fastapi.responses import JSONResponse, Response, StreamingResponse
 
-from actors import openai_api, served_selection
+from actors import openai_api, reasoning, served_selection
 from actors.select_request import (RequestError, SelectorSettings, _client_errors, _is_int, error_response,
-                                   parse_json, parse_select, unreserved_gpu_error)
+                                   parse_json, parse_select, stream_error, unreserved_gpu_error)
 from actors.weight_board import BOARD_NAMESPACE, check_same_shape, read_model_weights
 from core.algo.genselect import read_prompt_style
 
@@ -78,11 +82,13 @@ class SelectorServer:
         self.worker = worker or RolloutWorker(settings.rollout, settings.model, dtype=settings.dtype,
                                               seed=settings.seed, response_form=settings.response_form)
         self.worker.version = settings.policy_version
+        self.reasoning_parser = reasoning.parser_class(settings.reasoning_parser, self.worker.tokenizer)
         self.model_path = settings.model
         self.style = read_prompt_style(settings.model)  # as the model was trained
         self.started = time.time()
-        self.counters = {"select": 0, "completions": 0, "chat": 0, "client_errors": 0, "server_errors": 0, "swaps": 0,
-                         "swap_failures": 0, "board_errors": 0, "knockout_fallbacks": 0}
+        self.counters = {"select": 0, "completions": 0, "chat": 0, "streams": 0, "streams_cancelled": 0,
+                         "client_errors": 0, "server_errors": 0, "swaps": 0, "swap_failures": 0, "board_errors": 0,
+                         "knockout_fallbacks": 0}
         self.last_swap: dict = {}
         self._follower: Optional[asyncio.Task] = None
         self._swap_lock: Optional[asyncio.Lock] = None
@@ -196,7 +202,7 @@ class SelectorServer:
         body = {"status": "ok" if health["ok"] else "unhealthy", "policy_version": self.worker.version,
                 "model": self.model_path, "replica": ctx.replica_id.unique_id if ctx else None,
                 "window": self.s.window, "orders": self.s.orders, "selection": self.s.selection,
-                "max_prompt_tokens": self.s.max_prompt_tokens,
+                "max_prompt_tokens": self.s.max_prompt_tokens, "reasoning_parser": self.s.reasoning_parser or None,
                 # the cluster's HTTP ingress (docs/serving.md, "Scaling"), as the Serve controller reads it
                 "ingress": "haproxy" if os.environ.get("RAY_SERVE_ENABLE_HA_PROXY") == "1" else "proxy",
                 "in_flight": health["in_flight"], "paused": health["paused"], "error": health["error"],
@@ -215,11 +221,11 @@ class SelectorServer:
         return JSONResponse(openai_api.model_list(self))
 
     @app.post("/v1/completions")
-    async def completions_http(self, request: Request) -> JSONResponse:
+    async def completions_http(self, request: Request) -> Response:
         return await self._guarded(self._completions, await request.body())
 
     @app.post("/v1/chat/completions")
-    async def chat_http(self, request: Request) -> JSONResponse:
+    async def chat_http(self, request: Request) -> Response:
         return await self._guarded(self._chat, await request.body())
 
     async def _completions(self, body: bytes) -> dict:
@@ -241,7 +247,7 @@ class SelectorServer:
 
         await self._ready()
         try:
-            return JSONResponse(await handler(body))
+            return self._respond(await handler(body))
         except RequestError as e:
             self.counters["client_errors"] += 1
             return error_response(e.status, e.field, e.message)
@@ -255,6 +261,36 @@ class SelectorServer:
             self.counters["server_errors"] += 1
             log.exception("request failed")
             return error_response(503, "", f"{type(e).__name__}: {e}", "server_error")
+
+    def _respond(self, answer) -> Response:
+        """A handler's answer as HTTP: a dict as JSON; a stream (an async iterator of Server-Sent Events, from
+        stream=true) as `text/event-stream`, each event sent as the engine produces it."""
+        if isinstance(answer, dict):
+            return JSONResponse(answer)
+        self.counters["streams"] += 1
+        return StreamingResponse(self._guarded_stream(answer), media_type="text/event-stream",
+                                 headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"})
+
+    async def _guarded_stream(self, events):
+        """`events`, passed on; a failure once the stream has begun (its 200 is sent) becomes one error event and
+        `[DONE]` (the status and type `_guarded` would answer, counted alike). A client that goes away cancels
+        this: the stream is closed, which aborts its engine request (counted as `streams_cancelled`)."""
+        from actors.rollout import RolloutTimeout
+
+        try:
+            async with contextlib.aclosing(events):
+                async for event in events:
+                    yield event
+        except (asyncio.CancelledError, GeneratorExit):
+            self.counters["streams_cancelled"] += 1
+            raise
+        except (RolloutTimeout, asyncio.TimeoutError) as e:
+            self.counters["server_errors"] += 1
+            yield stream_error(504, "", f"timed out: {e}", "timeout")
+        except Exception as e:
+            self.counters["server_errors"] += 1
+            log.exception("streamed request failed")
+            yield stream_error(503, "", f"{type(e).__name__}: {e}", "server_error")
 
     # ---- /v1/select (actors/served_selection.py) ------------------------------------------------------
     async def _select(self, body: bytes) -> dict:

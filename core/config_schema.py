@@ -277,6 +277,9 @@ class ServeConfig:
     max_samples: int = _f(16, "Largest `samples` (judgments per group) a request may ask for.")
     max_body_bytes: int = _f(4 << 20, "Largest request body in bytes (413 above).")
     max_completion_tokens: int = _f(512, "Largest max_tokens of a /v1/completions request.")
+    reasoning_parser: str = _f("", "vLLM reasoning parser (e.g. 'deepseek_r1', 'qwen3'; vLLM's ReasoningParserManager "
+                                   "names them) that splits a chat answer's thinking into `reasoning_content`, "
+                                   "streamed or not; '': none, the whole answer is `content`.")
     request_timeout_s: float = _f(120.0, "Deadline of one engine call inside a request (504 past it).")
     admin_token: str = _f("", "When set, /admin/* requires 'Authorization: Bearer <token>'.")
     access_log: bool = _f(False, "Serve's per-request access log line (costs throughput on small CPU machines; "

@@ -98,10 +98,12 @@ def served_selection(model: str, train_cfg) -> str:
 
 def resolve_settings(model: str, serve_cfg, train_cfg=None, policy_version: Optional[int] = None):
     """SelectorSettings for `model`: ServeConfig values where set (non-zero), else the training run's."""
+    from actors.reasoning import check_name
     from actors.select_request import SelectorSettings
     from core.config import TrainConfig
     from driver.models.registry import response_form
 
+    check_name(serve_cfg.reasoning_parser)  # before anything starts: a clear error listing vLLM's parsers
     train_cfg = train_cfg or run_config_of(model) or TrainConfig()
     rollout = dataclasses.replace(train_cfg.rollout, request_timeout_s=serve_cfg.request_timeout_s,
                                   num_workers=1)
@@ -124,6 +126,7 @@ def resolve_settings(model: str, serve_cfg, train_cfg=None, policy_version: Opti
         max_candidate_chars=serve_cfg.max_candidate_chars or train_cfg.data.max_candidate_chars,
         max_problem_chars=serve_cfg.max_problem_chars, max_samples=serve_cfg.max_samples,
         max_body_bytes=serve_cfg.max_body_bytes, max_completion_tokens=serve_cfg.max_completion_tokens,
+        reasoning_parser=serve_cfg.reasoning_parser,
         request_timeout_s=serve_cfg.request_timeout_s, admin_token=serve_cfg.admin_token,
         response_form=response_form(model, train_cfg.tiny.sample_index_only, train_cfg.rollout))
 

@@ -2,9 +2,11 @@
 
 First without an engine: the chat request table (every bad request a 4xx naming the field, before any engine
 call) and the answer's shape, checked with the official `openai` package's own types, over a replica whose
-engine is scripted. Then the real thing: `python -m driver.serve` on the tiny model with a chat template added,
-queried with the `openai` client (models, completions, chat, errors); then that server's guard is SIGKILLed:
-nothing it started survives (HAProxy included), and a new server comes up on the same ports.
+engine is scripted; streams over it (chunks, [DONE], a closed stream, a deadline) and vLLM's reasoning parsers on
+scripted tokens. Then the real thing: `python -m driver.serve` on the tiny model with a chat template and
+`<think>` tokens added, served with a reasoning parser, queried with the `openai` client (models, completions,
+chat, errors, streams equal to the whole answers, a closed stream's request aborted); then that server's guard is
+SIGKILLed: nothing it started survives (HAProxy included), and a new server comes up on the same ports.
 """
 from __future__ import annotations
 
@@ -19,6 +21,7 @@ import time
 from pathlib import Path
 from types import SimpleNamespace
 
+import openai
 import psutil
 import pytest
 
@@ -31,47 +34,92 @@ from core.net import free_port
 TEMPLATE = ("{% for m in messages %}{{ m['role'] }}: {{ m['content'] }}\n{% endfor %}"
             "{% if add_generation_prompt %}assistant:{% endif %}")
 USER = [{"role": "user", "content": "What is 2 + 2?"}]
+PROMPT = "Problem: what is 3 + 4?"
+LONG = 2000  # the served serve.max_completion_tokens: a generation a closed stream cuts short
 
 
 @pytest.fixture(scope="module")
 def chat_model(rollout_model_path, tmp_path_factory) -> str:
-    """The tiny model's folder with `TEMPLATE` as its chat template."""
+    """The tiny model's folder with `TEMPLATE` as its chat template, and `<think>` and `</think>` among its tokens
+    (plain added tokens, as DeepSeek-R1's and Qwen3's are: what vLLM's `<think>` reasoning parsers look for; the
+    embeddings grown by two rows)."""
+    from tokenizers import AddedToken
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
     folder = tmp_path_factory.mktemp("chat") / "tiny-chat"
     shutil.copytree(rollout_model_path, folder)
-    config = json.loads((folder / "tokenizer_config.json").read_text())
-    (folder / "tokenizer_config.json").write_text(json.dumps({**config, "chat_template": TEMPLATE}))
+    tokenizer = AutoTokenizer.from_pretrained(folder)
+    tokenizer.add_tokens([AddedToken(t, special=False, normalized=False) for t in ("<think>", "</think>")])
+    tokenizer.chat_template = TEMPLATE
+    tokenizer.save_pretrained(folder)
+    model = AutoModelForCausalLM.from_pretrained(folder)
+    model.resize_token_embeddings(len(tokenizer))
+    model.save_pretrained(folder)
     return str(folder)
 
 
 # ---- without an engine --------------------------------------------------------------------------------------
 class ScriptedEngine:
-    """`run_request` as RolloutWorker's: answers every choice with the same scripted tokens, records the prompts."""
+    """`run_request` and `stream_request` as RolloutWorker's: answer every choice with the same scripted tokens (the
+    stream one token a piece), record the prompts and the streams closed before their end."""
 
-    def __init__(self, tokenizer, version: int = 3):
-        self.tokenizer, self.version, self.prompts = tokenizer, version, []
+    def __init__(self, tokenizer, version: int = 3, text: str = " 4"):
+        self.tokenizer, self.version, self.text, self.prompts, self.closed_early = tokenizer, version, text, [], 0
+        self.seconds_a_token = 0.0
         self.engine = SimpleNamespace(model_config=SimpleNamespace(max_model_len=64))
+
+    def _output(self, i: int, ids: list, params, finish_reason):
+        steps = [{t: SimpleNamespace(logprob=-0.25), t + 1: SimpleNamespace(logprob=-1.5)} for t in ids]
+        return SimpleNamespace(index=i, text=self.tokenizer.decode(ids), token_ids=ids,
+                               logprobs=steps if params.logprobs is not None else None,
+                               finish_reason=finish_reason, stop_reason=None)
+
+    def _ids(self, params) -> list:
+        return self.tokenizer(self.text, add_special_tokens=False)["input_ids"][:params.max_tokens]
 
     async def run_request(self, prompt_token_ids, params, tag="w"):
         self.prompts.append(list(prompt_token_ids))
-        ids = self.tokenizer(" 4", add_special_tokens=False)["input_ids"][:params.max_tokens]
-        steps = [{t: SimpleNamespace(logprob=-0.25), t + 1: SimpleNamespace(logprob=-1.5)} for t in ids]
-        outputs = [SimpleNamespace(index=i, text=self.tokenizer.decode(ids), token_ids=ids,
-                                   logprobs=steps if params.logprobs is not None else None,
-                                   finish_reason="length", stop_reason=None) for i in range(params.n)]
+        outputs = [self._output(i, self._ids(params), params, "length") for i in range(params.n)]
         return SimpleNamespace(outputs=outputs), self.version, 0.0, 0.0
 
+    async def stream_request(self, prompt_token_ids, params, tag="s"):
+        self.prompts.append(list(prompt_token_ids))
+        ids, finished = self._ids(params), False
+        try:
+            for j, token in enumerate(ids):
+                last = j == len(ids) - 1
+                yield SimpleNamespace(outputs=[self._output(i, [token], params, "length" if last else None)
+                                               for i in range(params.n)]), self.version
+                await asyncio.sleep(self.seconds_a_token)
+            finished = True
+        finally:
+            self.closed_early += not finished
 
-def _replica(model: str) -> SimpleNamespace:
+
+def _replica(model: str, text: str = " 4", parser: str = "", tokenizer=None) -> SimpleNamespace:
+    from actors import reasoning
     from transformers import AutoTokenizer
 
     s = SelectorSettings(model=model, rollout=None, max_samples=4, max_completion_tokens=32, max_body_bytes=10_000)
-    return SimpleNamespace(s=s, worker=ScriptedEngine(AutoTokenizer.from_pretrained(model)), model_path=model,
-                           counters={"completions": 0, "chat": 0}, started=time.time())
+    tokenizer = tokenizer or AutoTokenizer.from_pretrained(model)
+    return SimpleNamespace(s=s, worker=ScriptedEngine(tokenizer, text=text), model_path=model,
+                           counters={"completions": 0, "chat": 0}, started=time.time(),
+                           reasoning_parser=reasoning.parser_class(parser, tokenizer))
 
 
 def _chat(replica, body):
     return asyncio.run(openai_api.chat_completions(replica, body if isinstance(body, bytes) else
                                                    json.dumps(body).encode()))
+
+
+def _events(replica, handler, body: dict) -> list:
+    """The Server-Sent Events of a streamed request, `[DONE]` as the string."""
+    async def collect():
+        return [e async for e in await handler(replica, json.dumps({**body, "stream": True}).encode())]
+
+    events = asyncio.run(collect())
+    assert all(e.startswith("data: ") and e.endswith("\n\n") for e in events), events
+    return [e[6:-2] if e[6:-2] == "[DONE]" else json.loads(e[6:-2]) for e in events]
 
 
 CHAT_BAD = [  # (body, status, field)
@@ -80,7 +128,12 @@ CHAT_BAD = [  # (body, status, field)
     ({"messages": "hi"}, 422, "messages"),
     ({"messages": []}, 422, "messages"),
     ({"messages": USER, "model": "gpt-4o"}, 404, "model"),
-    ({"messages": USER, "stream": True}, 422, "stream"),
+    ({"messages": USER, "stream": "yes"}, 422, "stream"),
+    ({"messages": USER, "stream": 1}, 422, "stream"),
+    ({"messages": USER, "stream_options": {"include_usage": True}}, 422, "stream_options"),
+    ({"messages": USER, "stream": False, "stream_options": {"include_usage": True}}, 422, "stream_options"),
+    ({"messages": USER, "stream": True, "stream_options": "usage"}, 422, "stream_options"),
+    ({"messages": USER, "stream": True, "n": 5}, 422, "n"),
     ({"messages": USER, "tools": [{"type": "function", "function": {"name": "f"}}]}, 422, "tools"),
     ({"messages": USER, "response_format": {"type": "json_object"}}, 422, "response_format"),
     ({"messages": USER, "chat_template": "{{ 1 }}"}, 422, "chat_template"),
@@ -133,6 +186,114 @@ def test_chat_renders_the_template_and_answers_in_openais_shape(chat_model):
     assert replica.counters["chat"] == 1
 
 
+def test_a_streamed_chat_is_openais_chunks_and_adds_up_to_the_answer(chat_model):
+    """Role first, a chunk per token, finish_reason on the last, the usage chunk, [DONE]: every chunk the official
+    client's own type, the deltas concatenated equal to the non-streamed message."""
+    from openai.types.chat import ChatCompletionChunk
+
+    replica = _replica(chat_model, text=" 4 and 5")
+    body = {"messages": USER, "max_tokens": 8, "n": 2, "logprobs": True, "top_logprobs": 1,
+            "stream_options": {"include_usage": True}}
+    events = _events(replica, openai_api.chat_completions, body)
+    assert events[-1] == "[DONE]" and replica.worker.closed_early == 0
+    chunks = [ChatCompletionChunk.model_validate(e) for e in events[:-1]]
+    assert len({c.id for c in chunks}) == 1 and all(c.object == "chat.completion.chunk" for c in chunks)
+    assert [ch.delta.role for ch in chunks[0].choices] == ["assistant", "assistant"]
+    usage, tokens = chunks[-1], len(replica.worker._ids(SimpleNamespace(max_tokens=8)))
+    assert usage.choices == [] and usage.usage.completion_tokens == 2 * tokens
+    answer = _chat(replica, {**body, "stream_options": None})
+    for i in range(2):
+        pieces = [ch for c in chunks[1:-1] for ch in c.choices if ch.index == i]
+        assert len(pieces) > 1 and "".join(ch.delta.content for ch in pieces) == answer["choices"][i]["message"][
+            "content"] == " 4 and 5"
+        assert [ch.finish_reason for ch in pieces] == [None] * (len(pieces) - 1) + ["length"]
+        assert all(len(ch.logprobs.content) == 1 for ch in pieces)
+    assert all(e["policy_version"] == 3 for e in events[:-1]) and replica.counters["chat"] == 2
+
+
+def test_a_streamed_completion_numbers_choices_per_prompt_and_adds_up_to_the_answer(chat_model):
+    from openai.types import Completion
+
+    replica = _replica(chat_model, text=" 4 and 5")
+    body = {"prompt": ["a b", "c d"], "n": 2, "max_tokens": 8, "temperature": 1.0}
+    events = _events(replica, openai_api.completions, body)
+    assert events[-1] == "[DONE]" and "usage" not in events[-2]  # no stream_options: no usage chunk
+    # the client reads each chunk as its `Completion` without validating it (OpenAI sends finish_reason null)
+    chunks = [Completion.construct(**e) for e in events[:-1]]
+    answer = asyncio.run(openai_api.completions(replica, json.dumps(body).encode()))
+    for i in range(4):
+        pieces = [ch for c in chunks for ch in c.choices if ch.index == i]
+        assert "".join(ch.text for ch in pieces) == answer["choices"][i]["text"] == " 4 and 5"
+        assert [ch.finish_reason for ch in pieces] == [None] * (len(pieces) - 1) + ["length"]
+    assert all(len(c.choices) == 1 and c.object == "text_completion" and c.model == "genselect-selector"
+               for c in chunks)
+
+
+def test_closing_a_stream_closes_its_engine_request(chat_model):
+    """A client that goes away closes the event stream: the engine request's stream is closed before its end
+    (RolloutWorker.stream_request then aborts it in vLLM)."""
+    replica = _replica(chat_model, text=" 4 and 5")
+
+    async def first_events() -> list:
+        events = await openai_api.chat_completions(replica, json.dumps({"messages": USER, "stream": True}).encode())
+        got = [await events.__anext__(), await events.__anext__()]
+        await events.aclose()
+        return got
+
+    assert len(asyncio.run(first_events())) == 2 and replica.worker.closed_early == 1
+
+
+def test_a_stream_past_its_deadline_ends_with_an_error_event_and_its_request_aborted(chat_model):
+    """Past serve.request_timeout_s a begun stream (its 200 sent) ends with one error event, status 504 as its
+    `code`, then [DONE]; its engine request was closed before its end."""
+    from actors.serving import SelectorServer
+
+    replica = _replica(chat_model, text=" 4 and 5")
+    replica.s.request_timeout_s, replica.worker.seconds_a_token = 0.3, 0.2
+    replica.counters.update(streams_cancelled=0, server_errors=0)
+
+    async def collect() -> list:
+        events = await openai_api.chat_completions(replica, json.dumps({"messages": USER, "stream": True}).encode())
+        return [e async for e in SelectorServer._guarded_stream(replica, events)]
+
+    events = asyncio.run(collect())
+    error, done = events[-1].split("\n\n")[:2]
+    error = json.loads(error[len("data: "):])["error"]
+    assert (error["code"], error["type"]) == (504, "timeout") and "request_timeout_s (0.3 s)" in error["message"]
+    assert done == "data: [DONE]" and len(events) > 2  # the role and a piece came first
+    assert replica.worker.closed_early == 1 and replica.counters["server_errors"] == 1
+
+
+THOUGHT = "<think>2 + 2 = 4, so</think> 4"
+
+
+@pytest.mark.parametrize("parser", ["deepseek_r1", "qwen3"])
+def test_the_reasoning_parser_splits_the_thinking_out_of_the_answer_streamed_or_not(chat_model, parser):
+    """vLLM's own parsers on the chat model's tokens of `THOUGHT` (the tiny model writes no `</think>` itself): the
+    message's `reasoning_content` (and `reasoning`) is the thinking, `content` the answer; streamed a token a
+    piece, the deltas add up to the same."""
+    replica = _replica(chat_model, text=THOUGHT, parser=parser)
+    message = _chat(replica, {"messages": USER, "max_tokens": 30})["choices"][0]["message"]
+    assert (message["reasoning_content"], message["reasoning"], message["content"]) == ("2 + 2 = 4, so",) * 2 + (" 4",)
+    events = _events(replica, openai_api.chat_completions, {"messages": USER, "max_tokens": 30})
+    deltas = [c["choices"][0]["delta"] for c in events[:-1]]
+    assert "".join(d.get("reasoning_content") or "" for d in deltas) == "2 + 2 = 4, so"
+    assert "".join(d.get("content") or "" for d in deltas) == " 4"
+    assert all(d.get("reasoning_content") == d.get("reasoning") for d in deltas)
+    assert events[-2]["choices"][0]["finish_reason"] == "length" and events[-1] == "[DONE]"
+
+
+def test_a_reasoning_parser_is_checked_by_name_and_against_the_tokenizer(rollout_model_path):
+    from actors import reasoning
+    from transformers import AutoTokenizer
+
+    with pytest.raises(ValueError, match="serve.reasoning_parser='thinker' is not one of.*deepseek_r1.*qwen3"):
+        reasoning.check_name("thinker")
+    with pytest.raises(ValueError, match="serve.reasoning_parser='deepseek_r1' cannot read.*think"):  # no <think>
+        reasoning.parser_class("deepseek_r1", AutoTokenizer.from_pretrained(rollout_model_path))
+    assert reasoning.parser_class("", None) is None
+
+
 def test_the_model_list_names_the_selector_its_version_and_folder(chat_model):
     from openai.types import Model
 
@@ -148,11 +309,11 @@ def test_the_model_list_names_the_selector_its_version_and_folder(chat_model):
 class Server:
     """One `python -m driver.serve` process (the guard) and its output file."""
 
-    def __init__(self, model: str, port: int, env: dict, log: Path):
+    def __init__(self, model: str, port: int, env: dict, log: Path, overrides: tuple = ()):
         self.port, self.log = port, log
         with open(log, "w") as out:
-            self.proc = subprocess.Popen([sys.executable, "-m", "driver.serve", "--model", model, "--port", str(port)],
-                                         cwd=ROOT, env=env, stdout=out, stderr=subprocess.STDOUT,
+            self.proc = subprocess.Popen([sys.executable, "-m", "driver.serve", "--model", model, "--port", str(port),
+                                          *overrides], cwd=ROOT, env=env, stdout=out, stderr=subprocess.STDOUT,
                                          start_new_session=True)
 
     def wait_healthy(self, timeout_s: float = 420) -> float:
@@ -211,7 +372,8 @@ def server_env() -> dict:
 
 @pytest.fixture(scope="module")
 def server(chat_model, server_env, tmp_path_factory):
-    srv = Server(chat_model, free_port(), server_env, tmp_path_factory.mktemp("serve") / "serve.out")
+    srv = Server(chat_model, free_port(), server_env, tmp_path_factory.mktemp("serve") / "serve.out",
+                 ("serve.reasoning_parser=deepseek_r1", f"serve.max_completion_tokens={LONG}"))
     try:
         print(f"\ndriver.serve healthy after {srv.wait_healthy():.0f} s")
         yield srv
@@ -221,7 +383,6 @@ def server(chat_model, server_env, tmp_path_factory):
 
 @pytest.mark.slow
 def test_the_openai_client_lists_completes_and_chats(server, chat_model):
-    import openai
     from transformers import AutoTokenizer
 
     client = server.client()
@@ -246,6 +407,75 @@ def test_the_openai_client_lists_completes_and_chats(server, chat_model):
     with pytest.raises(openai.UnprocessableEntityError) as err:
         client.chat.completions.create(model=models[0].id, messages=USER, max_tokens=10_000)
     assert err.value.body["field"] == "max_tokens"
+
+
+@pytest.mark.slow
+def test_the_openai_client_streams_what_it_gets_whole(server):
+    """Greedy (temperature 0) and streamed: the completion's pieces add up to the non-streamed text, with its
+    finish_reason and usage; the chat's deltas add up to its message, the thinking split out by the server's
+    `deepseek_r1` parser (the tiny model writes no `</think>`: all of it is thinking, in `reasoning_content`) and
+    together the raw text of the same prompt."""
+    client, model = server.client(), "genselect-selector"
+    greedy = {"model": model, "max_tokens": 12, "temperature": 0}
+    whole = client.completions.create(prompt=PROMPT, **greedy)
+    chunks = list(client.completions.create(prompt=PROMPT, stream=True, stream_options={"include_usage": True},
+                                            **greedy))
+    pieces = [c.choices[0] for c in chunks if c.choices]
+    assert len(pieces) > 1 and "".join(p.text for p in pieces) == whole.choices[0].text
+    assert [p.finish_reason for p in pieces][-2:] == [None, whole.choices[0].finish_reason]
+    assert chunks[-1].usage.completion_tokens == whole.usage.completion_tokens
+
+    message = client.chat.completions.create(messages=USER, **greedy).choices[0].message
+    raw = client.completions.create(prompt="user: What is 2 + 2?\nassistant:", **greedy).choices[0].text
+    assert message.model_extra["reasoning_content"] == raw and not message.content
+    chunks = list(client.chat.completions.create(messages=USER, stream=True, **greedy))
+    deltas = [c.choices[0].delta for c in chunks]
+    assert deltas[0].role == "assistant" and len(deltas) > 2
+    assert "".join((d.model_extra or {}).get("reasoning_content") or "" for d in deltas) == raw
+    assert "".join(d.content or "" for d in deltas) == (message.content or "")
+    assert chunks[-1].choices[0].finish_reason in ("stop", "length")
+    with pytest.raises(openai.UnprocessableEntityError) as err:
+        client.chat.completions.create(messages=USER, stream_options={"include_usage": True}, **greedy)
+    assert err.value.body["field"] == "stream_options"
+
+    # several choices in one engine request, several prompts in flight at once: every choice streamed to its end
+    sampled = {"model": model, "max_tokens": 4, "temperature": 1.0, "seed": 0, "stream": True}
+    ends = {(ch.index, ch.finish_reason) for c in client.chat.completions.create(messages=USER, n=2, **sampled)
+            for ch in c.choices if ch.finish_reason}
+    assert {i for i, _ in ends} == {0, 1}
+    ends = {(ch.index, ch.finish_reason) for c in client.completions.create(prompt=[PROMPT, "Problem: 1 + 1"], n=2,
+                                                                          **sampled) for ch in c.choices
+            if ch.finish_reason}
+    assert {i for i, _ in ends} == {0, 1, 2, 3}
+
+
+@pytest.mark.slow
+def test_a_stream_over_http_ends_with_done_and_a_closed_one_aborts_its_request(server):
+    """The raw events: `text/event-stream`, `data: ...` lines, `data: [DONE]` last. A client that closes a stream
+    after its first event: the replica counts the stream cancelled (only a stream closed before its end counts)
+    and nothing stays in flight: the engine request, LONG tokens with ignore_eos, was aborted."""
+    import requests
+
+    url = f"http://127.0.0.1:{server.port}"
+    body = {"messages": USER, "max_tokens": 4, "stream": True}
+    with requests.post(url + "/v1/chat/completions", json=body, stream=True, timeout=60) as r:
+        assert r.status_code == 200 and r.headers["content-type"].startswith("text/event-stream")
+        lines = [line for line in r.iter_lines(decode_unicode=True) if line]
+    assert all(line.startswith("data: ") for line in lines) and lines[-1] == "data: [DONE]" and len(lines) >= 3
+
+    before = requests.get(url + "/healthz", timeout=30).json()["counters"]
+    long = {"messages": USER, "max_tokens": LONG, "ignore_eos": True, "stream": True}  # ~15 s whole on 2 cores
+    with requests.post(url + "/v1/chat/completions", json=long, stream=True, timeout=60) as r:
+        next(line for line in r.iter_lines() if line)
+    started, health = time.monotonic(), {}
+    while time.monotonic() - started < 30:
+        health = requests.get(url + "/healthz", timeout=30).json()
+        if health["counters"]["streams_cancelled"] > before["streams_cancelled"] and health["in_flight"] == 0:
+            break
+        time.sleep(0.2)
+    assert health["counters"]["streams_cancelled"] == before["streams_cancelled"] + 1, health
+    assert health["in_flight"] == 0 and health["counters"]["streams"] == before["streams"] + 1
+    print(f"\nclosed stream aborted within {time.monotonic() - started:.1f} s")
 
 
 @pytest.mark.slow

@@ -377,8 +377,9 @@ def test_completions_openai_format(served):
 
 @pytest.mark.slow
 def test_the_openai_client_on_a_model_without_a_chat_template(served):
-    """The official client finds the selector through /v1/models and completes raw text; its chat call gets a 422
-    naming `messages` (the tiny selector has no chat template), and the service goes on serving."""
+    """The official client finds the selector through /v1/models and completes raw text, streamed too (the pieces
+    add up to the greedy text); its chat call gets a 422 naming `messages` (the tiny selector has no chat
+    template), and the service goes on serving."""
     import openai
 
     client = openai.OpenAI(base_url=served.url + "/v1", api_key="unused", max_retries=0, timeout=60)
@@ -391,6 +392,10 @@ def test_the_openai_client_on_a_model_without_a_chat_template(served):
         client.chat.completions.create(model=model.id, messages=[{"role": "user", "content": "What is 2 + 2?"}])
     assert err.value.body["field"] == "messages"
     assert client.completions.create(model=model.id, prompt="Problem: 1 + 1", max_tokens=1).choices
+    greedy = {"model": model.id, "prompt": "Problem: what is 3 + 4?", "max_tokens": 6, "temperature": 0,
+              "extra_body": {"ignore_eos": True}}  # six pieces, whatever the untrained model writes
+    streamed = [c.choices[0].text for c in client.completions.create(stream=True, **greedy)]
+    assert len(streamed) > 1 and "".join(streamed) == client.completions.create(**greedy).choices[0].text
 
 
 HTTP_BAD = [  # (path, body, status, field) checked over HTTP: never 5xx, never a hang
@@ -404,13 +409,15 @@ HTTP_BAD = [  # (path, body, status, field) checked over HTTP: never 5xx, never 
     ("/v1/select", {"problem": "p", "candidates": ["1 2 3 " * 600, "4 5 6 " * 600]}, 413, "candidates"),
     ("/v1/completions", {"prompt": "x", "max_tokens": "many"}, 422, "max_tokens"),
     ("/v1/completions", {"prompt": "x", "max_tokens": 0}, 422, "max_tokens"),
-    ("/v1/completions", {"prompt": "x", "stream": True}, 422, "stream"),
+    ("/v1/completions", {"prompt": "x", "stream": "yes"}, 422, "stream"),
+    ("/v1/completions", {"prompt": "x", "stream_options": {"include_usage": True}}, 422, "stream_options"),
+    ("/v1/completions", {"prompt": "x", "stream": True, "max_tokens": 0}, 422, "max_tokens"),  # before the stream
     ("/v1/completions", {"max_tokens": 3}, 422, "prompt"),
     ("/v1/completions", {"prompt": [999999], "max_tokens": 3}, 422, "prompt[0]"),
     ("/v1/completions", {"prompt": "x", "n": 50}, 422, "n"),
     ("/v1/completions", {"prompt": "x", "model": "gpt-4o"}, 404, "model"),
     ("/v1/chat/completions", b"{oops", 400, "body"),
-    ("/v1/chat/completions", {"messages": [{"role": "user", "content": "x"}], "stream": True}, 422, "stream"),
+    ("/v1/chat/completions", {"messages": [{"role": "user", "content": "x"}], "stream": True}, 422, "messages"),
     ("/v1/chat/completions", {"messages": [{"role": "user", "content": "x"}]}, 422, "messages"),  # no chat template
     ("/admin/reload", {"model": "/nonexistent/model"}, 422, "model"),
     ("/admin/reload", {}, 422, "model"),

@@ -94,6 +94,16 @@ def test_prompt_budget_leaves_room_for_the_judgment(tmp_path):
     assert s.max_prompt_tokens == 960
 
 
+def test_the_reasoning_parser_is_one_of_vllms_and_reaches_the_replicas(tmp_path):
+    """serve.reasoning_parser: an unknown name stops the start with vLLM's list; a known one is in the settings."""
+    model = _model_folder(tmp_path / "m")
+    with pytest.raises(ValueError, match="serve.reasoning_parser='r1' is not one of .*deepseek_r1"):
+        resolve_settings(str(model), ServeConfig(reasoning_parser="r1"), TrainConfig())
+    settings = resolve_settings(str(model), ServeConfig(reasoning_parser="qwen3"), TrainConfig())
+    assert settings.reasoning_parser == "qwen3"
+    assert resolve_settings(str(model), ServeConfig(), TrainConfig()).reasoning_parser == ""
+
+
 def test_deployment_options_autoscale():
     opts = deployment_options(ServeConfig(min_replicas=1, max_replicas=3, target_ongoing_requests=8))
     assert opts["name"] == DEPLOYMENT and opts["max_ongoing_requests"] == 64
