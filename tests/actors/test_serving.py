@@ -100,6 +100,7 @@ class ScriptedWorker:
 
     def __init__(self):
         self.version, self.calls = 3, []
+        self.tokenizer = None  # the rollout worker's tokenizer: read by a reasoning parser, none configured here
 
     def encode_prompt(self, prompt):
         return prompt.split()
