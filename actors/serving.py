@@ -52,6 +52,19 @@ from core.algo.genselect import read_prompt_style
 
 log = logging.getLogger("genselect.serving")
 
+
+def server_error(counters: dict, error: Exception, what: str) -> tuple:
+    """(status, field, message, type) of a failure on the server's side, counted in `counters["server_errors"]`: a
+    timeout is 504, anything else 503 (logged as `what`, with its traceback)."""
+    from actors.rollout import RolloutTimeout
+
+    counters["server_errors"] += 1
+    if isinstance(error, (RolloutTimeout, asyncio.TimeoutError)):
+        return 504, "", f"timed out: {error}", "timeout"
+    log.exception(what)
+    return 503, "", f"{type(error).__name__}: {error}", "server_error"
+
+
 # ---- the replica ---------------------------------------------------------------------------------------
 def _check_gpu_reservation() -> None:
     """Refuse to start an engine on a GPU this replica did not reserve (select_request.unreserved_gpu_error)."""
@@ -243,8 +256,6 @@ class SelectorServer:
 
     async def _guarded(self, handler, body: bytes) -> JSONResponse:
         """Run a handler: RequestError -> its 4xx; timeout -> 504; anything else -> 503 (logged, counted)."""
-        from actors.rollout import RolloutTimeout
-
         await self._ready()
         try:
             return self._respond(await handler(body))
@@ -254,13 +265,8 @@ class SelectorServer:
         except _client_errors() as e:  # vLLM refused the request's parameters
             self.counters["client_errors"] += 1
             return error_response(422, getattr(e, "parameter", None) or "body", str(e))
-        except (RolloutTimeout, asyncio.TimeoutError) as e:
-            self.counters["server_errors"] += 1
-            return error_response(504, "", f"timed out: {e}", "timeout")
         except Exception as e:
-            self.counters["server_errors"] += 1
-            log.exception("request failed")
-            return error_response(503, "", f"{type(e).__name__}: {e}", "server_error")
+            return error_response(*server_error(self.counters, e, "request failed"))
 
     def _respond(self, answer) -> Response:
         """A handler's answer as HTTP: a dict as JSON; a stream (an async iterator of Server-Sent Events, from
@@ -275,8 +281,6 @@ class SelectorServer:
         """`events`, passed on; a failure once the stream has begun (its 200 is sent) becomes one error event and
         `[DONE]` (the status and type `_guarded` would answer, counted alike). A client that goes away cancels
         this: the stream is closed, which aborts its engine request (counted as `streams_cancelled`)."""
-        from actors.rollout import RolloutTimeout
-
         try:
             async with contextlib.aclosing(events):
                 async for event in events:
@@ -284,13 +288,8 @@ class SelectorServer:
         except (asyncio.CancelledError, GeneratorExit):
             self.counters["streams_cancelled"] += 1
             raise
-        except (RolloutTimeout, asyncio.TimeoutError) as e:
-            self.counters["server_errors"] += 1
-            yield stream_error(504, "", f"timed out: {e}", "timeout")
         except Exception as e:
-            self.counters["server_errors"] += 1
-            log.exception("streamed request failed")
-            yield stream_error(503, "", f"{type(e).__name__}: {e}", "server_error")
+            yield stream_error(*server_error(self.counters, e, "streamed request failed"))
 
     # ---- /v1/select (actors/served_selection.py) ------------------------------------------------------
     async def _select(self, body: bytes) -> dict:
