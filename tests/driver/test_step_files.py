@@ -7,7 +7,8 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[2]
 STEP_FILES = ["driver/train.py", "driver/step.py", "actors/rollout.py", "actors/verifier.py", "actors/learner.py",
               "actors/weight_sync.py"]
-LIFECYCLE = {"cfg", "fleet", "collector", "extra_rows", "record_step", "should_evaluate", "evaluate", "checkpoint"}
+LIFECYCLE = {"cfg", "fleet", "collector", "extra_rows", "record_step", "should_evaluate", "evaluate", "checkpoint",
+             "should_export", "export"}
 
 
 def _tree(path: str) -> ast.Module:
