@@ -5,7 +5,6 @@ serving replica too; the answers say which version produced them.
 import json
 import os
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -13,20 +12,17 @@ from pathlib import Path
 
 import pytest
 
+from core.net import rendezvous_port
+
 pytestmark = [pytest.mark.slow, pytest.mark.e2e]
 ROOT = Path(__file__).resolve().parent.parent
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def test_live_serving_follows_the_training_run(tmp_path):
     import requests
 
-    port, run_dir = _free_port(), tmp_path / "run"
+    # a port outside the ephemeral range, so no connection the run opens before serving starts can take it
+    port, run_dir = rendezvous_port("127.0.0.1"), tmp_path / "run"
     cmd = [sys.executable, "-m", "driver.train", "smoke", f"run_dir={run_dir}", "serve.live=true",
            f"serve.port={port}", "serve.num_cpus=0", "steps=3", "checkpoint_every=100"]
     log = open(tmp_path / "train.out", "w")

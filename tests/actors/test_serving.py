@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import socket
 import threading
 import time
 from types import SimpleNamespace
@@ -20,6 +19,7 @@ import pytest
 
 from actors.select_request import RequestError, SelectorSettings, parse_select
 from actors.serving import SelectorServer
+from core.net import rendezvous_port
 from core.records import Rollout, RolloutGroup
 
 WINDOW = 4
@@ -226,12 +226,6 @@ def test_token_budget_splits_groups_and_refuses_pairs_that_cannot_fit():
 
 
 # ---- the real Serve application -------------------------------------------------------------------------
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 def _post(url, body, timeout=120):
     import requests
 
@@ -258,7 +252,9 @@ def served(rollout_model_path):
     train = TrainConfig()
     train.rollout = RolloutConfig(max_response_tokens=12, max_num_seqs=64, temperature=1.0)
     # 1 replica, up to 2 when more than 4 requests are ongoing (only the autoscaling test, the last, loads it so)
-    serve_cfg = ServeConfig(port=_free_port(), window=WINDOW, max_candidates=100, max_body_bytes=200_000,
+    # a port outside the ephemeral range, so no connection Ray opens meanwhile can take it
+    serve_cfg = ServeConfig(port=rendezvous_port("127.0.0.1"), window=WINDOW, max_candidates=100,
+                            max_body_bytes=200_000,
                             max_samples=8, num_cpus=0.5, request_timeout_s=60.0, min_replicas=1, max_replicas=2,
                             target_ongoing_requests=4.0, upscale_delay_s=0.0, look_back_period_s=2.0)
     started = time.time()
