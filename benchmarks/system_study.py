@@ -85,7 +85,7 @@ def quick(settings: Settings) -> Settings:
 def generator_command(s: Settings, objective: str) -> list:
     return [sys.executable, "-m", "driver.train", "generator", f"run_dir={s.out / f'gen-{objective}'}",
             f"steps={s.gen_steps}", f"eval_samples={s.k}", f"eval_prompts={s.eval_problems}", "eval_every=0",
-            f"seed={s.seed}", f"learner.lr={s.gen_lr}", f"algorithm.advantage_estimator={objective}",
+            f"seed={s.seed}", f"learner.lr={s.gen_lr}", f"algorithm.advantage.name={objective}",
             *ESTIMATOR_OVERRIDES[objective], *s.extra_generator]
 
 

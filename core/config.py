@@ -17,7 +17,8 @@ from omegaconf.errors import OmegaConfBaseException
 
 from core import overrides as overrides_grammar
 from core.config_model import DataConfig, ModelConfig
-from core.config_rules import ConfigError, check, estimator_params, resolve, resolve_ratio_reference
+from core import estimators
+from core.config_rules import ConfigError, check, resolve, resolve_ratio_reference
 from core.config_schema import (AlgorithmConfig, ClusterConfig, CurriculumConfig, LearnerConfig, LoggingConfig,
                                 RolloutConfig, ServeConfig, TrainConfig, VerifierConfig, WeightSyncConfig)
 from core.config_tiny import (PretrainConfig, TinyModelConfig, TinyRecipeConfig, WarmStartConfig, migrate_moved_keys,
@@ -43,15 +44,19 @@ def load_config(name_or_path: str = "default", overrides: Optional[list] = None)
     schema = OmegaConf.structured(TrainConfig)
     try:
         layers = _yaml_layers(name_or_path)
+        merged = schema
         for layer in layers:
             _refuse_moved_keys(OmegaConf.to_container(layer), f"config {name_or_path!r}")
-        merged = OmegaConf.merge(schema, *layers)
+            _refuse_old_estimator_keys(OmegaConf.to_container(layer), f"config {name_or_path!r}")
+            merged = OmegaConf.merge(_restart_estimator(merged, _estimator_named(layer)), layer)
         parsed = [overrides_grammar.parse(item) for item in overrides or []]
         for item in parsed:
             _refuse_moved_keys(overrides_grammar.dotlist_tree(item), f"override {item.text!r}", item.key)
+            _refuse_old_estimator_keys(overrides_grammar.dotlist_tree(item), f"override {item.text!r}")
         file_keys = overrides_grammar.set_keys(layers)
         for item in parsed:
-            merged = overrides_grammar.apply(merged, schema, file_keys, item)
+            named = _estimator_named(overrides_grammar.dotlist_tree(item)) if item.op != "remove" else None
+            merged = overrides_grammar.apply(_restart_estimator(merged, named), schema, file_keys, item)
         cfg = OmegaConf.to_object(merged)
     except OmegaConfBaseException as e:
         key = getattr(e, "full_key", None) or getattr(e, "key", None)
@@ -88,6 +93,33 @@ def _refuse_moved_keys(tree, where: str, key: str = "") -> None:
                           f"set {new}{suffix} instead")
 
 
+def _refuse_old_estimator_keys(tree, where: str) -> None:
+    """ConfigError (one line, naming the new key) if `tree` (a YAML layer or an override as nested dicts) sets one of
+    the flat estimator keys that moved into `algorithm.advantage` (core/estimators.py)."""
+    old = estimators.old_keys_in(tree.get("algorithm") if isinstance(tree, dict) else None)
+    if old:
+        raise ConfigError(f"{where}: {estimators.refusal(old[0])}")
+
+
+def _estimator_named(tree) -> Optional[str]:
+    """The estimator name a layer (or an override, as a tree) sets at `algorithm.advantage.name`, else None."""
+    section = OmegaConf.to_container(tree) if isinstance(tree, DictConfig) else tree
+    for part in ("algorithm", "advantage"):
+        section = section.get(part) if isinstance(section, dict) else None
+    name = section.get("name") if isinstance(section, dict) else None
+    return None if name is None else str(name)
+
+
+def _restart_estimator(merged: DictConfig, name: Optional[str]) -> DictConfig:
+    """`merged` with `algorithm.advantage` emptied to `{name}` when `name` names another estimator than it holds:
+    the parameters belong to the estimator (core/estimators.py)."""
+    if name is None or merged.algorithm.advantage.get("name") == name:
+        return merged
+    merged = merged.copy()
+    merged.algorithm.advantage = {"name": name}
+    return merged
+
+
 def _first_line(e: Exception) -> str:
     return str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
 
@@ -102,7 +134,7 @@ def from_yaml(text: str) -> TrainConfig:
     except that the user functions it names are not imported: they were checked when the run started, and reading its
     settings does not need them. A config written before the tiny recipe's keys moved under `tiny:` is read with
     them moved."""
-    tree = migrate_moved_keys(OmegaConf.to_container(OmegaConf.create(text)))
+    tree = estimators.migrate(migrate_moved_keys(OmegaConf.to_container(OmegaConf.create(text))))
     merged = OmegaConf.merge(OmegaConf.structured(TrainConfig), OmegaConf.create(tree))
     cfg = OmegaConf.to_object(merged)
     check(cfg, user_code=False)
@@ -110,7 +142,8 @@ def from_yaml(text: str) -> TrainConfig:
 
 
 def describe(cls: type = TrainConfig, prefix: str = "") -> list:
-    """(dotted key, default, help) for every field: what `--help` prints."""
+    """(dotted key, default, help) for every field: what `--help` prints; the advantage section is followed by the
+    parameters of every registered estimator (core/estimators.py)."""
     rows = []
     for f in dataclasses.fields(cls):
         key = f"{prefix}{f.name}"
@@ -119,6 +152,8 @@ def describe(cls: type = TrainConfig, prefix: str = "") -> list:
             rows.extend(describe(type(default), key + "."))
         else:
             rows.append((key, default, f.metadata.get("help", "")))
+        if key == estimators.KEY:
+            rows.extend(estimators.describe())
     return rows
 
 
@@ -144,5 +179,5 @@ __all__ = ["TrainConfig", "ModelConfig", "TinyRecipeConfig", "TinyModelConfig", 
            "DataConfig", "RolloutConfig", "VerifierConfig", "LearnerConfig", "AlgorithmConfig", "WeightSyncConfig",
            "ClusterConfig",
            "CurriculumConfig", "ServeConfig", "ConfigError", "CONFIG_DIR", "load_config", "resolve_config_path",
-           "estimator_params", "resolve_ratio_reference", "to_yaml", "from_yaml", "describe", "is_recipe_key",
+           "resolve_ratio_reference", "to_yaml", "from_yaml", "describe", "is_recipe_key",
            "cache_key_settings"]

@@ -1,11 +1,11 @@
 """The rules a loaded config must obey beyond its types (`check`: ConfigError naming the key), the values derived
-after them (`resolve`), and the estimator parameters a config names (`estimator_params`)."""
+after them (`resolve`)."""
 from __future__ import annotations
 
 from typing import Any
 
 from core.config_rules_tiny import TINY_CHOICES, tiny_rules
-from core.config_schema import AlgorithmConfig, TrainConfig
+from core.config_schema import TrainConfig
 
 
 class ConfigError(ValueError):
@@ -23,12 +23,9 @@ _CHOICES = {
     "verifier.sandbox_backend": ("bubblewrap", "docker"),
     "learner.zero_stage": (2, 3),
     "learner.lr_schedule": ("constant", "linear", "cosine"),
-    "algorithm.advantage_estimator": ("grpo", "loglik", "maxk", "bon_rlb", "bon_rlb_p"),
     "algorithm.ratio_reference": ("auto", "behaviour", "proximal"),
     "rollout.sync_mode": ("drain", "keep"),
     "rollout.judgment": ("free", "forced"),
-    "algorithm.maxk_baseline": ("loo", "mean", "none"),
-    "algorithm.bon_p_estimate": ("group", "loo"),
     "weight_sync.backend": ("object_store", "gloo", "nccl", "ipc"),
     "cluster.placement_strategy": ("PACK", "SPREAD", "STRICT_PACK", "STRICT_SPREAD"),
     **TINY_CHOICES,
@@ -121,7 +118,7 @@ def check(cfg: TrainConfig, user_code: bool = True) -> None:
         ("algorithm.eps_high", a.eps_high > 0, "must be > 0"),
         ("algorithm.solution_anchor", a.solution_anchor >= 0, "must be >= 0 (0 = off)"),
         ("algorithm.dual_clip_c", a.dual_clip_c > 1, "must be > 1"),
-        *_estimator_rules(cfg),
+        *_estimator_rules(cfg, user_code),
         *_generator_rules(cfg),
         *_user_function_rules(cfg, user_code),
         ("algorithm.max_num_gen_batches", a.max_num_gen_batches >= 1, "must be >= 1"),
@@ -157,50 +154,53 @@ def check(cfg: TrainConfig, user_code: bool = True) -> None:
             raise ConfigError(f"{key}={_get(cfg, key)!r} {message}")
 
 
-def _estimator_rules(cfg: TrainConfig) -> list:
-    """(key, ok, message) rules of the advantage estimator's parameters (core/algo/bon.py), checked before any
-    actor starts. Only the chosen estimator's keys are checked, except `maxk_off_policy`, a switch that means
-    nothing without 'maxk'."""
-    a, G = cfg.algorithm, cfg.rollout.samples_per_prompt
-    name = a.advantage_estimator
-    rules = [("algorithm.maxk_off_policy", not a.maxk_off_policy or name == "maxk",
-              f"needs algorithm.advantage_estimator=maxk (it is {name!r})")]
+def _estimator_rules(cfg: TrainConfig, user_code: bool = True) -> list:
+    """(key, ok, message) rules of `algorithm.advantage` (core/estimators.py: its name and parameters; the math in
+    core/algo/bon.py), checked before any actor starts, with the rest of the config (the group size G, the rewards,
+    the staleness). A user estimator's parameters are its own to check (with `user_code`: it must build with them)."""
+    from core import estimators
+
+    section, G = cfg.algorithm.advantage, cfg.rollout.samples_per_prompt
+    errors = estimators.section_errors(section, user_code)
+    if errors or estimators.is_path(section["name"]):
+        return [(key, False, message) for key, message in errors]
+    name, p, a, key = section["name"], estimators.params(section), cfg.algorithm, estimators.KEY
+    rules = []
     if name == "grpo":
-        rules.append(("algorithm.grpo_eps", a.grpo_eps > 0, "must be > 0"))
+        rules.append((f"{key}.eps", p["eps"] > 0, "must be > 0"))
     if name == "maxk":
-        top = G if a.maxk_baseline == "none" else G - 1
-        why = ("k samples out of G" if a.maxk_baseline == "none" else
-               f"algorithm.maxk_baseline={a.maxk_baseline!r} needs G > k: "
-               + ("the leave-one-out max@k of the other G-1 samples" if a.maxk_baseline == "loo"
+        top = G if p["baseline"] == "none" else G - 1
+        why = ("k samples out of G" if p["baseline"] == "none" else
+               f"{key}.baseline={p['baseline']!r} needs G > k: "
+               + ("the leave-one-out max@k of the other G-1 samples" if p["baseline"] == "loo"
                   else "at k = G the centred gradient is exactly zero"))
         rules += [
-            ("algorithm.maxk_k", 1 <= a.maxk_k <= top,
-             f"must be in [1, {top}] with rollout.samples_per_prompt={G} ({why})"),
-            ("algorithm.maxk_log_ratio_clip", a.maxk_log_ratio_clip > 0, "must be > 0"),
-            ("algorithm.maxk_off_policy", not a.maxk_off_policy or cfg.max_staleness >= 1,
+            (f"{key}.k", 1 <= p["k"] <= top, f"must be in [1, {top}] with rollout.samples_per_prompt={G} ({why})"),
+            (f"{key}.log_ratio_clip", p["log_ratio_clip"] > 0, "must be > 0"),
+            (f"{key}.off_policy", not p["off_policy"] or cfg.max_staleness >= 1,
              f"needs max_staleness >= 1 (with max_staleness={cfg.max_staleness} every sample is on-policy: "
              f"there is nothing to correct)"),
         ]
     if name == "loglik":
-        rules.append(("algorithm.advantage_estimator", a.overlong_filtering or a.overlong_penalty_factor == 0,
+        rules.append((f"{key}.name", a.overlong_filtering or a.overlong_penalty_factor == 0,
                       "'loglik' needs rewards >= 0: set algorithm.overlong_filtering=true or "
                       "overlong_penalty_factor=0 (the overlong penalty is negative)"))
     if name.startswith("bon_"):
         rules += [
-            ("algorithm.advantage_estimator", cfg.verifier.reward == "binary",
+            (f"{key}.name", cfg.verifier.reward == "binary",
              f"needs binary rewards, but verifier.reward={cfg.verifier.reward!r} gives fractional ones "
-             f"(use algorithm.advantage_estimator=maxk for continuous rewards, or verifier.reward=binary)"),
-            ("algorithm.advantage_estimator", a.overlong_filtering or a.overlong_penalty_factor == 0,
+             f"(use {key}.name=maxk for continuous rewards, or verifier.reward=binary)"),
+            (f"{key}.name", a.overlong_filtering or a.overlong_penalty_factor == 0,
              "needs binary rewards: set algorithm.overlong_filtering=true or overlong_penalty_factor=0"),
-            ("algorithm.bon_n", a.bon_n >= 1, "must be >= 1"),
-            ("algorithm.bon_n", a.bon_p_estimate != "loo" or a.bon_n <= G,
-             f"must be <= rollout.samples_per_prompt={G} with algorithm.bon_p_estimate='loo' (the leave-one-out "
+            (f"{key}.n", p["n"] >= 1, "must be >= 1"),
+            (f"{key}.n", p["p_estimate"] != "loo" or p["n"] <= G,
+             f"must be <= rollout.samples_per_prompt={G} with {key}.p_estimate='loo' (the leave-one-out "
              f"estimate of p^(N-1) draws N-1 of the other G-1 samples)"),
-            ("algorithm.bon_p_min", 0 <= a.bon_p_min < a.bon_p_max <= 1,
-             f"must be >= 0 and < algorithm.bon_p_max={a.bon_p_max} (<= 1)"),
-            ("algorithm.bon_p_estimate", a.bon_p_estimate != "loo" or (a.bon_p_min, a.bon_p_max) == (0.0, 1.0),
-             f"'loo' uses no clipping: algorithm.bon_p_min={a.bon_p_min} / bon_p_max={a.bon_p_max} would be "
-             f"ignored (leave them at 0 and 1, or use bon_p_estimate=group)"),
+            (f"{key}.p_min", 0 <= p["p_min"] < p["p_max"] <= 1,
+             f"must be >= 0 and < {key}.p_max={p['p_max']} (<= 1)"),
+            (f"{key}.p_estimate", p["p_estimate"] != "loo" or (p["p_min"], p["p_max"]) == (0.0, 1.0),
+             f"'loo' uses no clipping: {key}.p_min={p['p_min']} / p_max={p['p_max']} would be "
+             f"ignored (leave them at 0 and 1, or use p_estimate=group)"),
         ]
     return rules
 
@@ -287,23 +287,6 @@ def _logging_rules(cfg: TrainConfig, user_code: bool = True) -> list:
     return rules
 
 
-def estimator_params(algo: AlgorithmConfig) -> dict:
-    """Keyword parameters of `core.algo.bon.make_estimator(algo.advantage_estimator, **params)`, one config key
-    each (`AlgorithmConfig`'s `grpo_*`, `maxk_*`, `bon_*`)."""
-    name = algo.advantage_estimator
-    if name == "grpo":
-        return {"eps": algo.grpo_eps, "scale_by_std": algo.grpo_scale_by_std}
-    if name == "loglik":
-        return {}
-    if name == "maxk":
-        return {"k": algo.maxk_k, "baseline": algo.maxk_baseline, "off_policy": algo.maxk_off_policy,
-                "log_ratio_clip": algo.maxk_log_ratio_clip}
-    if name in ("bon_rlb", "bon_rlb_p"):
-        return {"n": algo.bon_n, "p_estimate": algo.bon_p_estimate, "p_min": algo.bon_p_min,
-                "p_max": algo.bon_p_max}
-    raise ValueError(f"unknown advantage estimator {name!r}")
-
-
 def resolve_ratio_reference(requested: str, max_staleness: int, engine_dtype: str, learner_dtype: str) -> str:
     """The PPO ratio reference actually used. 'auto': 'proximal' (decoupled objective with truncated IS) when
     samples may be off-policy (`max_staleness >= 1`) or the engine's numerics differ from the learner's
@@ -320,13 +303,22 @@ def resolve(cfg: TrainConfig) -> TrainConfig:
                                                             cfg.model.dtype, cfg.learner.dtype)
     from core.deadlines import sync_deadline_s
 
+    from core.estimators import resolve_section
+
+    cfg.algorithm.advantage = resolve_section(cfg.algorithm.advantage)
     cfg.weight_sync.timeout_s = sync_deadline_s(cfg)  # 0: derived from the generation limits; else kept
     return cfg
 
 
 def _get(cfg: Any, dotted: str) -> Any:
+    """The value at `dotted`; inside a `{name, ...params}` section (a dict) a parameter left out reads its default."""
+    from core.estimators import ESTIMATORS, resolve_section
+
     for part in dotted.split("."):
-        cfg = getattr(cfg, part)
+        if isinstance(cfg, dict):
+            cfg = (resolve_section(cfg) if cfg.get("name") in ESTIMATORS else cfg).get(part)
+        else:
+            cfg = getattr(cfg, part)
     return cfg
 
 

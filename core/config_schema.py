@@ -9,7 +9,7 @@ documentation (`python -m driver.train --help` prints it).
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Optional
+from typing import Any, Dict, Optional
 
 from core.config_model import DataConfig, ModelConfig, _f
 from core.config_tiny import TinyRecipeConfig
@@ -122,9 +122,13 @@ class LearnerConfig:
 @dataclass
 class AlgorithmConfig:
     """DAPO (arXiv 2503.14476) and the pluggable advantage estimators."""
-    advantage_estimator: str = _f("grpo", "'grpo' (DAPO group-normalised), 'loglik' ((r - mean) / mean: the "
-                                          "gradient of log P(success); core/algo/bon.py), 'maxk' (arXiv 2510.23393), "
-                                          "'bon_rlb' or 'bon_rlb_p' (arXiv 2412.15287).")
+    advantage: Dict[str, Any] = _f({"name": "grpo"}, "The advantage estimator and its parameters, one section: "
+                                   "{name, ...params} (core/estimators.py). name: 'grpo' (DAPO group-normalised), "
+                                   "'loglik' ((r - mean) / mean: the gradient of log P(success)), 'maxk' (arXiv "
+                                   "2510.23393), 'bon_rlb' or 'bon_rlb_p' (arXiv 2412.15287), or "
+                                   "'package.module:Attr' for your own; its parameters are listed below as "
+                                   "algorithm.advantage.<param>. A layer that names another estimator starts the "
+                                   "section afresh.")
     eps_low: float = _f(0.2, "Lower clip range of the importance ratio.")
     eps_high: float = _f(0.28, "Upper clip range (clip-higher).")
     dual_clip_c: float = _f(10.0, "Dual-clip constant for negative advantages.")
@@ -150,31 +154,6 @@ class AlgorithmConfig:
                                      "PPO-ptx mixes pretraining data), so the weights keep what those tokens "
                                      "teach. A general hook for any model; the embedded tiny recipe's "
                                      "pick-then-point solution and tiny.anchor_corpus_rows use it. 0 = off.")
-    grpo_eps: float = _f(1e-6, "Estimator 'grpo': eps in (r - mean) / (std + eps).")
-    grpo_scale_by_std: bool = _f(True, "Estimator 'grpo': divide by the group's std (false: centring only, "
-                                       "as in Dr. GRPO).")
-    maxk_k: int = _f(4, "Estimator 'maxk': k of max@k = E[max reward of k samples] (docs/algorithms.md). "
-                        "Needs k < rollout.samples_per_prompt (k <= it with maxk_baseline='none').")
-    maxk_baseline: str = _f("loo", "Estimator 'maxk': 'loo' (k times the leave-one-out max@k of the other "
-                                   "samples: exactly unbiased, advantages sum to 0), 'mean' (GRPO-style "
-                                   "centring: the gradient shrinks by 1 - k/G) or 'none'.")
-    maxk_off_policy: bool = _f(False, "Estimator 'maxk': correct for stale samples with the paper's first-order "
-                                      "off-policy weights w' (arXiv 2510.23393), from the sequence log-ratio "
-                                      "log pi - log mu (the learner's current log-probs minus the engine's "
-                                      "behaviour log-probs, summed over response tokens; one extra learner "
-                                      "forward pass per step). Needs max_staleness >= 1.")
-    maxk_log_ratio_clip: float = _f(0.5, "Estimator 'maxk' with maxk_off_policy: the sequence log-ratio is "
-                                         "clamped to [-clip, clip] (the correction is first order in rho - 1).")
-    bon_n: int = _f(8, "Estimators 'bon_rlb', 'bon_rlb_p': N of the Best-of-N objective 1 - p^N (p = failure "
-                       "probability; arXiv 2412.15287). Binary rewards only.")
-    bon_p_estimate: str = _f("group", "Estimators 'bon_rlb', 'bon_rlb_p': how p is estimated per prompt. "
-                                      "'group': plug-in failure fraction of the group (biased for N >= 2, weight "
-                                      "clipped to [bon_p_min, bon_p_max]); 'loo': leave-one-out, exactly "
-                                      "unbiased, needs bon_n <= rollout.samples_per_prompt.")
-    bon_p_min: float = _f(0.0, "Estimators 'bon_rlb', 'bon_rlb_p' with bon_p_estimate='group': lower clip of "
-                               "the p in the weight N p^(N-1) (the baseline keeps the unclipped p).")
-    bon_p_max: float = _f(1.0, "Estimators 'bon_rlb', 'bon_rlb_p' with bon_p_estimate='group': upper clip of "
-                               "the p in the weight; must exceed bon_p_min.")
 
 
 @dataclass
@@ -308,7 +287,7 @@ class TrainConfig:
     """The main job: asynchronous DAPO training of a GenSelect selector."""
     task: str = _f("selector", "What the policy learns: 'selector' (GenSelect: pick the best of N candidates) or "
                                "'generator' (write solutions to the problems of data.source, rewarded by the "
-                               "verifier pool; advantages from algorithm.advantage_estimator; docs/generator.md).")
+                               "verifier pool; advantages from algorithm.advantage; docs/generator.md).")
     run_dir: str = _f("runs/default", "Output folder: checkpoints, metrics, curves, summary, export.")
     seed: int = _f(0, "Global seed (data order, sampling seeds).")
     steps: int = _f(60, "Learner steps.")

@@ -9,8 +9,8 @@ learner_step -> sync_weights); only what a task is differs:
 * the verifier pool scores each solution itself (`VerifierPool._score_solutions`): math-verify on its stated
   final answer (1/0), the sandbox for a program (1 when every test passes, or the pass fraction with
   `verifier.reward=partial`);
-* the advantage is `algorithm.advantage_estimator` with its `algorithm.*` parameters: `grpo` (DAPO),
-  `maxk` (max@k, arXiv 2510.23393; `maxk_off_policy` corrects stale samples with the sequence log-ratio of
+* the advantage is `algorithm.advantage` (its `name` and parameters): `grpo` (DAPO),
+  `maxk` (max@k, arXiv 2510.23393; `off_policy` corrects stale samples with the sequence log-ratio of
   `driver.step.policy_logprobs` against the engine's behaviour log-probs), `bon_rlb` / `bon_rlb_p` (Chow et al.,
   arXiv 2412.15287);
 * evaluation is pass@k on held-out problems: `eval_samples` = K solutions per problem at
@@ -139,7 +139,7 @@ class GeneratorRun(Run):
                    "final_majority_curve": last.get("majority_curve"),
                    "start_pass_at_1_ci": [first.get("pass_at_1_lo"), first.get("pass_at_1_hi")],
                    "start_pass_at_n_ci": [first.get("pass_at_n_lo"), first.get("pass_at_n_hi")],
-                   "estimator": self.cfg.algorithm.advantage_estimator,
+                   "estimator": self.cfg.algorithm.advantage["name"],
                    "warm_start": self.prepared.warm_start_stats, "time_per_step": base["time_per_step"],
                    "step_seconds": _mean_step_seconds(self.metrics.records("train")),
                    "weight_sync_gbps": base["weight_sync_gbps"],

@@ -31,9 +31,8 @@ import torch
 
 from actors.packing import count_loss_tokens, merge_identical, shard_sequences
 from core.algo import dapo
-from core.algo.bon import make_estimator
 from core.algo.metrics import unforced_rate
-from core.config import estimator_params
+from core import estimators
 from core.records import TrainSequence
 from driver.curriculum import mean_gain
 from driver.failure import RunFailed, how_to_continue
@@ -261,7 +260,7 @@ def shape_and_advantage(groups: list, algo, max_response_tokens: int, policy_log
 
     `policy_logprobs(sequences) -> per-token log-probs` under the policy being trained (the learner's current
     weights; `policy_logprobs` below) is needed only by an off-policy estimator
-    (`algorithm.maxk_off_policy`): its sequence log-ratio is `sum(policy log-probs) - sum(behaviour log-probs)` per
+    (`algorithm.advantage.off_policy` of max@k): its sequence log-ratio is `sum(policy log-probs) - sum(behaviour log-probs)` per
     response, over the tokens the policy sampled (`loss_mask` 1)."""
     if not groups:
         raise ValueError("shape_and_advantage needs at least one group")
@@ -279,7 +278,7 @@ def shape_and_advantage(groups: list, algo, max_response_tokens: int, policy_log
                                         algo.overlong_penalty_factor)
         shaped = shaped + penalty.view(len(groups), G)
     # the configured estimator, with every parameter from the config (validated when the config was loaded)
-    estimator = make_estimator(algo.advantage_estimator, **estimator_params(algo))
+    estimator = estimators.build(algo.advantage)
     weights = (~truncated).double() if algo.overlong_filtering else torch.ones(len(rollouts), dtype=torch.float64)
     # a failed verification (timeout, crash) is no wrong answer: out of the loss (filter_groups drops such
     # groups before they get here; this guards callers that skip it)
@@ -303,7 +302,7 @@ def shape_and_advantage(groups: list, algo, max_response_tokens: int, policy_log
     log_ratio = None
     if estimator.needs_seq_log_ratio:
         if policy_logprobs is None:
-            raise ValueError(f"estimator {algo.advantage_estimator!r} is off-policy: shape_and_advantage needs "
+            raise ValueError(f"estimator {algo.advantage['name']!r} is off-policy: shape_and_advantage needs "
                              f"policy_logprobs")
         current = policy_logprobs(sequences)
         log_ratio = torch.tensor([_sampled_sum(lp, s) - _sampled_sum(s.behaviour_logprobs, s)
@@ -322,9 +321,11 @@ def shape_and_advantage(groups: list, algo, max_response_tokens: int, policy_log
         "batch/response_tokens": count_loss_tokens(sequences),
         "batch/verifier_failures_masked": int(failed.sum()),
     }
+    clip = getattr(estimator, "log_ratio_clip", None)
     if log_ratio is not None:
         stats["offpolicy/seq_log_ratio_abs_mean"] = log_ratio.abs().mean().item()
-        stats["offpolicy/clipped_fraction"] = (log_ratio.abs() > algo.maxk_log_ratio_clip).double().mean().item()
+    if log_ratio is not None and clip is not None:
+        stats["offpolicy/clipped_fraction"] = (log_ratio.abs() > clip).double().mean().item()
     return Sequences(sequences, stats)
 
 
@@ -390,7 +391,7 @@ def check_sync(fleet, sequences: list) -> dict:
 
 def policy_logprobs(fleet, sequences: list) -> list:
     """Per-token log-probs of each response under the learner's current weights (the policy this step trains), for
-    an off-policy estimator at stage 3 (`algorithm.maxk_off_policy`)."""
+    an off-policy estimator at stage 3 (`algorithm.advantage.off_policy` of max@k)."""
     return fleet.call([l.compute_logprobs.remote(sequences) for l in logprob_ranks(fleet)],
                       fleet.cfg.learner.step_timeout_s, "learner log-probs (off-policy max@k)")[0]
 

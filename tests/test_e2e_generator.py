@@ -24,15 +24,15 @@ BASE = ["steps=6", "prompts_per_step=4", "max_staleness=0", "eval_prompts=8", "e
         "vocab_size: 256, max_position_embeddings: 192}",
         "tiny.warm_start={steps: 60, batch_size: 8, lr: 3.0e-3}", "rollout.samples_per_prompt=4",
         "rollout.max_response_tokens=40", "rollout.kv_cache_gib=1", "rollout.max_num_seqs=32",
-        "algorithm.dynamic_sampling=false", "algorithm.maxk_k=2", "algorithm.overlong_buffer_len=8",
+        "algorithm.dynamic_sampling=false", "algorithm.advantage.k=2", "algorithm.overlong_buffer_len=8",
         "learner.micro_batch_tokens=2048", "cluster.num_cpus=2"]
 PHASES = [  # (overrides, steps)
-    (["algorithm.advantage_estimator=grpo"], 1),
-    (["algorithm.advantage_estimator=maxk"], 1),
-    (["algorithm.advantage_estimator=bon_rlb", "algorithm.overlong_penalty_factor=0", "algorithm.bon_n=4"], 1),
-    (["algorithm.advantage_estimator=bon_rlb_p", "algorithm.overlong_filtering=true", "algorithm.bon_p_estimate=loo",
-      "algorithm.bon_n=4"], 1),
-    (["algorithm.advantage_estimator=maxk", "algorithm.maxk_off_policy=true", "max_staleness=1"], 2),
+    (["algorithm.advantage.name=grpo"], 1),
+    (["algorithm.advantage.name=maxk"], 1),
+    (["algorithm.advantage.name=bon_rlb", "algorithm.overlong_penalty_factor=0", "algorithm.advantage.n=4"], 1),
+    (["algorithm.advantage.name=bon_rlb_p", "algorithm.overlong_filtering=true", "algorithm.advantage.p_estimate=loo",
+      "algorithm.advantage.n=4"], 1),
+    (["algorithm.advantage.name=maxk", "algorithm.advantage.off_policy=true", "max_staleness=1"], 2),
 ]
 
 

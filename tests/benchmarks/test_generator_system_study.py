@@ -63,7 +63,7 @@ class FakeStages:
             stdout.write("Traceback: something broke\n")
             return subprocess.CompletedProcess(command, 1)
         if entry == "driver.train" and args[0] == "generator":
-            objective = opts["algorithm.advantage_estimator"]
+            objective = opts["algorithm.advantage.name"]
             run = Path(opts["run_dir"])
             (run / "export").mkdir(parents=True)
             (run / "summary.json").write_text(json.dumps(GENERATORS[objective]))
@@ -150,7 +150,7 @@ def test_bad_arguments_are_refused_before_anything_runs(tmp_path, monkeypatch, c
 def test_the_stage_commands():
     s = study.Settings(Path("/o"))
     grpo, bon = study.generator_command(s, "grpo"), study.generator_command(s, "bon_rlb")
-    assert "algorithm.advantage_estimator=grpo" in grpo and "eval_samples=64" in grpo and "learner.lr=0.0003" in grpo
+    assert "algorithm.advantage.name=grpo" in grpo and "eval_samples=64" in grpo and "learner.lr=0.0003" in grpo
     assert "algorithm.overlong_filtering=true" in bon and "algorithm.overlong_filtering=true" not in grpo
     # the selector trains on exactly the dataset the synthesis built (same data overrides: same dataset hash)
     data = [a for a in study.selector_command(s, "weak", "/g") if a.startswith(("data.", "rollout."))]

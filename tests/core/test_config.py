@@ -22,15 +22,15 @@ def test_override_applies_with_type():
     (["bogus=1"], "bogus"),
     (["steps=abc"], "steps"),
     (["learner.zero_stage=1"], "learner.zero_stage"),
-    (["algorithm.advantage_estimator=ppo"], "algorithm.advantage_estimator"),
+    (["algorithm.advantage.name=ppo"], "algorithm.advantage.name"),
     (["data.max_candidates=17"], "data.max_candidates"),
     (["data.min_candidates=1"], "data.min_candidates"),
     (["algorithm.eps_low=1.5"], "algorithm.eps_low"),
     (["max_staleness=-1"], "max_staleness"),
     (["data.source=file"], "data.path"),
-    (["algorithm.advantage_estimator=maxk", "algorithm.maxk_k=99"], "algorithm.maxk_k"),
-    (["algorithm.advantage_estimator=maxk", "algorithm.maxk_k=8"], "algorithm.maxk_k"),
-    (["algorithm.advantage_estimator=bon_rlb"], "algorithm.advantage_estimator"),
+    (["algorithm.advantage.name=maxk", "algorithm.advantage.k=99"], "algorithm.advantage.k"),
+    (["algorithm.advantage.name=maxk", "algorithm.advantage.k=8"], "algorithm.advantage.k"),
+    (["algorithm.advantage.name=bon_rlb"], "algorithm.advantage.name"),
     (["weight_sync.backend=mpi"], "weight_sync.backend"),
     (["weight_sync.backend=nccl"], "weight_sync.backend"),
     (["eval_knockout_window=1"], "eval_knockout_window"),
@@ -126,34 +126,36 @@ BON_BINARY = ["algorithm.overlong_filtering=true"]
 
 
 @pytest.mark.parametrize("overrides, keys", [
-    (["algorithm.advantage_estimator=bon_rlb", "verifier.reward=partial", *BON_BINARY],
-     ["algorithm.advantage_estimator", "verifier.reward"]),
-    (["algorithm.advantage_estimator=bon_rlb_p", "verifier.reward=partial", *BON_BINARY],
-     ["algorithm.advantage_estimator", "verifier.reward"]),
-    (["algorithm.advantage_estimator=maxk", "rollout.samples_per_prompt=4", "algorithm.maxk_k=4"],
-     ["algorithm.maxk_k", "rollout.samples_per_prompt", "maxk_baseline"]),
-    (["algorithm.advantage_estimator=maxk", "rollout.samples_per_prompt=4", "algorithm.maxk_k=4",
-      "algorithm.maxk_baseline=mean"], ["algorithm.maxk_k", "zero"]),
-    (["algorithm.advantage_estimator=maxk", "rollout.samples_per_prompt=4", "algorithm.maxk_k=5",
-      "algorithm.maxk_baseline=none"], ["algorithm.maxk_k", "rollout.samples_per_prompt"]),
-    (["algorithm.advantage_estimator=maxk", "algorithm.maxk_k=0"], ["algorithm.maxk_k"]),
-    (["algorithm.advantage_estimator=maxk", "algorithm.maxk_baseline=median"], ["algorithm.maxk_baseline"]),
-    (["algorithm.advantage_estimator=maxk", "algorithm.maxk_log_ratio_clip=0"], ["algorithm.maxk_log_ratio_clip"]),
-    (["algorithm.advantage_estimator=maxk", "algorithm.maxk_off_policy=true", "max_staleness=0"],
-     ["algorithm.maxk_off_policy", "max_staleness"]),
-    (["algorithm.maxk_off_policy=true", "max_staleness=1"],
-     ["algorithm.maxk_off_policy", "algorithm.advantage_estimator"]),
-    (["algorithm.advantage_estimator=bon_rlb", *BON_BINARY, "algorithm.bon_p_min=0.5", "algorithm.bon_p_max=0.5"],
-     ["algorithm.bon_p_min", "algorithm.bon_p_max"]),
-    (["algorithm.advantage_estimator=bon_rlb", *BON_BINARY, "algorithm.bon_p_max=1.5"], ["algorithm.bon_p_min"]),
-    (["algorithm.advantage_estimator=bon_rlb", *BON_BINARY, "algorithm.bon_p_estimate=oracle"],
-     ["algorithm.bon_p_estimate"]),
-    (["algorithm.advantage_estimator=bon_rlb", *BON_BINARY, "algorithm.bon_p_estimate=loo", "algorithm.bon_n=9",
-      "rollout.samples_per_prompt=8"], ["algorithm.bon_n", "rollout.samples_per_prompt", "bon_p_estimate"]),
-    (["algorithm.advantage_estimator=bon_rlb_p", *BON_BINARY, "algorithm.bon_p_estimate=loo",
-      "algorithm.bon_p_max=0.9"], ["algorithm.bon_p_estimate", "bon_p_max"]),
-    (["algorithm.advantage_estimator=bon_rlb", *BON_BINARY, "algorithm.bon_n=0"], ["algorithm.bon_n"]),
-    (["algorithm.grpo_eps=0"], ["algorithm.grpo_eps"]),
+    (["algorithm.advantage.name=bon_rlb", "verifier.reward=partial", *BON_BINARY],
+     ["algorithm.advantage.name", "verifier.reward"]),
+    (["algorithm.advantage.name=bon_rlb_p", "verifier.reward=partial", *BON_BINARY],
+     ["algorithm.advantage.name", "verifier.reward"]),
+    (["algorithm.advantage.name=maxk", "rollout.samples_per_prompt=4", "algorithm.advantage.k=4"],
+     ["algorithm.advantage.k", "rollout.samples_per_prompt", "algorithm.advantage.baseline"]),
+    (["algorithm.advantage.name=maxk", "rollout.samples_per_prompt=4", "algorithm.advantage.k=4",
+      "algorithm.advantage.baseline=mean"], ["algorithm.advantage.k", "zero"]),
+    (["algorithm.advantage.name=maxk", "rollout.samples_per_prompt=4", "algorithm.advantage.k=5",
+      "algorithm.advantage.baseline=none"], ["algorithm.advantage.k", "rollout.samples_per_prompt"]),
+    (["algorithm.advantage.name=maxk", "algorithm.advantage.k=0"], ["algorithm.advantage.k"]),
+    (["algorithm.advantage.name=maxk", "algorithm.advantage.baseline=median"], ["algorithm.advantage.baseline"]),
+    (["algorithm.advantage.name=maxk", "algorithm.advantage.log_ratio_clip=0"], ["algorithm.advantage.log_ratio_clip"]),
+    (["algorithm.advantage.name=maxk", "algorithm.advantage.off_policy=true", "max_staleness=0"],
+     ["algorithm.advantage.off_policy", "max_staleness"]),
+    (["algorithm.advantage.off_policy=true", "max_staleness=1"],
+     ["algorithm.advantage.off_policy", "not a parameter of estimator 'grpo'"]),
+    (["algorithm.advantage.name=maxk", "algorithm.advantage.k=two"], ["algorithm.advantage.k", "an int"]),
+    (["algorithm.advantage.name=median"], ["algorithm.advantage.name", "package.module:Attr"]),
+    (["algorithm.advantage.name=bon_rlb", *BON_BINARY, "algorithm.advantage.p_min=0.5", "algorithm.advantage.p_max=0.5"],
+     ["algorithm.advantage.p_min", "algorithm.advantage.p_max"]),
+    (["algorithm.advantage.name=bon_rlb", *BON_BINARY, "algorithm.advantage.p_max=1.5"], ["algorithm.advantage.p_min"]),
+    (["algorithm.advantage.name=bon_rlb", *BON_BINARY, "algorithm.advantage.p_estimate=oracle"],
+     ["algorithm.advantage.p_estimate"]),
+    (["algorithm.advantage.name=bon_rlb", *BON_BINARY, "algorithm.advantage.p_estimate=loo", "algorithm.advantage.n=9",
+      "rollout.samples_per_prompt=8"], ["algorithm.advantage.n", "rollout.samples_per_prompt", "algorithm.advantage.p_estimate"]),
+    (["algorithm.advantage.name=bon_rlb_p", *BON_BINARY, "algorithm.advantage.p_estimate=loo",
+      "algorithm.advantage.p_max=0.9"], ["algorithm.advantage.p_estimate", "p_max"]),
+    (["algorithm.advantage.name=bon_rlb", *BON_BINARY, "algorithm.advantage.n=0"], ["algorithm.advantage.n"]),
+    (["algorithm.advantage.eps=0"], ["algorithm.advantage.eps"]),
 ])
 def test_incompatible_estimator_settings_are_refused_naming_the_keys(overrides, keys):
     with pytest.raises(ConfigError) as err:
@@ -164,42 +166,45 @@ def test_incompatible_estimator_settings_are_refused_naming_the_keys(overrides, 
 
 @pytest.mark.parametrize("overrides, name, fields", [
     ([], "grpo", {"eps": 1e-6, "scale_by_std": True}),
-    (["algorithm.grpo_scale_by_std=false", "algorithm.grpo_eps=1e-4"], "grpo", {"eps": 1e-4, "scale_by_std": False}),
-    (["algorithm.advantage_estimator=maxk", "algorithm.maxk_k=3", "algorithm.maxk_baseline=mean",
-      "algorithm.maxk_off_policy=true", "algorithm.maxk_log_ratio_clip=0.3", "max_staleness=1"], "maxk",
+    (["algorithm.advantage.scale_by_std=false", "algorithm.advantage.eps=1e-4"], "grpo", {"eps": 1e-4, "scale_by_std": False}),
+    (["algorithm.advantage.name=maxk", "algorithm.advantage.k=3", "algorithm.advantage.baseline=mean",
+      "algorithm.advantage.off_policy=true", "algorithm.advantage.log_ratio_clip=0.3", "max_staleness=1"], "maxk",
      {"k": 3, "baseline": "mean", "off_policy": True, "log_ratio_clip": 0.3}),
-    (["algorithm.advantage_estimator=maxk", "rollout.samples_per_prompt=4", "algorithm.maxk_k=4",
-      "algorithm.maxk_baseline=none"], "maxk", {"k": 4, "baseline": "none", "off_policy": False}),
-    (["algorithm.advantage_estimator=bon_rlb", *BON_BINARY, "algorithm.bon_n=4", "algorithm.bon_p_min=0.1",
-      "algorithm.bon_p_max=0.9"], "bon_rlb", {"n": 4, "p_estimate": "group", "p_min": 0.1, "p_max": 0.9,
+    (["algorithm.advantage.name=maxk", "rollout.samples_per_prompt=4", "algorithm.advantage.k=4",
+      "algorithm.advantage.baseline=none"], "maxk", {"k": 4, "baseline": "none", "off_policy": False}),
+    (["algorithm.advantage.name=bon_rlb", *BON_BINARY, "algorithm.advantage.n=4", "algorithm.advantage.p_min=0.1",
+      "algorithm.advantage.p_max=0.9"], "bon_rlb", {"n": 4, "p_estimate": "group", "p_min": 0.1, "p_max": 0.9,
                                              "positive_only": False}),
-    (["algorithm.advantage_estimator=bon_rlb_p", *BON_BINARY, "algorithm.bon_n=8", "algorithm.bon_p_estimate=loo"],
+    (["algorithm.advantage.name=bon_rlb_p", *BON_BINARY, "algorithm.advantage.n=8", "algorithm.advantage.p_estimate=loo"],
      "bon_rlb_p", {"n": 8, "p_estimate": "loo", "positive_only": True}),
 ])
 def test_every_estimator_parameter_reaches_the_estimator(overrides, name, fields):
-    """load_config -> estimator_params -> make_estimator: each key lands on the estimator's field."""
-    from core.algo.bon import make_estimator
-    from core.config import estimator_params
+    """load_config -> core.estimators.build: each key of the section lands on the estimator's field."""
+    from core import estimators
 
-    algo = load_config("selector", overrides).algorithm
-    est = make_estimator(algo.advantage_estimator, **estimator_params(algo))
-    assert algo.advantage_estimator == name
+    section = load_config("selector", overrides).algorithm.advantage
+    est = estimators.build(section)
+    assert section["name"] == name
     assert {f: getattr(est, f) for f in fields} == fields
 
 
-def test_every_estimator_field_has_a_config_key():
-    """No estimator parameter is left unreachable: each dataclass field of every registered estimator is set by
-    estimator_params (bon_rlb_p's positive_only is fixed by its name)."""
+def test_every_estimator_field_has_a_config_parameter_with_its_default():
+    """No estimator parameter is left unreachable, and the config's defaults are the classes' own: each dataclass
+    field of every registered estimator is a parameter of its section, at the same default (bon_rlb_p's
+    positive_only is fixed by its name)."""
     import dataclasses
 
+    from core import estimators
     from core.algo import bon
-    from core.config import estimator_params
 
-    classes = {"grpo": bon.GRPOEstimator, "maxk": bon.MaxKEstimator, "bon_rlb": bon.BoNRLBEstimator}
+    classes = {"grpo": bon.GRPOEstimator, "loglik": bon.LogLikEstimator, "maxk": bon.MaxKEstimator,
+               "bon_rlb": bon.BoNRLBEstimator, "bon_rlb_p": bon.BoNRLBEstimator}
+    assert set(classes) == set(estimators.ESTIMATORS) == set(bon.ESTIMATORS)
     for name, cls in classes.items():
-        algo = load_config("selector", [f"algorithm.advantage_estimator={name}", *BON_BINARY]).algorithm
-        fields = {f.name for f in dataclasses.fields(cls)} - {"positive_only"}
-        assert set(estimator_params(algo)) == fields, name
+        defaults = {f.name: f.default for f in dataclasses.fields(cls)}
+        defaults.pop("positive_only", None)
+        table = {p: spec.default for p, spec in estimators.ESTIMATORS[name].items()}
+        assert table == defaults, name
 
 
 def test_more_than_ten_candidates_need_unconstrained_answers_with_the_tiny_model():

@@ -5,7 +5,8 @@ import json
 
 import pytest
 
-from core.config import ConfigError, estimator_params, load_config
+from core import estimators
+from core.config import ConfigError, load_config
 from driver import train
 from driver.data.problem import DataError
 from driver.run import Run
@@ -13,14 +14,14 @@ from driver.run import Run
 
 def test_the_generator_config_loads_with_every_estimator():
     base = load_config("generator")
-    assert base.task == "generator" and base.algorithm.advantage_estimator == "maxk"
-    for overrides in (["algorithm.advantage_estimator=grpo"],
-                      ["algorithm.advantage_estimator=maxk", "algorithm.maxk_off_policy=true"],
-                      ["algorithm.advantage_estimator=bon_rlb", "algorithm.overlong_penalty_factor=0"],
-                      ["algorithm.advantage_estimator=bon_rlb_p", "algorithm.overlong_filtering=true",
-                       "algorithm.bon_p_estimate=loo", "algorithm.bon_n=8"]):
+    assert base.task == "generator" and base.algorithm.advantage["name"] == "maxk"
+    for overrides in (["algorithm.advantage.name=grpo"],
+                      ["algorithm.advantage.name=maxk", "algorithm.advantage.off_policy=true"],
+                      ["algorithm.advantage.name=bon_rlb", "algorithm.overlong_penalty_factor=0"],
+                      ["algorithm.advantage.name=bon_rlb_p", "algorithm.overlong_filtering=true",
+                       "algorithm.advantage.p_estimate=loo", "algorithm.advantage.n=8"]):
         cfg = load_config("generator", overrides)
-        assert estimator_params(cfg.algorithm)
+        assert estimators.build(cfg.algorithm.advantage)
 
 
 @pytest.mark.parametrize("overrides, key, words", [
@@ -32,11 +33,11 @@ def test_the_generator_config_loads_with_every_estimator():
     (["rollout.samples_per_prompt=1"], "rollout.samples_per_prompt", ">= 2"),
     (["curriculum.enabled=true"], "curriculum.enabled", "task=generator"),
     (["serve.live=true"], "serve.live", "task=generator"),
-    (["algorithm.maxk_k=8"], "algorithm.maxk_k", "G > k"),
-    (["algorithm.maxk_off_policy=true", "max_staleness=0"], "algorithm.maxk_off_policy", "max_staleness"),
-    (["algorithm.advantage_estimator=bon_rlb"], "algorithm.advantage_estimator", "binary"),
-    (["algorithm.advantage_estimator=bon_rlb", "algorithm.overlong_filtering=true", "algorithm.bon_n=9",
-      "algorithm.bon_p_estimate=loo"], "algorithm.bon_n", "samples_per_prompt"),
+    (["algorithm.advantage.k=8"], "algorithm.advantage.k", "G > k"),
+    (["algorithm.advantage.off_policy=true", "max_staleness=0"], "algorithm.advantage.off_policy", "max_staleness"),
+    (["algorithm.advantage.name=bon_rlb"], "algorithm.advantage.name", "binary"),
+    (["algorithm.advantage.name=bon_rlb", "algorithm.overlong_filtering=true", "algorithm.advantage.n=9",
+      "algorithm.advantage.p_estimate=loo"], "algorithm.advantage.n", "samples_per_prompt"),
     (["task=writer"], "task", "generator"),
 ])
 def test_incompatible_generator_settings_are_refused(overrides, key, words):
@@ -47,9 +48,9 @@ def test_incompatible_generator_settings_are_refused(overrides, key, words):
 
 def test_bon_rlb_on_partial_code_rewards_is_refused(tmp_path):
     folder = _model_folder(tmp_path / "gen")
-    with pytest.raises(ConfigError, match=r"algorithm\.advantage_estimator.*binary rewards.*partial"):
+    with pytest.raises(ConfigError, match=r"algorithm\.advantage\.name.*binary rewards.*partial"):
         load_config("generator", ["data.source=humaneval", f"model.name={folder}", "verifier.reward=partial",
-                                  "algorithm.advantage_estimator=bon_rlb", "algorithm.overlong_filtering=true"])
+                                  "algorithm.advantage.name=bon_rlb", "algorithm.overlong_filtering=true"])
     # max@k takes the pass fraction as it is
     load_config("generator", ["data.source=humaneval", f"model.name={folder}", "verifier.reward=partial"])
 

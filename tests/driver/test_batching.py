@@ -141,13 +141,13 @@ def test_each_prompt_travels_once_per_group_to_the_learner():
 
 
 def test_off_policy_maxk_gets_the_sequence_log_ratio_from_the_policy():
-    """algorithm.maxk_off_policy: stage 3 asks for the current policy's log-probs and hands
+    """algorithm.advantage.off_policy: stage 3 asks for the current policy's log-probs and hands
     sum(current) - sum(behaviour) per response to the estimator."""
     import torch
 
     from core.algo.bon import make_estimator
 
-    algo = AlgorithmConfig(advantage_estimator="maxk", maxk_k=2, maxk_off_policy=True, maxk_log_ratio_clip=1.0,
+    algo = AlgorithmConfig(advantage={"name": "maxk", "k": 2, "off_policy": True, "log_ratio_clip": 1.0},
                            overlong_penalty_factor=0.0)
     groups = [_group([1.0, 0.0, 0.5, 0.0], lengths=[4, 2, 3, 1])]
     shifts = [0.1, -0.2, 0.05, 0.0]
@@ -190,7 +190,7 @@ def test_the_loss_mask_travels_to_the_sequences_and_the_token_count():
 def test_off_policy_log_ratio_sums_the_sampled_tokens_only():
     """The sequence log-ratio of an off-policy estimator leaves the written (mask 0) tokens out of both sums:
     their policy log-probs (the learner's reading of tokens nobody sampled) do not move the advantages."""
-    algo = AlgorithmConfig(advantage_estimator="maxk", maxk_k=2, maxk_off_policy=True, maxk_log_ratio_clip=1.0,
+    algo = AlgorithmConfig(advantage={"name": "maxk", "k": 2, "off_policy": True, "log_ratio_clip": 1.0},
                            overlong_penalty_factor=0.0)
     group = _pick_point_group([1.0, 0.0, 0.5, 0.0])
     shifts = [0.1, -0.2, 0.05, 0.0]

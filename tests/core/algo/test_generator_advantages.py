@@ -13,8 +13,8 @@ import pytest
 import torch
 
 from actors.solutions import code_program, stated_answer
-from core.algo.bon import make_estimator
-from core.config import AlgorithmConfig, DataConfig, estimator_params, load_config
+from core import estimators
+from core.config import AlgorithmConfig, DataConfig, load_config
 from core.records import Rollout, RolloutGroup, SolveTask
 from driver.step import shape_and_advantage
 from driver.curriculum import mean_gain
@@ -31,15 +31,15 @@ def group(rewards, pid="p0", tokens=None, version=0, behaviour=-0.5):
 
 
 ESTIMATORS = [
-    ["algorithm.advantage_estimator=grpo"],
-    ["algorithm.advantage_estimator=grpo", "algorithm.grpo_scale_by_std=false"],
-    ["algorithm.advantage_estimator=maxk", "algorithm.maxk_k=2"],
-    ["algorithm.advantage_estimator=maxk", "algorithm.maxk_k=4", "algorithm.maxk_baseline=mean"],
-    ["algorithm.advantage_estimator=bon_rlb", "algorithm.overlong_penalty_factor=0", "algorithm.bon_n=4"],
-    ["algorithm.advantage_estimator=bon_rlb_p", "algorithm.overlong_filtering=true", "algorithm.bon_p_estimate=loo",
-     "algorithm.bon_n=8"],
-    ["algorithm.advantage_estimator=bon_rlb", "algorithm.overlong_penalty_factor=0", "algorithm.bon_p_min=0.2",
-     "algorithm.bon_p_max=0.9"],
+    ["algorithm.advantage.name=grpo"],
+    ["algorithm.advantage.name=grpo", "algorithm.advantage.scale_by_std=false"],
+    ["algorithm.advantage.name=maxk", "algorithm.advantage.k=2"],
+    ["algorithm.advantage.name=maxk", "algorithm.advantage.k=4", "algorithm.advantage.baseline=mean"],
+    ["algorithm.advantage.name=bon_rlb", "algorithm.overlong_penalty_factor=0", "algorithm.advantage.n=4"],
+    ["algorithm.advantage.name=bon_rlb_p", "algorithm.overlong_filtering=true", "algorithm.advantage.p_estimate=loo",
+     "algorithm.advantage.n=8"],
+    ["algorithm.advantage.name=bon_rlb", "algorithm.overlong_penalty_factor=0", "algorithm.advantage.p_min=0.2",
+     "algorithm.advantage.p_max=0.9"],
 ]
 
 
@@ -48,7 +48,7 @@ def test_generator_groups_get_the_configured_estimators_advantages(overrides):
     cfg = load_config("generator", overrides)
     groups = [group([1, 0, 0, 0, 0, 0, 1, 0], "a"), group([1, 1, 1, 0, 1, 1, 0, 1], "b")]
     out = shape_and_advantage(groups, cfg.algorithm, cfg.rollout.max_response_tokens)
-    want = make_estimator(cfg.algorithm.advantage_estimator, **estimator_params(cfg.algorithm)).advantages(
+    want = estimators.build(cfg.algorithm.advantage).advantages(
         torch.tensor([g.rewards for g in groups], dtype=torch.float64))
     got = torch.tensor([s.advantage for s in out.sequences], dtype=torch.float64).view(2, 8)
     assert torch.allclose(got, want)
@@ -57,9 +57,9 @@ def test_generator_groups_get_the_configured_estimators_advantages(overrides):
 
 
 def test_off_policy_maxk_uses_the_learners_log_probs_against_the_engines():
-    """With maxk_off_policy the sequence log-ratio is sum(policy log-probs) - sum(behaviour log-probs): at
+    """With max@k's off_policy the sequence log-ratio is sum(policy log-probs) - sum(behaviour log-probs): at
     equal log-probs the advantages are the on-policy ones; otherwise the first-order weights move them."""
-    cfg = load_config("generator", ["algorithm.maxk_off_policy=true"])
+    cfg = load_config("generator", ["algorithm.advantage.off_policy=true"])
     groups = [group([1, 0, 0, 1, 0, 0, 0, 0], "a"), group([0, 1, 0, 0, 0, 0, 0, 0], "b")]
     calls = []
 
@@ -67,7 +67,7 @@ def test_off_policy_maxk_uses_the_learners_log_probs_against_the_engines():
         calls.append(len(sequences))
         return [list(s.behaviour_logprobs) for s in sequences]
 
-    on = shape_and_advantage(groups, replace(cfg.algorithm, maxk_off_policy=False), 64)
+    on = shape_and_advantage(groups, replace(cfg.algorithm, advantage={**cfg.algorithm.advantage, "off_policy": False}), 64)
     off = shape_and_advantage(groups, cfg.algorithm, 64, policy_logprobs=same)
     assert calls == [16]
     assert [s.advantage for s in off.sequences] == pytest.approx([s.advantage for s in on.sequences])
@@ -91,7 +91,7 @@ def test_the_generators_training_signal_is_the_gradient_of_max_at_k(k, baseline,
     G, scores = 3, [0.0, 0.4, 1.0]
     theta = torch.tensor([0.3, -0.2, 0.1], dtype=torch.float64, requires_grad=True)
     p = torch.softmax(theta, 0)
-    algo = AlgorithmConfig(advantage_estimator="maxk", maxk_k=k, maxk_baseline=baseline, overlong_penalty_factor=0.0)
+    algo = AlgorithmConfig(advantage={"name": "maxk", "k": k, "baseline": baseline}, overlong_penalty_factor=0.0)
     expected = torch.zeros(3, dtype=torch.float64)
     pd = p.detach()
     for ys in itertools.product(range(3), repeat=G):
