@@ -1,7 +1,8 @@
 """Best-of-N on a benchmark file (`python -m driver.bon --problems`): the table's rows and columns, bad files
 named by their line, labelling by math-verify into a samples file that `--samples` reads back, the whole command
-with a stand-in selector, and one real run with a tiny model as the generator and the selector in vLLM."""
+with a stand-in selector, and one real run with a tiny model as the generator and a copy of it as the selector: two vLLM engines."""
 import json
+import shutil
 import sys
 import textwrap
 
@@ -180,12 +181,22 @@ def test_the_command_on_a_file_with_candidates_writes_the_table_and_samples_that
     assert json.loads(again.read_text())["curves"] == result["curves"]
 
 
+def test_one_engine_samples_and_selects_only_when_both_paths_name_one_folder(tmp_path):
+    (tmp_path / "model").mkdir()
+    (tmp_path / "link").symlink_to(tmp_path / "model")
+    assert bon.same_model(str(tmp_path / "model"), str(tmp_path / "link"))
+    assert bon.same_model(str(tmp_path / "model") + "/", str(tmp_path / "model"))
+    assert not bon.same_model(str(tmp_path / "other"), str(tmp_path / "model"))
+    assert not bon.same_model(None, str(tmp_path / "model")) and not bon.same_model("", str(tmp_path / "model"))
+
+
 @pytest.mark.slow
 def test_a_tiny_model_samples_a_benchmark_and_selects_and_the_samples_reproduce_the_table(tmp_path, monkeypatch):
     """For real, in this process: a tiny model (vLLM) writes 4 solutions to each of 6 procedural problems, a stand-in
-    judge labels them (the tiny model's text rarely states an answer, so math-verify would mark all wrong), the same
-    model selects by a knockout of pairs; the samples file then reproduces the table through `--samples`, with the
-    selector's recorded choices replayed."""
+    judge labels them (the tiny model's text rarely states an answer, so math-verify would mark all wrong), a copy of
+    the model in another folder selects by a knockout of pairs (two engines, as with a generator and a selector of
+    their own); the samples file then reproduces the table through `--samples`, with the selector's recorded choices
+    replayed."""
     from core.config import TinyModelConfig
     from driver.data import procedural
     from tiny_recipe.model import build_tiny_model
@@ -213,7 +224,9 @@ def test_a_tiny_model_samples_a_benchmark_and_selects_and_the_samples_reproduce_
     monkeypatch.setattr(bon, "knockout_chooser", recording)
     out = tmp_path / "bon.json"
     args = ["--selector", str(model), "--ks", "2,4", "--seed", "1", "--out", str(out)]
-    assert bon.main(args + ["--problems", str(bench), "--generator", str(model), "--samples-per-problem", "4",
+    generator = shutil.copytree(model, tmp_path / "generator")
+    assert not bon.same_model(str(generator), str(model))
+    assert bon.main(args + ["--problems", str(bench), "--generator", str(generator), "--samples-per-problem", "4",
                             "--max-tokens", "24", "--label-function", "parity_judge:judge"]) == 0
     result = json.loads(out.read_text())
     table = result["table"]
