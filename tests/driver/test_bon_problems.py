@@ -1,6 +1,7 @@
 """Best-of-N on a benchmark file (`python -m driver.bon --problems`): the table's rows and columns, bad files
 named by their line, labelling by math-verify into a samples file that `--samples` reads back, the whole command
-with a stand-in selector, and one real run with a tiny model as the generator and a copy of it as the selector: two vLLM engines."""
+with a stand-in selector, and one real run with a tiny model as the generator and a copy of it as the selector
+(two vLLM engines)."""
 import json
 import shutil
 import sys
