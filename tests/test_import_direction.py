@@ -195,3 +195,27 @@ def test_actors_import_nothing_of_the_tiny_recipe():
            for path in sorted((ROOT / "actors").rglob("*.py")) for line, name in imported_modules(path)
            if name.startswith(RECIPE_MODULES)]
     assert not bad, "actors/ must not import the tiny recipe:\n  " + "\n  ".join(bad)
+
+
+DOC = ROOT / "docs" / "architecture.md"
+TABLE_START, TABLE_END = "<!-- layer imports: generated from FORBIDDEN in tests/test_import_direction.py -->", "<!-- end -->"
+
+
+def layer_imports_table() -> str:
+    """The markdown table of what each layer may import of this repository, from FORBIDDEN (a layer it does not list
+    imports every other layer)."""
+    rows = ["| layer | may import, of this repository |", "|---|---|"]
+    for layer in LAYERS:
+        allowed = [f"`{other}/`" for other in LAYERS if other != layer and other not in FORBIDDEN.get(layer, set())]
+        rows.append(f"| `{layer}/` | {', '.join(allowed) or 'nothing'} |")
+    return "\n".join(rows)
+
+
+def test_the_architecture_doc_shows_the_import_table_the_checks_enforce():
+    """docs/architecture.md's table of layer imports is the one FORBIDDEN gives; on a change, paste the table this
+    test prints between the markers."""
+    text = DOC.read_text()
+    assert TABLE_START in text and TABLE_END in text.split(TABLE_START, 1)[1], f"{DOC} lacks the table's markers"
+    shown = text.split(TABLE_START, 1)[1].split(TABLE_END, 1)[0].strip()
+    want = layer_imports_table()
+    assert shown == want, f"docs/architecture.md's layer table differs from FORBIDDEN; it should read:\n{want}"
