@@ -36,7 +36,7 @@ from actors import checkpoint_io as cio
 from actors.faults import maybe_crash
 from actors.process_group import join_process_group
 from actors.weight_sender import BroadcastWeightSender
-from actors.packing import (count_anchor_tokens, count_loss_tokens, count_sequences, dummy_micro_batch,
+from core.packing import (count_anchor_tokens, count_loss_tokens, count_sequences, dummy_micro_batch,
                             pack_sequences, split_mini_batches, unpack_per_sequence)
 from actors.policy_forward import _PolicyLogprobs, anchor_loss, enable_gradient_checkpointing, micro_batch_loss
 from core.algo.schedules import lr_multiplier

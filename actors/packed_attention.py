@@ -1,10 +1,10 @@
 """Attention over a packed micro-batch by blocks: each block one SDPA call on the keys it may see.
 
-A packed micro-batch (actors/packing.py) holds shared-prefix units back to back: a prompt, then the responses
+A packed micro-batch (core/packing.py) holds shared-prefix units back to back: a prompt, then the responses
 that share it. A prompt token sees the earlier tokens of its prompt; a response token sees its whole prompt and
 the earlier tokens of its own response; padding is seen by nothing. The learner used to give SDPA this as a dense
 (rows, 1, W, W) boolean mask: W^2 bytes per row (1 GiB at W = 32K), and a kernel that computes every one of the
-W^2 scores, most of them masked. Here the micro-batch carries a `BlockLayout` instead, and each block is one
+W^2 scores, most of them masked. Here the micro-batch carries a `BlockLayout` (core/packing.py) instead, and each block is one
 `scaled_dot_product_attention` call on its own keys only:
 
 * a prompt `[a, b)`: queries and keys `[a, b)`, causal (`is_causal=True`, no mask tensor);
@@ -28,48 +28,12 @@ the model keeps working with ordinary masks) and `_PolicyLogprobs` passes the la
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, field
-
 import torch
 from torch.nn.attention.bias import causal_lower_right
 
+from core.packing import BlockLayout
+
 NAME = "genselect_packed"
-
-
-@dataclass
-class BlockLayout:
-    """The attention blocks of one packed micro-batch of `rows` rows of `width` positions.
-
-    blocks[r]: the blocks of row r in position order, covering [0, width): tuples
-    (kind, start, end, prompt_start, prompt_end) with kind "prompt" (causal over [start, end)), "response"
-    (keys: the prompt [prompt_start, prompt_end), then [start, end) causally) or "pad" (output 0).
-    """
-    rows: int
-    width: int
-    blocks: list = field(default_factory=list)
-
-    def to(self, *args, **kwargs) -> "BlockLayout":  # the layout is plain data: device moves are no-ops
-        return self
-
-    def dense(self) -> torch.Tensor:
-        """The (rows, 1, width, width) boolean mask with the same visibility (True = attend): the reference."""
-        mask = torch.zeros(self.rows, 1, self.width, self.width, dtype=torch.bool)
-        for r, blocks in enumerate(self.blocks):
-            for kind, s, e, a, b in blocks:
-                # padding sees the earlier padding (never read; an all-False row would make SDPA return NaN)
-                mask[r, 0, s:e, s:e] = torch.ones(e - s, e - s, dtype=torch.bool).tril()
-                if kind == "response":
-                    mask[r, 0, s:e, a:b] = True
-        return mask
-
-    def scored_pairs(self) -> int:
-        """Query-key pairs the blocks compute (upper bound: full rectangles), against rows * width^2 dense."""
-        total = 0
-        for blocks in self.blocks:
-            for kind, s, e, a, b in blocks:
-                if kind != "pad":
-                    total += (e - s) * ((e - s) + (b - a if kind == "response" else 0))
-        return total
 
 
 def _response_mask(prompt_len: int, length: int):

@@ -431,7 +431,7 @@ def learner_case(folder: Path, seqs: list, stage: int, dtype: str, run: Run) -> 
     """Steps, weight change, weight metadata and the HF export of one (ZeRO stage, dtype) learner."""
     import dataclasses
 
-    from actors.packing import count_loss_tokens
+    from core.packing import count_loss_tokens
 
     learner = new_learner(folder, stage, dtype, run)
     try:
@@ -511,7 +511,7 @@ def learner_section(report: Report, run: Run) -> None:
 def packed_mode(folder: Path, seqs: list, width: int, mode: str, dtype: str, device, checkpointing: bool) -> tuple:
     """(micro-batches, learner_step.Step) of learner_step's `mode` ("dense" or "blocks"): `seqs` packed into
     micro-batches of at most `width` tokens as that mode packs them, the model of `folder` in `dtype` on `device`."""
-    from actors.packing import pack_sequences
+    from core.packing import pack_sequences
     from benchmarks.learner_step import Step, load_model
     from core.config import AlgorithmConfig
 
@@ -522,7 +522,7 @@ def packed_mode(folder: Path, seqs: list, width: int, mode: str, dtype: str, dev
 
 def packed_case(folder: Path, seqs: list, width: int, mode: str, run: Run) -> dict:
     """learner_step's `mode` on one packed row of `width` tokens: step time and peak memory (on the GPU)."""
-    from actors.packing import count_loss_tokens
+    from core.packing import count_loss_tokens
     from benchmarks.learner_step import inputs
 
     packed, step = packed_mode(folder, seqs, width, mode, run.packed_dtype, run.device, run.checkpointing)

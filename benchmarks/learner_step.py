@@ -4,7 +4,7 @@
 Without `--batches`, builds the plain selector's tiny Qwen3 (3.4M parameters, fp32; `driver.prepare` on
 configs/selector.yaml, cached under .cache/) and a GenSelect-shaped batch from its dataset: `--prompts` prompts (16,
 its prompts_per_step) x `--samples` responses (8), each response one constrained index token, as its rollout samples
-them. The batch is packed by `actors.packing.pack_sequences` (the learner's
+them. The batch is packed by `core.packing.pack_sequences` (the learner's
 `micro_batch_tokens`, 8192) and one learner step is run as the learner runs it: per micro-batch the forward of
 `actors.policy_forward._PolicyLogprobs`, `actors.policy_forward.micro_batch_loss`, backward; then global-norm clipping
 and AdamW (torch; DeepSpeed left out). Modes (`--attention`, comma-separated, run interleaved step by step on
@@ -12,7 +12,7 @@ copies of the same weights, and their log-probs compared): `dense` is the dense-
 the longest unit, a dense (rows, 1, W, W) boolean mask into SDPA, the whole last layer); `blocks` the packed-blocks
 layout (one padding-free row, attention by blocks, actors/packed_attention.py, the last layer at the targets);
 `blocks_full` and `dense_pruned` isolate the last-layer change; `merged` is `blocks` on the batch after
-`actors.packing.merge_identical` (identical samples computed once, weighted by their copies: what the learner
+`core.packing.merge_identical` (identical samples computed once, weighted by their copies: what the learner
 runs). `--batches FILE` replaces the built batch by the batches a real run trained on
 (`benchmarks/record_batches.py`; the step cycles through them, and the model is that run's start). `--deepspeed`
 runs the real `Learner.train_step` (DeepSpeed ZeRO-2, one rank, in process) instead, and `--code DIR` takes
@@ -146,7 +146,7 @@ class Step:
         """Per-sequence target log-probs under the current weights (no grad)."""
         import torch
 
-        from actors.packing import unpack_per_sequence
+        from core.packing import unpack_per_sequence
 
         out = [[] for _ in range(num_sequences)]
         with torch.no_grad():
@@ -208,7 +208,7 @@ def deepspeed_steps(model_dir, cfg, batches: list, repeats: int, warmup: int) ->
     """The real thing: `actors.learner.Learner` (DeepSpeed ZeRO-2, one rank, in process) on the default's
     learner config, `train_step` on `batches` (lists of TrainSequence) in turn; returns its timing metrics per step."""
     from actors.learner import Learner
-    from actors.packing import count_loss_tokens
+    from core.packing import count_loss_tokens
     from core.net import free_port
     from tiny_recipe.model import frozen_entries
 
@@ -286,7 +286,7 @@ def main(argv=None) -> dict:
 
     import torch
 
-    from actors.packing import (count_anchor_tokens, count_loss_tokens, merge_identical, pack_sequences,
+    from core.packing import (count_anchor_tokens, count_loss_tokens, merge_identical, pack_sequences,
                                 padding_fraction)
 
     torch.set_num_threads(args.threads)

@@ -20,7 +20,7 @@ sequence log-ratio, `needs_seq_log_ratio = True` (docs/algorithms.md).
 Old flat keys (`algorithm.advantage_estimator`, `algorithm.maxk_k`, ...) are refused with the new key's name
 (`refusal`), and a run folder's config written with them is read with them moved (`migrate`).
 
-Pure: stdlib only (the estimator classes, which need torch, are imported only by `build`).
+Pure: stdlib only (the estimator classes, which need torch, are imported only by `build_estimator`).
 """
 from __future__ import annotations
 
@@ -155,7 +155,7 @@ def params(section: dict) -> dict:
     return {k: v for k, v in resolve_section(section).items() if k != "name"}
 
 
-def build(section: dict):
+def build_estimator(section: dict):
     """The estimator object the section names (core/algo/bon.py's `make_estimator`, or the user's factory)."""
     name = section["name"]
     if is_path(name):
@@ -210,5 +210,5 @@ def migrate(tree: dict) -> dict:
     return {**tree, "algorithm": algorithm}
 
 
-__all__ = ["KEY", "Param", "ESTIMATORS", "OLD_KEYS", "is_path", "section_errors", "resolve_section", "params", "build",
-           "describe", "refusal", "old_keys_in", "migrate"]
+__all__ = ["KEY", "Param", "ESTIMATORS", "OLD_KEYS", "is_path", "section_errors", "resolve_section", "params",
+           "build_estimator", "describe", "refusal", "old_keys_in", "migrate"]

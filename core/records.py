@@ -196,7 +196,7 @@ class TrainSequence:
         allowed_ids_by_token: R entries, per response token the ids it was sampled among (a list) or None (the
             whole vocabulary); for responses whose positions were sampled differently (free reasoning, then a
             forced judgment's constrained index). Set only when `allowed_token_ids` is None.
-        copies: how many identical sampled sequences this one stands for (`actors.packing.merge_identical`): the
+        copies: how many identical sampled sequences this one stands for (`core.packing.merge_identical`): the
             learner computes it once and counts each of its token terms, `num_loss_tokens` and `num_anchor_tokens`
             `copies` times, which is exactly the sum over the copies.
     """

@@ -29,10 +29,10 @@ from dataclasses import dataclass, field
 
 import torch
 
-from actors.packing import count_loss_tokens, merge_identical, shard_sequences
+from core.packing import count_loss_tokens, merge_identical, shard_sequences
 from core.algo import dapo
 from core.algo.metrics import unforced_rate
-from core import estimators
+from core.estimators import build_estimator
 from core.records import TrainSequence
 from driver.curriculum import mean_gain
 from driver.failure import RunFailed, how_to_continue
@@ -278,7 +278,7 @@ def shape_and_advantage(groups: list, algo, max_response_tokens: int, policy_log
                                         algo.overlong_penalty_factor)
         shaped = shaped + penalty.view(len(groups), G)
     # the configured estimator, with every parameter from the config (validated when the config was loaded)
-    estimator = estimators.build(algo.advantage)
+    estimator = build_estimator(algo.advantage)
     weights = (~truncated).double() if algo.overlong_filtering else torch.ones(len(rollouts), dtype=torch.float64)
     # a failed verification (timeout, crash) is no wrong answer: out of the loss (filter_groups drops such
     # groups before they get here; this guards callers that skip it)

@@ -172,7 +172,7 @@ def learner_ipc(device: str) -> dict:
     import torch.multiprocessing as mp
     from learner_gpu import genselect_shaped_batch, own_logprobs
 
-    from actors.packing import count_loss_tokens
+    from core.packing import count_loss_tokens
 
     with tempfile.TemporaryDirectory() as tmp:
         learner, run = _small_learner(Path(tmp) / "model", device)
@@ -207,7 +207,7 @@ def vllm_ipc(device: str) -> dict:
     from learner_gpu import reference_logprobs
     from transformers import AutoModelForCausalLM
 
-    from actors.packing import count_loss_tokens
+    from core.packing import count_loss_tokens
     from actors.rollout import RolloutWorker
     from core.config import RolloutConfig
     from core.records import TrainSequence

@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 import torch
 
-from actors.packing import count_loss_tokens, pack_sequences, split_mini_batches
+from core.packing import count_loss_tokens, pack_sequences, split_mini_batches
 from core.config import AlgorithmConfig, LearnerConfig
 from core.net import free_port, rendezvous_port
 from core.records import TrainSequence

@@ -186,7 +186,7 @@ def test_learner_logprobs_match_engine_at_the_paper_temperature(engine, referenc
     import torch
 
     from actors.policy_forward import _PolicyLogprobs
-    from actors.packing import pack_sequences, unpack_per_sequence
+    from core.packing import pack_sequences, unpack_per_sequence
     from core.records import TrainSequence
 
     worker, loop, _ = engine
@@ -221,7 +221,7 @@ def test_constrained_index_sampling_and_learner_normalisation(engine, reference,
     import torch
 
     from actors.policy_forward import _PolicyLogprobs
-    from actors.packing import pack_sequences, unpack_per_sequence
+    from core.packing import pack_sequences, unpack_per_sequence
     from core.records import TrainSequence
 
     worker, loop, _ = engine
@@ -263,7 +263,7 @@ def test_sample_index_only_points_after_a_greedy_solution(engine, reference, rh,
 
     import tiny_recipe.pick_point as pick_point_module
     from actors.policy_forward import _PolicyLogprobs
-    from actors.packing import pack_sequences, unpack_per_sequence
+    from core.packing import pack_sequences, unpack_per_sequence
     from core.chat import full_response
     from core.records import TrainSequence
     from tiny_recipe.solve_point import SolveThenPoint
@@ -340,7 +340,7 @@ def test_forced_judgment_ends_every_response_in_a_judgment(engine, reference, rh
 
     from actors.forced_judgment import ForcedJudgment
     from actors.policy_forward import _PolicyLogprobs
-    from actors.packing import pack_sequences, unpack_per_sequence
+    from core.packing import pack_sequences, unpack_per_sequence
     from core.algo.genselect import parse_judgment
     from core.records import TrainSequence
 
@@ -392,7 +392,7 @@ def test_pick_then_point_samples_a_pick_and_a_pointer_around_a_greedy_solution(e
     import tiny_recipe.pick_point as pick_point_module
     from tiny_recipe.pick_point import PickThenPoint
     from actors.policy_forward import _PolicyLogprobs
-    from actors.packing import pack_sequences, unpack_per_sequence
+    from core.packing import pack_sequences, unpack_per_sequence
     from core.chat import PICK_MARK
     from tiny_recipe.chat import pick_point_head
     from core.records import TrainSequence

@@ -183,7 +183,7 @@ def test_every_estimator_parameter_reaches_the_estimator(overrides, name, fields
     from core import estimators
 
     section = load_config("selector", overrides).algorithm.advantage
-    est = estimators.build(section)
+    est = estimators.build_estimator(section)
     assert section["name"] == name
     assert {f: getattr(est, f) for f in fields} == fields
 

@@ -21,7 +21,7 @@ def test_the_generator_config_loads_with_every_estimator():
                       ["algorithm.advantage.name=bon_rlb_p", "algorithm.overlong_filtering=true",
                        "algorithm.advantage.p_estimate=loo", "algorithm.advantage.n=8"]):
         cfg = load_config("generator", overrides)
-        assert estimators.build(cfg.algorithm.advantage)
+        assert estimators.build_estimator(cfg.algorithm.advantage)
 
 
 @pytest.mark.parametrize("overrides, key, words", [

@@ -18,7 +18,7 @@ def _train_and_checkpoint(learner, run_dir: Path, step: int, model_dir: Path, vo
     the learner's weights (float32 numpy) after it."""
     import random
 
-    from actors.packing import count_loss_tokens
+    from core.packing import count_loss_tokens
     from core.records import TrainSequence
 
     rng = random.Random(step)

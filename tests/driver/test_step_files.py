@@ -49,9 +49,10 @@ def test_every_actor_method_the_step_module_calls_is_in_a_named_actor_file():
 
 
 def test_the_step_module_imports_no_other_stage_code():
-    """driver/step.py's repository imports: packing and core's pure pieces, the curriculum's gain, RunFailed, and the
-    sync check (every weight_sync.check_every syncs); nothing of the run, the fleet or the tiny recipe."""
+    """driver/step.py's repository imports: core's pure pieces (packing, the algorithms, the estimator), the
+    curriculum's gain, RunFailed, and the sync check (every weight_sync.check_every syncs); nothing of the run, the
+    fleet or the tiny recipe."""
     imported = {n.module for n in ast.walk(_tree("driver/step.py")) if isinstance(n, ast.ImportFrom)}
     own = {m for m in imported if m.split(".")[0] in ("actors", "core", "driver", "tiny_recipe", "cluster")}
-    assert own == {"actors.packing", "core.algo", "core.algo.bon", "core.algo.metrics", "core.config", "core.records",
+    assert own == {"core.packing", "core.algo", "core.algo.metrics", "core.estimators", "core.records",
                    "driver.curriculum", "driver.failure", "driver.sync_check"}

@@ -48,7 +48,7 @@ def test_generator_groups_get_the_configured_estimators_advantages(overrides):
     cfg = load_config("generator", overrides)
     groups = [group([1, 0, 0, 0, 0, 0, 1, 0], "a"), group([1, 1, 1, 0, 1, 1, 0, 1], "b")]
     out = shape_and_advantage(groups, cfg.algorithm, cfg.rollout.max_response_tokens)
-    want = estimators.build(cfg.algorithm.advantage).advantages(
+    want = estimators.build_estimator(cfg.algorithm.advantage).advantages(
         torch.tensor([g.rewards for g in groups], dtype=torch.float64))
     got = torch.tensor([s.advantage for s in out.sequences], dtype=torch.float64).view(2, 8)
     assert torch.allclose(got, want)

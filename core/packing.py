@@ -15,7 +15,7 @@ Packing, in three ideas:
   by the group.
 * **One row, no padding.** Units are placed first-fit-decreasing into micro-batches of at most `max_tokens`
   input tokens, back to back in one row (`layout="flat"`, what the learner runs): a `(1, width)` tensor.
-* **Attention blocks, not a mask.** Each micro-batch carries a `BlockLayout` (actors/packed_attention.py): per
+* **Attention blocks, not a mask.** Each micro-batch carries a `BlockLayout` (below; computed by actors/packed_attention.py): per
   prompt a causal block, per response segment a block that sees its prompt and itself causally. The learner
   runs one SDPA call per block, so attention costs the sum over blocks of queries x keys and no mask grows as
   width^2. `MicroBatch.dense_attention_mask()` gives the same visibility as a `(rows, 1, width, width)` boolean
@@ -40,9 +40,43 @@ from typing import Optional
 
 import torch
 
-from actors.packed_attention import BlockLayout
-
 PAD_ID = 0
+
+
+@dataclass
+class BlockLayout:
+    """The attention blocks of one packed micro-batch of `rows` rows of `width` positions.
+
+    blocks[r]: the blocks of row r in position order, covering [0, width): tuples
+    (kind, start, end, prompt_start, prompt_end) with kind "prompt" (causal over [start, end)), "response"
+    (keys: the prompt [prompt_start, prompt_end), then [start, end) causally) or "pad" (output 0).
+    """
+    rows: int
+    width: int
+    blocks: list = field(default_factory=list)
+
+    def to(self, *args, **kwargs) -> "BlockLayout":  # the layout is plain data: device moves are no-ops
+        return self
+
+    def dense(self) -> torch.Tensor:
+        """The (rows, 1, width, width) boolean mask with the same visibility (True = attend): the reference."""
+        mask = torch.zeros(self.rows, 1, self.width, self.width, dtype=torch.bool)
+        for r, blocks in enumerate(self.blocks):
+            for kind, s, e, a, b in blocks:
+                # padding sees the earlier padding (never read; an all-False row would make SDPA return NaN)
+                mask[r, 0, s:e, s:e] = torch.ones(e - s, e - s, dtype=torch.bool).tril()
+                if kind == "response":
+                    mask[r, 0, s:e, a:b] = True
+        return mask
+
+    def scored_pairs(self) -> int:
+        """Query-key pairs the blocks compute (upper bound: full rectangles), against rows * width^2 dense."""
+        total = 0
+        for blocks in self.blocks:
+            for kind, s, e, a, b in blocks:
+                if kind != "pad":
+                    total += (e - s) * ((e - s) + (b - a if kind == "response" else 0))
+        return total
 
 
 def count_loss_tokens(sequences: list) -> int:
