@@ -6,6 +6,7 @@ from typing import Any
 
 from core.config_rules_tiny import TINY_CHOICES, tiny_rules
 from core.config_schema import AlgorithmConfig, TrainConfig
+from core.weight_transports import transport_names
 
 
 class ConfigError(ValueError):
@@ -29,7 +30,7 @@ _CHOICES = {
     "rollout.judgment": ("free", "forced"),
     "algorithm.maxk_baseline": ("loo", "mean", "none"),
     "algorithm.bon_p_estimate": ("group", "loo"),
-    "weight_sync.backend": ("object_store", "gloo", "nccl", "ipc"),
+    "weight_sync.backend": transport_names(),
     "cluster.placement_strategy": ("PACK", "SPREAD", "STRICT_PACK", "STRICT_SPREAD"),
     **TINY_CHOICES,
 }
@@ -142,8 +143,6 @@ def check(cfg: TrainConfig, user_code: bool = True) -> None:
          cfg.curriculum.start_candidates <= cfg.curriculum.max_candidates,
          "must be 0 (the data's largest) or at least curriculum.start_candidates"),
         ("steps", cfg.steps >= 1, "must be >= 1"),
-        ("serve.live", not cfg.serve.live or cfg.weight_sync.backend == "object_store",
-         "needs weight_sync.backend=object_store (the serving replicas read the weights from Ray's object store)"),
         ("serve.max_replicas", 1 <= cfg.serve.min_replicas <= cfg.serve.max_replicas or
          (cfg.serve.min_replicas == 0 and cfg.serve.max_replicas >= 1), "must be >= serve.min_replicas and >= 1"),
         ("prompts_per_step", cfg.prompts_per_step >= 1, "must be >= 1"),
