@@ -346,6 +346,14 @@ class Learner:
             senders[cls] = cls(self)
         return senders[cls]
 
+    def weight_call(self, sender: str, method: str, *args):
+        """Any transport's learner-side call: `method(*args)` of the sender class `sender` names
+        ("package.module:Class", a transport of your own: actors/weight_sync/transport.py), held like the built-in
+        ones."""
+        from core.plugins import load_object
+
+        return getattr(self._sender(load_object(sender, "weight_sync.backend")), method)(*args)
+
     def weight_update_address(self) -> tuple:
         """Broadcast transports: (host, port) where rank 0 will host the weight group (BroadcastSender)."""
         return self._sender(BroadcastSender).weight_update_address()

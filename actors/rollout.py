@@ -27,6 +27,7 @@ import asyncio
 import atexit
 import contextlib
 import functools
+import inspect
 import json
 import time
 import uuid
@@ -365,6 +366,15 @@ class RolloutWorker(VersionGate):
         if cls not in self._receivers:
             self._receivers[cls] = cls(self.weight_update)
         return self._receivers[cls]
+
+    async def weight_call(self, receiver: str, method: str, *args):
+        """Any transport's rollout-side call: `method(*args)` of the receiver class `receiver` names
+        ("package.module:Class", a transport of your own: actors/weight_sync/transport.py), held like the built-in
+        ones; awaited when it is a coroutine."""
+        from core.plugins import load_object
+
+        result = getattr(self._receiver(load_object(receiver, "weight_sync.backend")), method)(*args)
+        return await result if inspect.isawaitable(result) else result
 
     async def update_weights_from_object_store(self, weights: dict, version: int) -> dict:
         """object_store transport: load a full HF-named state dict (name -> numpy array) and set the policy version

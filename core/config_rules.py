@@ -6,7 +6,7 @@ from typing import Any
 
 from core.config_rules_tiny import TINY_CHOICES, tiny_rules
 from core.config_schema import AlgorithmConfig, TrainConfig
-from core.weight_transports import transport_names
+from core.weight_transports import check_transport
 
 
 class ConfigError(ValueError):
@@ -30,7 +30,6 @@ _CHOICES = {
     "rollout.judgment": ("free", "forced"),
     "algorithm.maxk_baseline": ("loo", "mean", "none"),
     "algorithm.bon_p_estimate": ("group", "loo"),
-    "weight_sync.backend": transport_names(),
     "cluster.placement_strategy": ("PACK", "SPREAD", "STRICT_PACK", "STRICT_SPREAD"),
     **TINY_CHOICES,
 }
@@ -61,7 +60,9 @@ def check(cfg: TrainConfig, user_code: bool = True) -> None:
         if value not in choices:
             raise ConfigError(f"{key}={value!r} is not one of {list(choices)}")
     d, r, a = cfg.data, cfg.rollout, cfg.algorithm
+    transport = check_transport(cfg.weight_sync.backend, user_code)  # a registered name or a user class that fits
     rules = [
+        ("weight_sync.backend", not transport, transport),
         ("data.generator", d.source != "model" or bool(d.generator),
          "is required when data.source=model (a local model folder)"),
         ("data.candidates_per_problem", d.source != "model" or d.candidates_per_problem >= 2,

@@ -13,6 +13,13 @@ core/weight_transports.py) is a class with three parts:
 - `deliver(sync, version, start, deadline) -> Delivery`: the coordinator's part (coordinator.py), run once per sync;
   `sync` is the coordinator, whose `learners`, `rollouts`, `wait`, `wait_engines` and `abandon` it uses.
 
+The built-in transports call the learner's and the worker's named methods (`broadcast_weights`, `update_weights_ipc`,
+...), each a one-line hand-over to the sender or receiver. A transport of your own, named by its dotted path in
+`weight_sync.backend` (`package.module:Class`, checked before any actor starts), needs no method on them: its
+`deliver` calls `learner.weight_call.remote("package.module:Sender", "method", *args)` and
+`rollout.weight_call.remote("package.module:Receiver", "method", *args)`, which build and hold that sender or
+receiver as they do the built-in ones (tests/actors/helpers_transport.py is a small example).
+
 The coordinator writes the rest once for every transport: the deadline, abandoning late engines, the stats and the
 serving board's publish.
 """

@@ -308,6 +308,9 @@ class _FakeEngineActor:
     async def update_weights_from_object_store(self, weights: dict, version: int) -> dict:
         return await self.w.update_weights_from_object_store(weights, version)
 
+    async def weight_call(self, receiver: str, method: str, *args):
+        return await self.w.weight_call(receiver, method, *args)
+
     def update_state(self) -> dict:
         return self.w.update_state()
 
@@ -316,6 +319,29 @@ class _FakeEngineActor:
 
     async def health(self) -> dict:
         return await self.w.health()
+
+
+def test_a_transport_named_by_its_dotted_path_reaches_the_engines_through_weight_call(ray_cluster):
+    """A user transport (tests/actors/helpers_transport.py) runs under the same coordinator: its receiver is built and
+    held by the rollout worker on its first `weight_call`, the engines load through the usual update protocol."""
+    from actors.weight_sync.coordinator import WeightSyncBroadcaster
+    from core.config import WeightSyncConfig
+
+    ray = ray_cluster
+    learner = ray.remote(num_cpus=0)(SmallLearner).remote()
+    engines = [ray.remote(num_cpus=0)(_FakeEngineActor).remote(index) for index in (0, 1)]
+    try:
+        ray.get([h.policy_version.remote() for h in engines] + [learner.export_count.remote()], timeout=180)
+        cfg = WeightSyncConfig(backend="tests.actors.helpers_transport:ArraysTransport", timeout_s=60)
+        broadcaster = WeightSyncBroadcaster(cfg, learner, engines)
+        broadcaster.sync(1)
+        stats = broadcaster.sync(2)
+        assert ray.get([h.policy_version.remote() for h in engines]) == [2, 2]
+        assert [w["loads"] for w in stats["workers"]] == [2, 2]  # one receiver held per worker
+        assert stats["bytes"] > 0 and {"drain_s", "transfer_s", "load_s"} <= set(stats)
+    finally:
+        for h in engines + [learner]:
+            ray.kill(h)
 
 
 def test_answer_times_records_each_answer_and_stops_at_the_deadline(ray_cluster):

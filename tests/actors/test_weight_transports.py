@@ -30,3 +30,17 @@ def test_the_config_check_and_help_take_the_registrys_names():
         load_config("smoke", ["weight_sync.backend=mpi"])
     with pytest.raises(ValueError, match="'mpi'"):
         transport_class("mpi")
+
+
+def test_a_transport_of_ones_own_is_named_by_its_dotted_path_and_checked_before_anything_starts():
+    from core.config import ConfigError, load_config
+
+    path = "tests.actors.helpers_transport:ArraysTransport"
+    assert load_config("smoke", [f"weight_sync.backend={path}"]).weight_sync.backend == path
+    assert transport_class(path).name == "arrays"
+    with pytest.raises(ConfigError, match=r"weight_sync.backend=.*no attribute 'Missing'"):
+        load_config("smoke", ["weight_sync.backend=tests.actors.helpers_transport:Missing"])
+    with pytest.raises(ConfigError, match=r"weight_sync.backend=.*not a transport class"):
+        load_config("smoke", ["weight_sync.backend=tests.actors.helpers_transport:NOT_A_TRANSPORT"])
+    with pytest.raises(ConfigError, match=r"weight_sync.backend=.*does not import"):
+        load_config("smoke", ["weight_sync.backend=no_such_package.transports:Mine"])
