@@ -121,9 +121,8 @@ class BroadcastReceiver:
         """Join the learner's weight group (broadcast_comm.py) as rank `rank_offset`; `group_id` names it
         (`weight_group()` answers it afterwards, so the coordinator knows which engines must join a new one)."""
         self.group = None
-        await self.update.worker.engine.collective_rpc(
-            "genselect_call", args=(f"{__name__}:worker_join", master_address, master_port, rank_offset, world_size,
-                                    backend, timeout_s))
+        await self.update.call_in_engine(f"{__name__}:worker_join", master_address, master_port, rank_offset,
+                                         world_size, backend, timeout_s)
         self.group = group_id
 
     def weight_group(self) -> str | None:
