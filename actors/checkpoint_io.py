@@ -62,10 +62,10 @@ def set_rng_state(state: dict) -> None:
 def to_numpy(state: dict, widen: bool = True) -> dict:
     """name -> numpy array. `widen`: float tensors as float32 (bf16 widens exactly; numpy has no bfloat16).
     Else each tensor keeps its dtype and bf16 ones travel as uint16 bit patterns marked with
-    `actors.vllm_extension.BF16_METADATA` (half the bytes; the rollout writes them as BF16)."""
+    `actors.weight_sync.object_store.BF16_METADATA` (half the bytes; the rollout writes them as BF16)."""
     if widen:
         return {name: t.detach().to("cpu", torch.float32).numpy() for name, t in state.items()}
-    from actors.vllm_extension import BF16_METADATA
+    from actors.weight_sync.object_store import BF16_METADATA
 
     bf16 = np.dtype(np.uint16, metadata=BF16_METADATA)
     return {name: t.detach().cpu().view(torch.uint16).numpy().view(bf16) if t.dtype == torch.bfloat16

@@ -18,6 +18,10 @@ split. A test checks that 2 ranks on a split batch give the same weights as 1 ra
 Every rank runs the same number of forward/backward passes (ZeRO-3 gathers weights in the forward, ZeRO-2
 reduces gradients in the backward): a rank with fewer packed micro-batches runs zero-weight dummies. The forward pass
 and the per-micro-batch losses: actors/policy_forward.py.
+
+Weight sync: the learner holds the sending side of each weight transport it is asked to send through
+(actors/weight_sync/: broadcast.py's `BroadcastSender`, ipc.py's `IpcSender`; the object store needs only
+`export_weights`), made on first use; its Ray-callable methods below hand each call to that sender.
 """
 from __future__ import annotations
 
@@ -35,10 +39,11 @@ import torch
 from actors import checkpoint_io as cio
 from actors.faults import maybe_crash
 from actors.process_group import join_process_group
-from actors.weight_sender import BroadcastWeightSender
 from core.packing import (count_anchor_tokens, count_loss_tokens, count_sequences, dummy_micro_batch,
                             pack_sequences, split_mini_batches, unpack_per_sequence)
 from actors.policy_forward import _PolicyLogprobs, anchor_loss, enable_gradient_checkpointing, micro_batch_loss
+from actors.weight_sync.broadcast import BroadcastSender
+from actors.weight_sync.ipc import IpcSender
 from core.algo.schedules import lr_multiplier
 from core.records import TrainSequence
 
@@ -47,7 +52,7 @@ CKPT_TAG = "state"
 _STAT_KEYS = ("clip_frac", "clip_frac_high", "clip_frac_low", "dual_clip_frac", "approx_kl", "ratio_mean")
 
 
-class Learner(BroadcastWeightSender):
+class Learner:
     """One data-parallel rank of the DeepSpeed learner.
 
     `total_train_steps` (train_step calls of the run) is needed by the 'linear'/'cosine' schedules;
@@ -331,6 +336,63 @@ class Learner(BroadcastWeightSender):
                 self._full_state()
             return {}
         return cio.to_numpy(self._full_state(), widen=widen)
+
+    # ----------------------------------------------------------------- weight transports (actors/weight_sync/)
+    def _sender(self, cls):
+        """The sending side `cls` of a weight transport (it reads this learner's rank, device and `_full_state`),
+        made on first use and held."""
+        senders = self.__dict__.setdefault("_weight_senders", {})
+        if cls not in senders:
+            senders[cls] = cls(self)
+        return senders[cls]
+
+    def weight_call(self, sender: str, method: str, *args):
+        """Any transport's learner-side call: `method(*args)` of the sender class `sender` names
+        ("package.module:Class", a transport of your own: actors/weight_sync/transport.py), held like the built-in
+        ones."""
+        from core.plugins import load_object
+
+        return getattr(self._sender(load_object(sender, "weight_sync.backend")), method)(*args)
+
+    def weight_update_address(self) -> tuple:
+        """Broadcast transports: (host, port) where rank 0 will host the weight group (BroadcastSender)."""
+        return self._sender(BroadcastSender).weight_update_address()
+
+    def init_weight_update_group(self, host: str, port: int, world_size: int, backend: str = "nccl",
+                                 timeout_s: float = 300.0) -> None:
+        """Broadcast transports: join the weight group as its rank 0 (BroadcastSender)."""
+        self._sender(BroadcastSender).init_weight_update_group(host, port, world_size, backend, timeout_s)
+
+    def close_weight_update_group(self) -> None:
+        """Broadcast transports: abort and forget the weight group (BroadcastSender)."""
+        self._sender(BroadcastSender).close_weight_update_group()
+
+    def weight_metadata(self) -> list:
+        """Broadcast transports: [(name, dtype name, shape)] the next broadcast sends; collective under ZeRO-3
+        (BroadcastSender)."""
+        return self._sender(BroadcastSender).weight_metadata()
+
+    def broadcast_weights(self, timeout_s: float = 300.0) -> dict:
+        """Broadcast transports: send the tensors of the last `weight_metadata()` within `timeout_s`
+        (BroadcastSender)."""
+        return self._sender(BroadcastSender).broadcast_weights(timeout_s)
+
+    def export_ipc(self, export_id: str, bucket_bytes: int, engines: list) -> list:
+        """ipc transport: one IPC handle per bucket of the full weights, kept until `engines` release them;
+        collective under ZeRO-3 (IpcSender)."""
+        return self._sender(IpcSender).export_ipc(export_id, bucket_bytes, engines)
+
+    def release_ipc(self, export_id: str, engine: str) -> bool:
+        """ipc transport: `engine` has copied `export_id`; True when it was the last (IpcSender)."""
+        return self._sender(IpcSender).release_ipc(export_id, engine)
+
+    def drop_ipc(self, export_id: str) -> None:
+        """ipc transport: free the buckets of `export_id` now (IpcSender)."""
+        self._sender(IpcSender).drop_ipc(export_id)
+
+    def held_ipc(self) -> dict:
+        """ipc transport: {export_id: engines that have not released it yet} (IpcSender)."""
+        return self._sender(IpcSender).held_ipc()
 
     def weight_version(self) -> int:
         """Optimizer updates applied so far (restored by load_checkpoint)."""

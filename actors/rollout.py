@@ -7,7 +7,9 @@ engine (continuous batching).
 
 Policy versions and the admission gate: actors/engine_gate.py (a request runs entirely on the version it was
 admitted under). Response forms (how one task's G rollouts are sampled; free text or one index token by default, a
-model's own form handed in by the launcher): actors/response_forms.py. Weight updates: actors/weight_loading.py.
+model's own form handed in by the launcher): actors/response_forms.py. Weight updates: the worker holds the engine's
+update protocol (actors/weight_sync/engine_update.py) and a receiver per weight transport it loads from
+(actors/weight_sync/: object_store.py, broadcast.py, ipc.py); its Ray-callable update methods hand each call to them.
 
 Behaviour log-probs are the engine's *processed* log-probs (`logprobs_mode="processed_logprobs"`):
 log-probs of the distribution actually sampled from (after temperature and top-p), which is what the
@@ -25,6 +27,7 @@ import asyncio
 import atexit
 import contextlib
 import functools
+import inspect
 import json
 import time
 import uuid
@@ -36,11 +39,14 @@ from actors.engine_env import CPU_EXECUTOR, configure_cpu_env, engine_backends, 
 from actors.engine_gate import TokenGate, VersionGate
 from actors.faults import maybe_crash
 from actors.response_forms import FreeText, generate_group
-from actors.weight_loading import WeightLoading
+from actors.weight_sync.broadcast import BroadcastReceiver
+from actors.weight_sync.engine_update import EngineUpdate
+from actors.weight_sync.ipc import IpcReceiver
+from actors.weight_sync.object_store import ObjectStoreReceiver
 from core.chat import answer_prefix, end_token_ids, index_token_ids
 from core.records import Rollout, SolveTask
 
-EXTENSION = "actors.vllm_extension.WeightReceiver"
+EXTENSION = "actors.weight_sync.worker_extension.WeightReceiver"
 # KV block size on CPU. vLLM's CPU default is 128 and only full blocks are prefix-cached, so up to 127
 # prompt tokens were recomputed for each of the G samples and each re-issue; measured on 2 cores
 # (16 prompts x 224 tokens, G=4, 16 new tokens, cached re-run): 1.36 s at 128, 0.62 s at 32.
@@ -76,7 +82,7 @@ def _model_config(model_path: str) -> dict:
         return {}
 
 
-class RolloutWorker(VersionGate, WeightLoading):
+class RolloutWorker(VersionGate):
     """vLLM engine: generate G samples per prompt, pause/resume, load weights, report policy version."""
 
     def __init__(self, cfg, model_path: str, dtype: str = "float32", seed: int = 0,
@@ -131,7 +137,8 @@ class RolloutWorker(VersionGate, WeightLoading):
                           "updates_aborted": 0, "kept_requests": 0}
         self._calls: dict = {}       # call id -> the asyncio task of a generate/sample call (for abort)
         self._aborted: set = set()   # call ids being aborted
-        self._last_update: dict = {"state": "none"}
+        self.weight_update = EngineUpdate(self)  # drain -> load -> resume, and the last update's outcome
+        self._receivers: dict = {}   # weight transport's receiver class -> the one this worker holds
 
     # ---- generation -------------------------------------------------------------------------------
     @functools.cached_property
@@ -352,6 +359,61 @@ class RolloutWorker(VersionGate, WeightLoading):
         final = (await self.run_request(ids, params, tag="lp"))[0]
         start = len(prompt_token_ids)
         return [final.prompt_logprobs[p][ids[p]].logprob for p in range(start, len(ids))]
+
+    # ---- weight updates (actors/weight_sync/) -----------------------------------------------------------
+    def _receiver(self, cls):
+        """The receiving side `cls` of a weight transport, made on first use and held."""
+        if cls not in self._receivers:
+            self._receivers[cls] = cls(self.weight_update)
+        return self._receivers[cls]
+
+    async def weight_call(self, receiver: str, method: str, *args):
+        """Any transport's rollout-side call: `method(*args)` of the receiver class `receiver` names
+        ("package.module:Class", a transport of your own: actors/weight_sync/transport.py), held like the built-in
+        ones; awaited when it is a coroutine."""
+        from core.plugins import load_object
+
+        result = getattr(self._receiver(load_object(receiver, "weight_sync.backend")), method)(*args)
+        return await result if inspect.isawaitable(result) else result
+
+    async def update_weights_from_object_store(self, weights: dict, version: int) -> dict:
+        """object_store transport: load a full HF-named state dict (name -> numpy array) and set the policy version
+        (ObjectStoreReceiver; the serving replicas load the board's weights through it too)."""
+        return await self._receiver(ObjectStoreReceiver).update_weights_from_object_store(weights, version)
+
+    async def init_weight_update_group(self, master_address: str, master_port: int, rank_offset: int,
+                                       world_size: int, backend: str = "nccl", timeout_s: float = 300.0,
+                                       group_id: str = "") -> None:
+        """Broadcast transports: join the learner's weight group as rank `rank_offset` (BroadcastReceiver)."""
+        await self._receiver(BroadcastReceiver).init_weight_update_group(master_address, master_port, rank_offset,
+                                                                          world_size, backend, timeout_s, group_id)
+
+    def weight_group(self) -> Optional[str]:
+        """Broadcast transports: the id of the weight group this engine belongs to, or None (BroadcastReceiver)."""
+        return self._receiver(BroadcastReceiver).weight_group()
+
+    async def update_weights_broadcast(self, metadata: list, version: int, group_id: str, timeout_s: float) -> dict:
+        """Broadcast transports: receive the learner's broadcast of `metadata` in group `group_id`
+        (BroadcastReceiver)."""
+        return await self._receiver(BroadcastReceiver).update_weights_broadcast(metadata, version, group_id,
+                                                                                 timeout_s)
+
+    async def update_weights_ipc(self, exported: list, version: int) -> dict:
+        """ipc transport: load the learner's IPC buckets (IpcReceiver)."""
+        return await self._receiver(IpcReceiver).update_weights_ipc(exported, version)
+
+    def update_state(self) -> dict:
+        """The last weight update's outcome (EngineUpdate.state)."""
+        return self.weight_update.state()
+
+    async def _rpc(self, method: str, *args):
+        """collective_rpc on the (single) worker; returns that worker's result."""
+        results = await self.engine.collective_rpc(method, args=args)
+        return results[0]
+
+    async def weights_checksum(self) -> dict:
+        """The engine's parameter checksum (debugging: do two engines hold the same weights?)."""
+        return await self._rpc("weights_checksum")
 
     # ---- status and lifecycle ---------------------------------------------------------------------
     def policy_version(self) -> int:

@@ -86,7 +86,7 @@ def summarize(values: list) -> dict:
 
 def bench_model(ray, name: str, path: str, syncs: int) -> dict:
     from actors.rollout import RolloutWorker
-    from actors.weight_sync import WeightSyncBroadcaster
+    from actors.weight_sync.coordinator import WeightSyncBroadcaster
     from core.config import RolloutConfig, WeightSyncConfig
 
     learner = ray.remote(num_cpus=0)(BenchLearner).remote(path)

@@ -6,6 +6,7 @@ from typing import Any
 
 from core.config_rules_tiny import TINY_CHOICES, tiny_rules
 from core.config_schema import TrainConfig
+from core.weight_transports import check_transport
 
 
 class ConfigError(ValueError):
@@ -26,7 +27,6 @@ _CHOICES = {
     "algorithm.ratio_reference": ("auto", "behaviour", "proximal"),
     "rollout.sync_mode": ("drain", "keep"),
     "rollout.judgment": ("free", "forced"),
-    "weight_sync.backend": ("object_store", "gloo", "nccl", "ipc"),
     "cluster.placement_strategy": ("PACK", "SPREAD", "STRICT_PACK", "STRICT_SPREAD"),
     **TINY_CHOICES,
 }
@@ -57,7 +57,9 @@ def check(cfg: TrainConfig, user_code: bool = True) -> None:
         if value not in choices:
             raise ConfigError(f"{key}={value!r} is not one of {list(choices)}")
     d, r, a = cfg.data, cfg.rollout, cfg.algorithm
+    transport = check_transport(cfg.weight_sync.backend, user_code)  # a registered name or a user class that fits
     rules = [
+        ("weight_sync.backend", not transport, transport),
         ("data.generator", d.source != "model" or bool(d.generator),
          "is required when data.source=model (a local model folder)"),
         ("data.candidates_per_problem", d.source != "model" or d.candidates_per_problem >= 2,
@@ -139,8 +141,6 @@ def check(cfg: TrainConfig, user_code: bool = True) -> None:
          cfg.curriculum.start_candidates <= cfg.curriculum.max_candidates,
          "must be 0 (the data's largest) or at least curriculum.start_candidates"),
         ("steps", cfg.steps >= 1, "must be >= 1"),
-        ("serve.live", not cfg.serve.live or cfg.weight_sync.backend == "object_store",
-         "needs weight_sync.backend=object_store (the serving replicas read the weights from Ray's object store)"),
         ("serve.max_replicas", 1 <= cfg.serve.min_replicas <= cfg.serve.max_replicas or
          (cfg.serve.min_replicas == 0 and cfg.serve.max_replicas >= 1), "must be >= serve.min_replicas and >= 1"),
         ("prompts_per_step", cfg.prompts_per_step >= 1, "must be >= 1"),

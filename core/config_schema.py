@@ -13,6 +13,7 @@ from typing import Any, Dict, Optional
 
 from core.config_model import DataConfig, ModelConfig, _f
 from core.config_tiny import TinyRecipeConfig
+from core.weight_transports import transports_help
 
 
 @dataclass
@@ -159,9 +160,7 @@ class AlgorithmConfig:
 @dataclass
 class WeightSyncConfig:
     """Learner -> rollout engines weight broadcast."""
-    backend: str = _f("object_store", "'object_store' (CPU default), 'gloo' (a broadcast group over TCP, CPU or "
-                                      "GPU), 'nccl' (GPU learner and engines) or 'ipc' (learner and engine colocated "
-                                      "on one GPU: CUDA IPC handles, one per bucket).")
+    backend: str = _f("object_store", "The weight transport (core/weight_transports.py): " + transports_help())
     bucket_mb: int = _f(256, "Bucket size for bucketed transfers.")
     timeout_s: float = _f(0.0, "Deadline for one whole sync. 0 (default): derived, the drain deadline (in-flight "
                                "generation finishing at rollout.min_decode_tokens_per_s) plus transfer_timeout_s "

@@ -5,8 +5,8 @@ V1), and the first attention backend that accepts the head size and dtype. Left 
 that no test here has run, and an fp32 engine would fail on FlashAttention, which has no float32 kernels. So:
 
 - model runner (`rollout.model_runner`): `v1` by default, the runner whose `get_model()` and layerwise reload the
-  weight sync is tested against (actors/vllm_extension.py); `v2` opts in. Passed as VLLM_USE_V2_MODEL_RUNNER,
-  which the engine's processes read when they start.
+  weight sync is tested against (actors/weight_sync/worker_extension.py); `v2` opts in. Passed as
+  VLLM_USE_V2_MODEL_RUNNER, which the engine's processes read when they start.
 - attention backend (`rollout.attention_backend`, a name of vLLM 0.32's `AttentionBackendEnum`): '' chooses
   FLASH_ATTN for bf16/fp16 and TRITON_ATTN for fp32 on a GPU (both accept the dtype there), and vLLM's only CPU
   backend (CPU_ATTN) on CPU. A name that cannot run the dtype is refused by the config's rules (core/config_rules.py)

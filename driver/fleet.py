@@ -1,8 +1,8 @@
 """A run's actors, the policy version their engines serve, the deadline of every call to them, their recovery.
 
 `Fleet` holds the handles `cluster.launch` started (rollout engines, verifier pools, learner ranks) and the weight
-sync (actors/weight_sync.py). `call` waits for actor calls under a deadline (a failure is a `RunFailed` naming what
-failed, the resources no node can give back, and how to continue); `restore_worker` is the recovery a restarted
+sync (actors/weight_sync/coordinator.py). `call` waits for actor calls under a deadline (a failure is a `RunFailed`
+naming what failed, the resources no node can give back, and how to continue); `restore_worker` is the recovery a restarted
 rollout engine needs (wait until Ray restarted it, push the current weights). The calls of a step's stages 5 and 6
 are in driver/step.py.
 """

@@ -156,7 +156,7 @@ class Run:
     def _launch(self) -> None:
         """The actors, the fleet that calls them, the collector of stage 1, the hook of stage 3b (extra training rows
         after the step's prompts) and the held-out reader."""
-        from actors.weight_sync import WeightSyncBroadcaster
+        from actors.weight_sync.coordinator import WeightSyncBroadcaster
         from cluster.launch import launch
         from core.deadlines import collect_deadline_s
         from core.env import default_env

@@ -10,8 +10,8 @@ rollout engines, DAPO's data path between the rollout engines and the learner (a
     4. `shard`: the sequences over learner ranks (a group stays on one rank; identical samples merged), balanced by
        tokens; the token-level loss divides by the whole batch's response tokens (`global_num_tokens`).
     5. `learner_step`: one DAPO step of every learner rank on its shard (actors/learner.py).
-    6. `sync_weights`: the new weights into every rollout engine (actors/weight_sync.py), retried once a rollout
-       actor that died is back; every `weight_sync.check_every` syncs `check_sync` compares engine and learner.
+    6. `sync_weights`: the new weights into every rollout engine (actors/weight_sync/coordinator.py), retried once a
+       rollout actor that died is back; every `weight_sync.check_every` syncs `check_sync` compares engine and learner.
 
 Every issued prompt is tracked until it is *finished* (trained on, filtered out by dynamic sampling, or dropped as
 too stale), so a checkpoint can record the drawn-but-unfinished ids and a resumed run re-issues exactly those. A
@@ -352,8 +352,8 @@ def learner_step(fleet, batch: Batch, step: int) -> tuple:
 
 def sync_weights(fleet, version: int, attempts: int = 3) -> dict:
     """Stage 6 (also on resume and after a rollout restart): push the learner's weights into every engine as
-    `version` (actors/weight_sync.py), then `fleet.version = version`. A rollout actor that died meanwhile is being
-    restarted by Ray: wait until every engine answers again, then retry the whole sync (the restarted engine gets the
+    `version` (actors/weight_sync/coordinator.py), then `fleet.version = version`. A rollout actor that died meanwhile
+    is being restarted by Ray: wait until every engine answers again, then retry the whole sync (the restarted engine gets the
     current weights that way)."""
     for attempt in range(1, attempts + 1):
         try:

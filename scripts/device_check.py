@@ -6,9 +6,9 @@ missing. One NVIDIA GPU, no network; about 8 minutes at most. `scripts/device_ch
 Tiers, in order (each result a JSON line on stdout and in --out; a table closes the run):
   versions       python, torch (+CUDA, the GPU), transformers, deepspeed, vllm, ray: version or why it does not import
   ipc_roundtrip  two processes: one flattens tensors into buckets and exports one CUDA IPC handle per bucket
-                 (actors/ipc_buckets.py), the other opens them on its own device index and checks every byte;
-                 the exporter holds the buckets until the receiver says it copied them. On CPU the same exchange
-                 runs over the shm channel (bucket files on /dev/shm) in place of CUDA IPC.
+                 (actors/weight_sync/ipc_buckets.py), the other opens them on its own device index and checks
+                 every byte; the exporter holds the buckets until the receiver says it copied them. On CPU the same
+                 exchange runs over the shm channel (bucket files on /dev/shm) in place of CUDA IPC.
   learner_ipc    the real Learner (DeepSpeed ZeRO-3, bf16, one rank) on a random small Qwen3 takes one step, exports
                  its weights by IPC; a receiver process loads them into transformers, and its log-probs must equal
                  the learner's (bf16 bound LOGPROB_TOL_BF16)
@@ -92,7 +92,7 @@ def _roundtrip_receiver(queue, answers) -> None:
     """Second process: open each exported bucket, hash every tensor, say so; returns the digests."""
     import hashlib
 
-    from actors import ipc_buckets as ib
+    from actors.weight_sync import ipc_buckets as ib
 
     exported = queue.get(timeout=120)
     digests = {}
@@ -112,7 +112,7 @@ def ipc_roundtrip(device: str) -> dict:
     import torch
     import torch.multiprocessing as mp
 
-    from actors import ipc_buckets as ib
+    from actors.weight_sync import ipc_buckets as ib
 
     gen = torch.Generator().manual_seed(0)
     state = {f"layer{i}.w": torch.randn(64 + i, 32, generator=gen).to(torch.bfloat16 if i % 2 else torch.float32)
@@ -158,7 +158,7 @@ def _receiver_logprobs(queue, answers, folder: str, seqs, device: str) -> None:
     from learner_gpu import reference_logprobs
     from transformers import AutoModelForCausalLM
 
-    from actors import ipc_buckets as ib
+    from actors.weight_sync import ipc_buckets as ib
 
     model = AutoModelForCausalLM.from_pretrained(folder, dtype=getattr(torch, _dtype(device))).to(device).eval()
     exported = queue.get(timeout=120)

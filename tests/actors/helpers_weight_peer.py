@@ -40,7 +40,7 @@ def digest(t) -> str:
 
 
 def main(role: str, port: int, rank: int, world: int, timeout_s: float, stall_after: int = -1) -> None:
-    from actors.weight_comm import BroadcastTimeout, open_group, receive_tensors, send_tensors
+    from actors.weight_sync.broadcast_comm import BroadcastTimeout, open_group, receive_tensors, send_tensors
 
     start, deadline = time.monotonic(), None
     try:

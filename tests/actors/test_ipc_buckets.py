@@ -1,6 +1,6 @@
 """Colocated (ipc) weight-sync bookkeeping on CPU: bucket flattening and its metadata, the receiver's views, the
 handles keyed by GPU with the receiver's device index, and the learner's ledger that keeps buckets alive until every
-engine has copied them (actors/ipc_buckets.py; the two CUDA calls are replaced where a test needs them)."""
+engine has copied them (actors/weight_sync/ipc_buckets.py; the two CUDA calls are replaced where a test needs them)."""
 from __future__ import annotations
 
 import types
@@ -8,7 +8,7 @@ import types
 import pytest
 import torch
 
-from actors import ipc_buckets as ib
+from actors.weight_sync import ipc_buckets as ib
 
 
 def _state() -> dict:

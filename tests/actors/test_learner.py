@@ -549,7 +549,7 @@ def test_two_rank_zero3_weight_sync_and_final_export(ray_session, tiny_model_pat
     from types import SimpleNamespace
 
     from actors.learner import Learner
-    from actors.weight_sync import WeightSyncBroadcaster
+    from actors.weight_sync.coordinator import WeightSyncBroadcaster
     from core.config import WeightSyncConfig
     from driver.run import Run
 

@@ -16,9 +16,8 @@ import pytest
 
 from actors.engine_gate import WeightUpdateError
 from actors.rollout import RolloutTimeout, RolloutWorker
-from actors.weight_loading import with_output_layer
-from actors.vllm_extension import write_safetensors
-from actors.weight_buckets import plan_buckets
+from actors.weight_sync.buckets import plan_buckets
+from actors.weight_sync.object_store import with_output_layer, write_safetensors
 from core.config import RolloutConfig, WeightSyncConfig
 
 G, MAX_TOKENS = 4, 12

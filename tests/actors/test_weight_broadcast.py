@@ -1,8 +1,8 @@
-"""The broadcast weight sync over gloo for real: learner rank 0's sender (actors/weight_sender.py) in one Ray actor,
-a real RolloutWorker (vLLM on CPU, tiny Qwen3, fp32) in another, the broadcaster in the test process.
+"""The broadcast weight sync over gloo for real: learner rank 0's sender (actors/weight_sync/broadcast.py) in one Ray
+actor, a real RolloutWorker (vLLM on CPU, tiny Qwen3, fp32) in another, the coordinator in the test process.
 
-The learner side is the real `BroadcastWeightSender` mixin on a transformers model (the DeepSpeed learner is tested
-on its own in test_learner.py; its `_full_state` is what this host's returns: HF names, `lm_head.weight` included).
+The learner side is the real `BroadcastSender` and `IpcSender` held by a transformers model (the DeepSpeed learner is
+tested on its own in test_learner.py; its `_full_state` is what this host's returns: HF names, `lm_head.weight` included).
 Proof the weights arrive: the engine's log-probs of a fixed completion equal the sender's after a sync (fp32,
 < 1e-5) and differ before it. Then a member that joins the group and never receives makes the sync miss its
 deadline (everyone answers, the learner is not left in the broadcast), and the next sync forms a new group; an
@@ -28,10 +28,12 @@ REPO = str(Path(__file__).resolve().parents[2])
 
 
 def _sender_host_class():
-    from actors.weight_sender import BroadcastWeightSender
+    from actors.weight_sync.broadcast import BroadcastSender
+    from actors.weight_sync.ipc import IpcSender
 
-    class SenderHost(BroadcastWeightSender):
-        """Learner rank 0 as the sender sees it: a transformers model whose full state is sent."""
+    class SenderHost:
+        """Learner rank 0 as the senders see it: a transformers model whose full state is sent, with the learner's
+        Ray-callable weight methods handed to the senders it holds, as actors/learner.py does."""
 
         def __init__(self, model_path: str):
             import types
@@ -44,6 +46,36 @@ def _sender_host_class():
             self.cfg = types.SimpleNamespace(zero_stage=2)
             self.model = AutoModelForCausalLM.from_pretrained(model_path, dtype=torch.float32).eval()
             self.tokenizer = AutoTokenizer.from_pretrained(model_path)
+            self.broadcast, self.ipc = BroadcastSender(self), IpcSender(self)
+
+        def weight_update_address(self):
+            return self.broadcast.weight_update_address()
+
+        def init_weight_update_group(self, *args):
+            return self.broadcast.init_weight_update_group(*args)
+
+        def weight_metadata(self):
+            return self.broadcast.weight_metadata()
+
+        def broadcast_weights(self, timeout_s):
+            return self.broadcast.broadcast_weights(timeout_s)
+
+        def export_ipc(self, *args):
+            return self.ipc.export_ipc(*args)
+
+        def release_ipc(self, *args):
+            return self.ipc.release_ipc(*args)
+
+        def drop_ipc(self, export_id):
+            return self.ipc.drop_ipc(export_id)
+
+        def held_ipc(self):
+            return self.ipc.held_ipc()
+
+        def export_weights(self, rank0_only: bool = False, widen: bool = True) -> dict:
+            from actors.checkpoint_io import to_numpy
+
+            return to_numpy(self._full_state(), widen=widen)
 
         def _full_state(self) -> dict:
             return {k: v.detach().clone() for k, v in self.model.state_dict().items()}
@@ -52,7 +84,7 @@ def _sender_host_class():
             weights.perturb(self.model, seed, scale)
 
         def has_group(self) -> bool:
-            return self._weight_comm is not None
+            return self.broadcast.comm is not None
 
         def fixed_ids(self) -> tuple:
             return weights.fixed_ids(self.tokenizer)
@@ -70,7 +102,7 @@ class SilentMember:
         self.comm, self.group = None, None
 
     async def init_weight_update_group(self, address, port, rank, world_size, backend, timeout_s, group_id):
-        from actors.weight_comm import open_group
+        from actors.weight_sync.broadcast_comm import open_group
 
         self.comm = await asyncio.to_thread(open_group, backend, address, port, rank, world_size, timeout_s)
         self.group = group_id
@@ -135,27 +167,37 @@ def _gap(ray, host, engine) -> float:
 
 
 def test_gloo_sync_reaches_the_engine_and_reuses_its_group(system):
-    from actors.weight_sync import WeightSyncBroadcaster
+    """...and the serving board (`serve.live`) gets every synced version: the coordinator exports the weights into
+    the object store for it, since the broadcast does not pass through there."""
+    from actors.weight_board import WeightBoard
+    from actors.weight_sync.coordinator import WeightSyncBroadcaster
     from core.config import WeightSyncConfig
 
     ray, host, engine = system
-    broadcaster = WeightSyncBroadcaster(WeightSyncConfig(backend="gloo", timeout_s=120), host, [engine])
+    board = ray.remote(num_cpus=0)(WeightBoard).remote()
+    broadcaster = WeightSyncBroadcaster(WeightSyncConfig(backend="gloo", timeout_s=120), host, [engine], board=board)
     ray.get(host.perturb.remote(1))
     assert _gap(ray, host, engine) > 1e-3  # the engine still holds the folder's weights
     stats = broadcaster.sync(1)
     assert _gap(ray, host, engine) < 1e-5
     assert ray.get(engine.policy_version.remote()) == 1
-    group = broadcaster._group
+    group = broadcaster.transport.group
     assert group and ray.get(engine.weight_group.remote()) == group
     assert stats["bytes"] > 0 and stats["workers"][0]["tensors"] > 0
+    version, source = ray.get(board.latest.remote())
+    published, sent = ray.get(source["ref"][0]), ray.get(host.export_weights.remote())
+    assert version == 1 and source["kind"] == "object_ref" and published.keys() == sent.keys()
+    assert all(np.array_equal(published[k], sent[k]) for k in sent)
     ray.get(host.perturb.remote(2))
     broadcaster.sync(2)
-    assert broadcaster._group == group  # the same group carried the second sync
+    assert broadcaster.transport.group == group  # the same group carried the second sync
     assert _gap(ray, host, engine) < 1e-5 and ray.get(engine.policy_version.remote()) == 2
 
 
 def test_missed_deadline_returns_every_member_and_the_next_sync_forms_a_new_group(system):
-    from actors.weight_sync import ANSWER_GRACE_S, WeightSyncBroadcaster, WeightSyncTimeout
+    from actors.weight_sync.broadcast import ANSWER_GRACE_S
+    from actors.weight_sync.coordinator import WeightSyncBroadcaster
+    from actors.weight_sync.transport import WeightSyncTimeout
     from core.config import WeightSyncConfig
 
     ray, host, engine = system
@@ -171,7 +213,7 @@ def test_missed_deadline_returns_every_member_and_the_next_sync_forms_a_new_grou
         message = str(info.value)
         assert "rollout[1]" in message and "update_weights_broadcast: no answer" in message
         assert "learner[0].broadcast_weights: no answer" not in message  # the learner returned by the deadline
-        assert stuck._group is None
+        assert stuck.transport.group is None
         assert ray.get(host.has_group.remote(), timeout=5) is False  # its group closed, nothing left running
         state = info.value.engines[0]
         assert state["state"] in ("done", "failed"), state  # the real engine's outcome is known
@@ -184,13 +226,13 @@ def test_missed_deadline_returns_every_member_and_the_next_sync_forms_a_new_grou
 
 
 def test_restarted_engine_rejoins_at_the_next_sync(system):
-    from actors.weight_sync import WeightSyncBroadcaster
+    from actors.weight_sync.coordinator import WeightSyncBroadcaster
     from core.config import WeightSyncConfig
 
     ray, host, engine = system
     broadcaster = WeightSyncBroadcaster(WeightSyncConfig(backend="gloo", timeout_s=120), host, [engine])
     broadcaster.sync(5)
-    old = broadcaster._group
+    old = broadcaster.transport.group
     ray.kill(engine, no_restart=False)  # the actor dies; Ray restarts it (max_restarts=1) from the model folder
     deadline = time.monotonic() + 600
     while True:  # the old actor may still answer a call or two before the kill lands: wait for the fresh one
@@ -205,12 +247,12 @@ def test_restarted_engine_rejoins_at_the_next_sync(system):
     assert ray.get(engine.weight_group.remote()) is None
     ray.get(host.perturb.remote(6))
     broadcaster.sync(6)
-    assert broadcaster._group not in (None, old)
+    assert broadcaster.transport.group not in (None, old)
     assert _gap(ray, host, engine) < 1e-5 and ray.get(engine.policy_version.remote()) == 6
 
 
 def test_ipc_sync_on_one_node_loads_the_buckets_and_frees_them(system):
-    from actors.weight_sync import WeightSyncBroadcaster
+    from actors.weight_sync.coordinator import WeightSyncBroadcaster
     from core.config import WeightSyncConfig
 
     ray, host, engine = system
@@ -225,7 +267,8 @@ def test_ipc_sync_on_one_node_loads_the_buckets_and_frees_them(system):
 
 
 def test_ipc_sync_past_its_deadline_frees_the_buckets_and_the_next_one_loads(system):
-    from actors.weight_sync import WeightSyncBroadcaster, WeightSyncTimeout
+    from actors.weight_sync.coordinator import WeightSyncBroadcaster
+    from actors.weight_sync.transport import WeightSyncTimeout
     from core.config import WeightSyncConfig
 
     ray, host, engine = system

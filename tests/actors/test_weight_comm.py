@@ -1,5 +1,5 @@
 """The gloo weight group for real between processes: set-up, metadata order, per-tensor values, a missed deadline,
-a group rebuilt with a restarted member, a member that never joins (actors/weight_comm.py).
+a group rebuilt with a restarted member, a member that never joins (actors/weight_sync/broadcast_comm.py).
 
 Each member is its own Python process (tests/actors/helpers_weight_peer.py) talking over TCP on loopback.
 """
@@ -77,7 +77,7 @@ def test_member_that_never_joins_fails_the_setup_at_the_deadline():
 def test_bad_input_is_refused_with_the_reason():
     import torch
 
-    from actors.weight_comm import BroadcastTimeout, open_group, receive_tensors
+    from actors.weight_sync.broadcast_comm import BroadcastTimeout, open_group, receive_tensors
 
     with pytest.raises(ValueError, match="not one of"):
         open_group("mpi", "127.0.0.1", 1, 0, 2, 5)
@@ -102,6 +102,7 @@ def test_the_deepspeed_learner_broadcasts_its_full_state_over_gloo(rollout_model
     import torch
 
     from actors.learner import Learner
+    from actors.weight_sync.broadcast import BroadcastSender
     from core.config import AlgorithmConfig, LearnerConfig
     from core.net import free_port
 
@@ -109,7 +110,7 @@ def test_the_deepspeed_learner_broadcasts_its_full_state_over_gloo(rollout_model
                       AlgorithmConfig(ratio_reference="behaviour"), rollout_model_path, master_port=free_port())
     try:
         meta = learner.weight_metadata()
-        state = {k: v.clone() for k, v in learner._state_to_send.items()}
+        state = {k: v.clone() for k, v in learner._sender(BroadcastSender)._state_to_send.items()}
         (tmp_path / "meta.json").write_text(json.dumps(meta))
         port = rendezvous_port("")
         receiver = _start(f"recv:{tmp_path / 'meta.json'}", port, 1, 2, 60)

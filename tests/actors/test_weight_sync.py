@@ -121,7 +121,7 @@ def _max_diff(a, b) -> float:
 
 
 def test_sync_reaches_the_engine(system):
-    from actors.weight_sync import WeightSyncBroadcaster
+    from actors.weight_sync.coordinator import WeightSyncBroadcaster
     from core.config import WeightSyncConfig
 
     ray, learner, rollouts = system
@@ -151,7 +151,7 @@ def test_sync_reaches_the_engine(system):
 def test_fresh_engine_agrees_and_both_follow_a_sync(system, tmp_path):
     """An engine started from the learner's saved weights == the engine that received them by sync;
     then one sync reaches both engines (one ObjectRef fanned out to two actors)."""
-    from actors.weight_sync import WeightSyncBroadcaster
+    from actors.weight_sync.coordinator import WeightSyncBroadcaster
     from core.config import WeightSyncConfig
 
     ray, learner, rollouts = system
@@ -173,7 +173,8 @@ def test_fresh_engine_agrees_and_both_follow_a_sync(system, tmp_path):
 
 
 def test_hung_receiver_raises_timeout_naming_it(system):
-    from actors.weight_sync import WeightSyncBroadcaster, WeightSyncTimeout
+    from actors.weight_sync.coordinator import WeightSyncBroadcaster
+    from actors.weight_sync.transport import WeightSyncTimeout
     from core.config import WeightSyncConfig
 
     ray, learner, rollouts = system
@@ -191,7 +192,8 @@ def test_hung_receiver_raises_timeout_naming_it(system):
 
 
 def test_hung_learner_raises_timeout_naming_it(ray_cluster):
-    from actors.weight_sync import WeightSyncBroadcaster, WeightSyncTimeout
+    from actors.weight_sync.coordinator import WeightSyncBroadcaster
+    from actors.weight_sync.transport import WeightSyncTimeout
     from core.config import WeightSyncConfig
 
     ray = ray_cluster
@@ -262,7 +264,8 @@ def test_sync_timeout_leaves_engines_on_a_known_version(ray_cluster, tmp_path):
     deadline. The late update is cancelled, so that engine keeps version 0 and says so, the healthy one holds
     version 1, the learner is not left inside anything (it answers at once), and the next sync starts clean and
     brings both to version 1. The stats split drain, transfer and load."""
-    from actors.weight_sync import WeightSyncBroadcaster, WeightSyncTimeout
+    from actors.weight_sync.coordinator import WeightSyncBroadcaster
+    from actors.weight_sync.transport import WeightSyncTimeout
     from core.config import WeightSyncConfig
 
     ray = ray_cluster
@@ -305,6 +308,9 @@ class _FakeEngineActor:
     async def update_weights_from_object_store(self, weights: dict, version: int) -> dict:
         return await self.w.update_weights_from_object_store(weights, version)
 
+    async def weight_call(self, receiver: str, method: str, *args):
+        return await self.w.weight_call(receiver, method, *args)
+
     def update_state(self) -> dict:
         return self.w.update_state()
 
@@ -313,6 +319,29 @@ class _FakeEngineActor:
 
     async def health(self) -> dict:
         return await self.w.health()
+
+
+def test_a_transport_named_by_its_dotted_path_reaches_the_engines_through_weight_call(ray_cluster):
+    """A user transport (tests/actors/helpers_transport.py) runs under the same coordinator: its receiver is built and
+    held by the rollout worker on its first `weight_call`, the engines load through the usual update protocol."""
+    from actors.weight_sync.coordinator import WeightSyncBroadcaster
+    from core.config import WeightSyncConfig
+
+    ray = ray_cluster
+    learner = ray.remote(num_cpus=0)(SmallLearner).remote()
+    engines = [ray.remote(num_cpus=0)(_FakeEngineActor).remote(index) for index in (0, 1)]
+    try:
+        ray.get([h.policy_version.remote() for h in engines] + [learner.export_count.remote()], timeout=180)
+        cfg = WeightSyncConfig(backend="tests.actors.helpers_transport:ArraysTransport", timeout_s=60)
+        broadcaster = WeightSyncBroadcaster(cfg, learner, engines)
+        broadcaster.sync(1)
+        stats = broadcaster.sync(2)
+        assert ray.get([h.policy_version.remote() for h in engines]) == [2, 2]
+        assert [w["loads"] for w in stats["workers"]] == [2, 2]  # one receiver held per worker
+        assert stats["bytes"] > 0 and {"drain_s", "transfer_s", "load_s"} <= set(stats)
+    finally:
+        for h in engines + [learner]:
+            ray.kill(h)
 
 
 def test_answer_times_records_each_answer_and_stops_at_the_deadline(ray_cluster):
@@ -341,7 +370,7 @@ def test_answer_times_records_each_answer_and_stops_at_the_deadline(ray_cluster)
 
 
 def test_unknown_backend_is_rejected():
-    from actors.weight_sync import WeightSyncBroadcaster
+    from actors.weight_sync.coordinator import WeightSyncBroadcaster
     from core.config import WeightSyncConfig
 
     with pytest.raises(ValueError, match="'mpi'"):
@@ -389,20 +418,18 @@ def test_nccl_weight_update_on_gpu(rollout_model_path, loop_thread):
 
 
 def test_learner_broadcast_sender_refuses_what_it_cannot_do():
-    """The learner side of the broadcast path (actors/weight_sender.py) fails clearly, before touching NCCL,
+    """The learner side of the broadcast path (actors/weight_sync/broadcast.py) fails clearly, before touching NCCL,
     on a CPU learner and on a rank other than 0; under ZeRO-3 every rank takes part in the weight gather of
     `weight_metadata` (collective) and only rank 0 keeps the weights."""
     import types
 
     import torch
 
-    from actors.weight_sender import BroadcastWeightSender
+    from actors.weight_sync.broadcast import BroadcastSender
 
     def sender(rank=0, device="cpu", zero_stage=2, world_size=1):
-        s = BroadcastWeightSender()
-        s.rank, s.world_size, s.device = rank, world_size, torch.device(device)
-        s.cfg = types.SimpleNamespace(zero_stage=zero_stage)
-        return s
+        return BroadcastSender(types.SimpleNamespace(rank=rank, world_size=world_size, device=torch.device(device),
+                                                     cfg=types.SimpleNamespace(zero_stage=zero_stage)))
 
     with pytest.raises(RuntimeError, match="needs the learner on a GPU"):
         sender().init_weight_update_group("127.0.0.1", 1, 2)
@@ -411,7 +438,7 @@ def test_learner_broadcast_sender_refuses_what_it_cannot_do():
     gathers = []
     for rank, zero_stage in ((1, 3), (1, 2), (0, 3)):
         s = sender(rank=rank, device="cuda", zero_stage=zero_stage, world_size=2)
-        s._full_state = lambda: gathers.append(1) or {"w": torch.zeros(2)}
+        s.learner._full_state = lambda: gathers.append(1) or {"w": torch.zeros(2)}
         s.weight_metadata()
     assert len(gathers) == 2  # rank 1 under ZeRO-3 and rank 0; rank 1 under ZeRO-2 needs no gather
     with pytest.raises(RuntimeError, match="init_weight_update_group was not called"):

@@ -130,12 +130,12 @@ def test_serve_config_file_is_a_valid_serve_deploy_config():
     assert set(args) - {"model", "config", "policy_version"} <= fields
 
 
-def test_serve_live_needs_the_object_store_sync():
+def test_serve_live_follows_every_weight_transport_and_checks_its_replicas():
     from core.config import ConfigError
 
-    with pytest.raises(ConfigError, match="serve.live"):
-        load_config("smoke", ["serve.live=true", "weight_sync.backend=nccl", "learner.num_gpus=1",
-                              "rollout.num_gpus=1"])
+    for backend in ("gloo", "ipc"):  # the coordinator publishes to the board whatever the transport
+        assert load_config("smoke", ["serve.live=true", f"weight_sync.backend={backend}",
+                                     "cluster.placement_strategy=STRICT_PACK"]).serve.live
     with pytest.raises(ConfigError, match="serve.max_replicas"):
         load_config("smoke", ["serve.min_replicas=3", "serve.max_replicas=2"])
 

@@ -1,5 +1,5 @@
 """How a model's weights are split into buckets of about `weight_sync.bucket_mb` for a sync: the object-store path's
-safetensors files (actors/weight_loading.py) and the colocated path's IPC buffers (actors/ipc_buckets.py). Pure."""
+safetensors files (object_store.py) and the colocated path's IPC buffers (ipc_buckets.py). Pure."""
 from __future__ import annotations
 
 

@@ -6,7 +6,7 @@ each at an offset aligned to ALIGN bytes, and its entries [(name, dtype name, sh
 exports one IPC handle per bucket (`share(buffer)`), keeps every buffer alive until every engine has said it copied
 it (`ExportLedger`), and the engine rebuilds the buffer on its own device index (`rebuild(handle, device_index)`),
 views each tensor out of it (`unflatten`) and loads it inside its usual drain / load / resume path, with the
-sync's deadline and the missing-parameter check (actors/weight_loading.py).
+sync's deadline and the missing-parameter check (ipc.py, engine_update.py).
 
 Two channels carry a bucket, each a pair share(buffer) -> handle / rebuild(handle, device_index) -> buffer:
 - `cuda`: torch's `reduce_tensor` / `rebuild_cuda_tensor`, keyed by the GPU's UUID, with argument 6 of the rebuild,
@@ -25,7 +25,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from actors.weight_buckets import plan_buckets
+from actors.weight_sync.buckets import plan_buckets
 
 ALIGN = 256  # bytes; every tensor starts at a multiple (any dtype's view of the uint8 buffer is aligned)
 
