@@ -254,9 +254,6 @@ def _user_function_rules(cfg: TrainConfig, user_code: bool = True) -> list:
             ("verifier.reward_function", cfg.task == "selector",
              "scores a selector's named candidate; task=generator's solutions are scored by the built-in verifiers "
              "(leave it empty)"),
-            ("verifier.reward_function", cfg.tiny.pick_reward == 0,
-             f"replaces the built-in reward, which tiny.pick_reward={cfg.tiny.pick_reward} blends with the pick's: "
-             f"set tiny.pick_reward=0"),
         ]
     return rules
 
