@@ -298,8 +298,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     from driver.data.dataset import load_dataset
 
     args = _parse_args(sys.argv[1:] if argv is None else argv)
-    run = run_config(args.model, args.config)
-    tasks = split_tasks(load_dataset(args.dataset), args.split, run)
+    run_cfg = run_config(args.model, args.config)
+    tasks = split_tasks(load_dataset(args.dataset), args.split, run_cfg)
     tasks = tasks[: args.prompts] if args.prompts else tasks
     if not tasks:
         print(f"no prompts in {args.dataset} ({args.split}"
@@ -333,7 +333,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     async def run() -> list:
         from tqdm import tqdm
 
-        form = response_form(args.model, run)
+        form = response_form(args.model, run_cfg)
         worker = RolloutWorker(cfg, args.model, dtype=args.dtype, response_form=form)
         choices = []
         try:  # chunks of prompts (each prompt's selection is its own: the same choices as one batch)
