@@ -34,6 +34,8 @@ class FormWorker(Protocol):
     tokenizer: Any
     #: the worker's index among the run's rollout workers (reported in a group's extras)
     worker_index: int
+    #: the tokenizer's end tokens (core.chat.end_token_ids): a response ends at any of them
+    end_ids: list
 
     async def run_request(self, prompt_token_ids: list, params, tag: str = "w") -> tuple:
         """(the finished vLLM RequestOutput, the policy version it ran under, seconds queued, seconds generating) of
@@ -103,6 +105,11 @@ class FreeText(ResponseForm):
 
 
 FREE_TEXT = FreeText()
+
+
+def free_text(model_dir, cfg) -> FreeText:
+    """`rollout.response_form=free_text` (core/user_functions.py): the general form, whatever the model's own."""
+    return FreeText()
 
 
 async def generate_group(worker, task, prompt_ids: list, params) -> RolloutGroup:

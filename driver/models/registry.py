@@ -110,22 +110,28 @@ def resolve_model(model_cfg, corpus_texts: Optional[list] = None, tiny_cfg: Opti
 
 def response_form(model_path, cfg=None):
     """The `ResponseForm` (actors/response_forms.py) rollout workers and serving replicas of the model at
-    `model_path` sample with, in the run config `cfg` (a TrainConfig; None: unknown, the defaults): the model's own
-    form (its `response_form` hook, driver/models/hooks.py; the embedded tiny recipe's for its folders); else, with
-    `rollout.judgment=forced`, `ForcedJudgment` (actors/forced_judgment.py); else `FreeText` (free text, or one
-    index token after the answer prefix with `rollout.constrain_index`)."""
-    from actors.forced_judgment import ForcedJudgment
+    `model_path` sample with, in the run config `cfg` (a TrainConfig; None: unknown, the defaults): the form
+    `rollout.response_form` names (core/user_functions.py: `free_text`, `forced_judgment`, which
+    `rollout.judgment=forced` names too, or a user's path); else the model's own form (its `response_form` hook,
+    driver/models/hooks.py: the embedded tiny recipe's for its folders); else `FreeText` (free text, or one index
+    token after the answer prefix with `rollout.constrain_index`)."""
     from actors.response_forms import FreeText
+    from core.plugins import load_object
+    from core.user_functions import RESPONSE_FORM, RESPONSE_FORMS, response_form_path
 
     hook = model_hook("response_form", model_path, _kind(cfg))
     own = hook(model_path, cfg) if hook is not None else None
-    forced = cfg is not None and cfg.rollout.judgment == "forced"
-    if own is not None and forced:
+    named = response_form_path(cfg.rollout) if cfg is not None else ""
+    if not named:
+        return own or FreeText()
+    if own is not None and named == RESPONSE_FORMS["forced_judgment"]:
         raise ValueError(f"rollout.judgment=forced: the model at {model_path} answers in its own response form "
                          f"({own.name}); use rollout.judgment=free")
-    if forced:
-        return ForcedJudgment(cfg.rollout.reasoning_budget)
-    return own or FreeText()
+    form = load_object(named, RESPONSE_FORM.key, RESPONSE_FORM.check())(model_path, cfg)
+    if not callable(getattr(form, "generate", None)):
+        raise ValueError(f"rollout.response_form={named!r} returned {form!r}, not a ResponseForm "
+                         f"(actors/response_forms.py)")
+    return form
 
 
 def frozen_entries(model_dir, cfg=None) -> dict | None:
