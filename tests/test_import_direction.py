@@ -7,7 +7,8 @@
 
 `core/` (config schema, chat formatting, records, `algo/`) imports no other layer of this repository; `actors/`
 never import the orchestrator (`driver/`), `cluster/` nor the recipe; `cluster/` never imports `driver/` nor the
-recipe; `driver/` never imports the recipe; `sandbox/` imports nothing else from the repository. Checked statically: every .py file is parsed with `ast` (nothing is imported
+recipe; `driver/` never imports the recipe; `sandbox/` imports nothing else from the repository. Checked
+statically: every .py file is parsed with `ast` (nothing is imported
 or executed), and every import counts, at module level or inside a function (lazy imports included), and
 `importlib.import_module("...")` with a literal name too. A failure lists each offending `file:line`.
 """

@@ -121,7 +121,8 @@ def test_the_response_form_is_one_key_a_name_or_a_path_and_judgment_forced_is_it
     forced = load_config("selector", ["rollout.response_form=forced_judgment", "rollout.reasoning_budget=8",
                                       "rollout.max_response_tokens=64", f"model.name={folder}"])
     assert response_form_path(forced.rollout) == RESPONSE_FORMS["forced_judgment"]
-    assert isinstance(response_form(folder, forced), ForcedJudgment) and response_form(folder, forced).reasoning_budget == 8
+    assert isinstance(response_form(folder, forced), ForcedJudgment)
+    assert response_form(folder, forced).reasoning_budget == 8
     old = load_config("selector", ["rollout.judgment=forced", "rollout.reasoning_budget=8",
                                    "rollout.max_response_tokens=64", f"model.name={folder}"])
     assert response_form_path(old.rollout) == response_form_path(forced.rollout)
