@@ -166,6 +166,12 @@ class ForcedJudgment(ResponseForm):
     def __repr__(self) -> str:
         return f"ForcedJudgment(reasoning_budget={self.reasoning_budget})"
 
+    @classmethod
+    def of(cls, model_dir, cfg) -> "ForcedJudgment":
+        """`rollout.response_form=forced_judgment` (or `rollout.judgment=forced`): the run's
+        `rollout.reasoning_budget`."""
+        return cls(cfg.rollout.reasoning_budget if cfg is not None else 0)
+
     async def generate(self, worker, task, prompt_ids: list, params) -> RolloutGroup:
         if answer_prefix(worker.tokenizer):
             raise ValueError("rollout.judgment=forced needs a model with a chat template (it reasons before its "

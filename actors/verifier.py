@@ -38,7 +38,7 @@ from typing import Any, Callable, Optional, Sequence
 
 from actors.math_check import (ERROR, OK, TIMEOUT, ProcessPool, Verdict, check_answer, math_timeout, run_check,
                                warm_up)
-from core.algo.genselect import ParseStatus, blend_pick_reward, parse_judgment, parse_pick, selection_reward
+from core.algo.genselect import ParseStatus, parse_judgment, selection_reward
 from core.config import VerifierConfig
 from core.records import Rollout, SelectionTask, SolveTask
 from actors.code_check import Check, check_program, start_sandbox
@@ -82,14 +82,16 @@ class VerifierPool:
         queue_size: verifications that may wait beyond the in-flight ones before submission blocks.
         cache_size: verdicts kept (least recently used are evicted).
         math_memory_mb: address-space cap of each math worker process (None: no cap).
-        pick_reward: weight w of a response's pick (`Pick: #g`) in its reward (`blend_pick_reward`), handed in by
-            the run for a model whose response picks first; 0: the selection reward alone.
+        response_form: the rollout workers' form (actors/response_forms.py), handed in by the run: a form whose
+            reward reads more than the final judgment (`credits_candidates`: the tiny recipe's pick-then-point with
+            `tiny.pick_reward`) names the other candidates to check (`credited_candidates`) and combines their
+            scores with the selection reward (`credit`); None: the selection reward alone.
     """
 
     def __init__(self, cfg: VerifierConfig, domains: Sequence[str] = ("math",),
                  check_fn: Optional[Callable[..., Verdict]] = None, context: str = "forkserver",
                  queue_size: int = 64, cache_size: int = 65536, math_memory_mb: Optional[int] = 2048,
-                 pick_reward: float = 0.0):
+                 response_form=None):
         if cfg.reward not in REWARD_MODES:
             raise ValueError(f"verifier.reward={cfg.reward!r} is not one of {list(REWARD_MODES)}")
         if cfg.processes_per_worker < 1 or cfg.timeout_s <= 0:
@@ -97,11 +99,11 @@ class VerifierPool:
         unknown = sorted(set(domains) - set(DOMAINS))
         if unknown:
             raise ValueError(f"unknown domains {unknown}; expected a subset of {list(DOMAINS)}")
-        if cfg.reward_function and pick_reward:
-            raise ValueError("verifier.reward_function replaces the built-in reward, which a pick reward blends "
-                             "with the pick's: pick_reward must be 0")
+        self.credits = response_form if response_form is not None and response_form.credits_candidates else None
+        if cfg.reward_function and self.credits is not None:
+            raise ValueError(f"verifier.reward_function replaces the built-in reward, which the response form "
+                             f"{response_form!r} credits beyond the final judgment: use a form that does not")
         self.cfg = cfg
-        self.pick_reward = pick_reward
         self._check_fn = check_fn or check_answer
         self._context = context
         self._math_memory_mb = math_memory_mb
@@ -134,7 +136,8 @@ class VerifierPool:
 
         `verify_s` is the wall time of the verification that produced the rollout's verdict, charged to the
         first rollout that needed it (0.0 for the others, for cache hits and for parse failures); a check run for a
-        pick alone (`pick_reward`) is charged to the first rollout that picked that candidate.
+        credited candidate alone (the response form's `credited_candidates`) is charged to the first rollout that
+        named it. A credited candidate whose check failed masks the rollout as a failed final check does.
         """
         if self._closed:
             raise RuntimeError("VerifierPool is closed")
@@ -145,12 +148,12 @@ class VerifierPool:
         if self._reward_fn is not None:
             return self._score_by_function(task, rollouts)
         judgments = [parse_judgment(r.response_text, task.num_candidates, r.truncated) for r in rollouts]
-        picks = [parse_pick(r.response_text, task.num_candidates) if self.pick_reward else None
-                 for r in rollouts]
+        credited = [self.credits.credited_candidates(r.response_text, task.num_candidates) if self.credits else ()
+                    for r in rollouts]
         verdicts, seconds = self._verdicts(task, sorted({j.index for j in judgments if j.ok}
-                                                        | {g for g in picks if g is not None}))
+                                                        | {g for named in credited for g in named}))
         counts: Counter = Counter(rollouts=len(rollouts))
-        for rollout, judgment, pick in zip(rollouts, judgments, picks):
+        for rollout, judgment, named in zip(rollouts, judgments, credited):
             rollout.parse_status = judgment.status
             rollout.judgment = judgment.index
             rollout.timings["verify_s"] = 0.0
@@ -166,17 +169,18 @@ class VerifierPool:
                 counts["cache_hits"] += 1
             rollout.verifier_status = verdict.status
             rollout.reward = self._reward(task, judgment, verdict)
-            if self.pick_reward:
-                picked = verdicts.get(pick) if pick is not None else None
-                if picked is not None and picked.status != OK:  # a failed check of the pick: masked like the final's
-                    rollout.verifier_status, rollout.reward = picked.status, 0.0
+            if self.credits is not None:
+                checked = [verdicts[g] for g in named]
+                failed = next((v for v in checked if v.status != OK), None)
+                if failed is not None:  # a failed check of a credited candidate: masked like the final's
+                    rollout.verifier_status, rollout.reward = failed.status, 0.0
                 else:
-                    rollout.reward = blend_pick_reward(rollout.reward, picked.score if picked else None,
-                                                       self.pick_reward)
+                    rollout.reward = self.credits.credit(rollout.reward, tuple(v.score for v in checked))
             counts[f"rollout_status/{rollout.verifier_status}"] += 1
-        for rollout, pick in zip(rollouts, picks):  # a verification run for a pick alone: its first picker's
-            if pick in seconds:
-                rollout.timings["verify_s"] += seconds.pop(pick)
+        for rollout, named in zip(rollouts, credited):  # a verification run for a credited candidate alone
+            for g in named:
+                if g in seconds:
+                    rollout.timings["verify_s"] += seconds.pop(g)
         with self._lock:
             self._counts.update(counts)
         return rollouts

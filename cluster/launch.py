@@ -27,12 +27,12 @@ class Handles:
 
 
 def launch(cfg, model_path: str, actor_env: dict, domains: tuple = ("math",), frozen: dict | None = None,
-           response_form=None, pick_reward: float = 0.0) -> Handles:
+           response_form=None) -> Handles:
     """Start every actor of `cfg` (a TrainConfig) on the running Ray cluster; PlacementError if it cannot fit.
     `frozen`: the entries of the model that never train (core/frozen.py), handed to every learner rank;
     `response_form`: how the rollout workers sample a selection task's group (actors/response_forms.py; None: free
-    text); `pick_reward`: the weight of a pick-then-point response's pick in its reward, handed to every verifier
-    (actors/verifier.py; 0: the selection reward alone).
+    text), handed to every verifier too, which credits what the form's reward reads beyond the final judgment
+    (`ResponseForm.credited_candidates`; actors/verifier.py).
 
     Rollout actors are restartable (Ray restarts a dead one; the driver re-issues its prompts and pushes the
     current weights into it); learner ranks are not (a learner failure stops the run; resume=auto goes on).
@@ -73,7 +73,7 @@ def launch(cfg, model_path: str, actor_env: dict, domains: tuple = ("math",), fr
         _start_rollouts(handles, placement, options, cfg, model_path, response_form)
     for slot in placement.of("verifier"):
         cls = ray.remote(**options(slot, max_restarts=3))(VerifierPool)
-        handles.verifiers.append(cls.remote(cfg.verifier, domains=tuple(domains), pick_reward=pick_reward))
+        handles.verifiers.append(cls.remote(cfg.verifier, domains=tuple(domains), response_form=response_form))
     return handles
 
 

@@ -36,7 +36,10 @@ def _judgment_rules(cfg: TrainConfig) -> list:
     """`rollout.judgment=forced` and its budget (actors/forced_judgment.py)."""
     from core.chat import FORCED_TOKENS_RESERVE
 
-    r, forced = cfg.rollout, cfg.rollout.judgment == "forced"
+    from core.user_functions import RESPONSE_FORMS, response_form_path
+
+    r = cfg.rollout
+    forced = response_form_path(r) == RESPONSE_FORMS["forced_judgment"]
     return [
         ("rollout.reasoning_budget", r.reasoning_budget >= 0, "must be >= 0 (0: the index right after the prompt)"),
         ("rollout.reasoning_budget", not forced or r.reasoning_budget + FORCED_TOKENS_RESERVE <= r.max_response_tokens,
@@ -46,6 +49,11 @@ def _judgment_rules(cfg: TrainConfig) -> list:
          "'forced' is for models that reason in free text (a chat template); the tiny model answers with the index "
          "alone or through its own response forms"),
         ("rollout.judgment", not forced or cfg.task == "selector", "'forced' applies to a selector (task=selector)"),
+        ("rollout.response_form", not r.response_form or r.response_form in RESPONSE_FORMS or ":" in r.response_form,
+         f"must be '' (the model's own form), one of {list(RESPONSE_FORMS)} or 'package.module:function'"),
+        ("rollout.response_form", r.judgment != "forced" or r.response_form in ("", "forced_judgment"),
+         f"names a form and rollout.judgment=forced another: set one (rollout.response_form=forced_judgment is "
+         f"rollout.judgment=forced)"),
     ]
 
 
@@ -240,10 +248,12 @@ def _user_function_rules(cfg: TrainConfig, user_code: bool = True) -> list:
     and fit its interface (with `user_code`), checked here, before anything is built or started; the reward function
     scores a selector's named candidate, so it does not combine with a pick's reward or with task=generator."""
     from core.plugins import PluginError
-    from core.user_functions import LABEL_FUNCTION, REWARD_FUNCTION
+    from core.user_functions import LABEL_FUNCTION, RESPONSE_FORM, RESPONSE_FORMS, REWARD_FUNCTION
 
     rules = []
-    for interface, path in ((REWARD_FUNCTION, cfg.verifier.reward_function), (LABEL_FUNCTION, cfg.data.label_function)):
+    own_form = cfg.rollout.response_form if cfg.rollout.response_form not in RESPONSE_FORMS else ""
+    for interface, path in ((REWARD_FUNCTION, cfg.verifier.reward_function), (LABEL_FUNCTION, cfg.data.label_function),
+                            (RESPONSE_FORM, own_form if ":" in own_form else "")):
         if path and user_code:
             try:
                 interface.load(path)
@@ -254,9 +264,6 @@ def _user_function_rules(cfg: TrainConfig, user_code: bool = True) -> list:
             ("verifier.reward_function", cfg.task == "selector",
              "scores a selector's named candidate; task=generator's solutions are scored by the built-in verifiers "
              "(leave it empty)"),
-            ("verifier.reward_function", cfg.tiny.pick_reward == 0,
-             f"replaces the built-in reward, which tiny.pick_reward={cfg.tiny.pick_reward} blends with the pick's: "
-             f"set tiny.pick_reward=0"),
         ]
     return rules
 

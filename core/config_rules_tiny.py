@@ -38,6 +38,9 @@ def tiny_rules(cfg) -> list:
         ("tiny.pretrain.context_batch", pt.context_batch >= 1, "must be >= 1"),
         ("tiny.pretrain.context_lr", pt.context_lr > 0, "must be > 0"),
         ("tiny.pick_reward", 0.0 <= t.pick_reward <= 1.0, "must be in [0, 1]"),
+        ("verifier.reward_function", not cfg.verifier.reward_function or t.pick_reward == 0,
+         f"replaces the built-in reward, which tiny.pick_reward={t.pick_reward} blends with the pick's: "
+         f"set tiny.pick_reward=0"),
         ("tiny.pretrain.slipped_share", 0 <= pt.slipped_share < 1, "must be in [0, 1)"),
         ("tiny.pretrain.pack_tokens", 0 <= pt.pack_tokens <= shape.max_position_embeddings,
          f"must be 0 (one text per row) or a row length up to tiny.model.max_position_embeddings "

@@ -13,6 +13,7 @@ from typing import Any, Dict, Optional
 
 from core.config_model import DataConfig, ModelConfig, _f
 from core.config_tiny import TinyRecipeConfig
+from core.user_functions import RESPONSE_FORMS
 from core.weight_transports import transports_help
 
 
@@ -49,6 +50,12 @@ class RolloutConfig:
     reasoning_budget: int = _f(0, "With rollout.judgment=forced: B, the most reasoning tokens before the judgment "
                                   "is forced (0: the index right after the prompt). B plus 8 tokens for the forced "
                                   "judgment must fit in rollout.max_response_tokens.")
+    response_form: str = _f("", "How a selector's rollouts are sampled (actors/response_forms.py), in training, "
+                                "evaluation, driver.bon and /v1/select: '' (default) the model's own form (the "
+                                "`response_form` hook its folder names), else as rollout.judgment says; or one of "
+                                f"{', '.join(RESPONSE_FORMS)} (forced_judgment is rollout.judgment=forced); or "
+                                "'package.module:function', your fn(model_dir, cfg) returning a ResponseForm, checked "
+                                "before any actor starts.")
     max_num_seqs: int = _f(128, "Most sequences the engine batches at once.")
     max_num_batched_tokens: int = _f(0, "Most tokens the engine schedules in one step (vLLM's "
                                         "max_num_batched_tokens; 0: vLLM's default). Seeded candidate "

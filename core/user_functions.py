@@ -1,6 +1,7 @@
-"""The user functions a config can name (core/plugins.py loads them): a reward function for the verifier pool and a
-label function for data synthesis. Their interfaces are defined here, where the config rules, the verifier
-(actors/verifier.py) and the labeller (driver/data/user_labels.py) all read them.
+"""The user functions a config can name (core/plugins.py loads them): a reward function for the verifier pool, a
+label function for data synthesis and a response form for the rollout workers. Their interfaces are defined here,
+where the config rules, the verifier (actors/verifier.py), the labeller (driver/data/user_labels.py) and the model
+registry (driver/models/registry.py) all read them.
 
 * `verifier.reward_function`: `fn(problem, candidate, response, label, **extra) -> float`, the score of the
   candidate a selector named, in [0, 1] (a bool counts as 1 or 0). `candidate` is that candidate's text,
@@ -9,6 +10,10 @@ label function for data synthesis. Their interfaces are defined here, where the 
 * `data.label_function`: `fn(problem, candidate, answer, **extra) -> bool | float`, the label of one candidate
   while a dataset is built: True / 1.0 correct, False / 0.0 wrong, a number in between a partial score; `answer`
   is the row's reference answer (code: its tests), "" when the row has none. Keywords it may take: LABEL_EXTRAS.
+* `rollout.response_form`: a name of RESPONSE_FORMS or a path to `fn(model_dir, cfg) -> ResponseForm`
+  (actors/response_forms.py), the form every rollout worker and serving replica samples a selector's responses
+  with (`cfg`: the run's TrainConfig); '' (default): the model's own form (its `response_form` hook), else the
+  form `rollout.judgment` (the older key) names.
 
 Pure: stdlib only.
 """
@@ -45,6 +50,23 @@ LABEL_EXTRAS = ("candidate_answer", "index", "domain", "problem_id", "entry_poin
 LABEL_FUNCTION = Interface("data.label_function", ("problem", "candidate", "answer"), LABEL_EXTRAS)
 
 
+RESPONSE_FORM = Interface("rollout.response_form", ("model_dir", "cfg"), ())
+
+#: the response forms `rollout.response_form` may name, each the path of its `fn(model_dir, cfg)` (strings: the
+#: config check imports nothing of actors/)
+RESPONSE_FORMS = {
+    "free_text": "actors.response_forms:free_text",
+    "forced_judgment": "actors.forced_judgment:ForcedJudgment.of",
+}
+
+
+def response_form_path(rollout) -> str:
+    """The path of the response form a RolloutConfig names: `rollout.response_form` (a name of RESPONSE_FORMS or a
+    path), else `forced_judgment`'s with `rollout.judgment=forced`; "" when it names none (the model's own)."""
+    chosen = rollout.response_form or ("forced_judgment" if rollout.judgment == "forced" else "")
+    return RESPONSE_FORMS.get(chosen, chosen)
+
+
 def as_score(value: Any) -> float:
     """A user function's result as a score in [0, 1]: a bool is 1.0 or 0.0, a number in [0, 1] itself; ValueError
     for anything else (None, a string, a number outside [0, 1], NaN)."""
@@ -57,4 +79,5 @@ def as_score(value: Any) -> float:
     raise ValueError(f"returned {value!r}; expected a bool or a number in [0, 1]")
 
 
-__all__ = ["Interface", "REWARD_FUNCTION", "LABEL_FUNCTION", "REWARD_EXTRAS", "LABEL_EXTRAS", "as_score"]
+__all__ = ["Interface", "REWARD_FUNCTION", "LABEL_FUNCTION", "REWARD_EXTRAS", "LABEL_EXTRAS", "RESPONSE_FORM",
+           "RESPONSE_FORMS", "response_form_path", "as_score"]

@@ -100,14 +100,15 @@ def seen_problems(folder) -> frozenset:
     import json as json_module
 
     from driver.data.dataset import load_dataset
+    from driver.models.hooks import model_hook
 
     folder = Path(folder)
     if (folder / "manifest.json").is_file():
         return frozenset(t.problem for t in load_dataset(folder).train)
-    if (folder / "pretrain.json").is_file():
-        from tiny_recipe.pretrain import problems_of_pretrained
-
-        return problems_of_pretrained(folder)
+    own = model_hook("problems_seen", folder)  # the model's own record (a pretrained tiny model's corpus)
+    seen = own(folder) if own is not None and folder.is_dir() else None
+    if seen is not None:
+        return frozenset(seen)
     if (folder / "warm_start.json").is_file():
         base = json_module.loads((folder / "warm_start.json").read_text()).get("base_model")
         return seen_problems(base) if base and Path(base).is_dir() else frozenset()
@@ -316,11 +317,11 @@ def selector_engine(selector: str, dtype: str = "float32", config: Optional[str]
     """The selector's LocalEngine (not started yet): the rollout settings of `config`, else of the run `selector`
     was exported from (driver.evaluate.rollout_settings), and its response form
     (driver.models.registry.response_form: `rollout.judgment: forced` included)."""
-    from driver.evaluate import rollout_settings, sample_index_only
+    from driver.evaluate import rollout_settings, run_config
     from driver.models.registry import response_form
 
     cfg = rollout_settings(selector, config)
-    return LocalEngine(selector, cfg, dtype, response_form(selector, sample_index_only(selector, config), cfg))
+    return LocalEngine(selector, cfg, dtype, response_form(selector, run_config(selector, config)))
 
 
 async def knockouts_in_chunks(worker, tasks: list, window: int, style: PromptStyle) -> list:

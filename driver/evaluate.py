@@ -209,15 +209,8 @@ def rollout_settings(model: str, config: Optional[str] = None):
 
     from core.config import RolloutConfig
 
-    run = _run_config(model, config)
+    run = run_config(model, config)
     return dataclasses.replace(run.rollout if run else RolloutConfig(), samples_per_prompt=1)
-
-
-def sample_index_only(model: str, config: Optional[str] = None) -> bool:
-    """`tiny.sample_index_only` of `config`, else of the run `model` was exported from (as `rollout_settings`): the
-    response form the selector is read with (driver.models.registry.response_form); False without either."""
-    run = _run_config(model, config)
-    return bool(run and run.tiny.sample_index_only)
 
 
 def engine_dtype(model: str, config: Optional[str] = None, dtype: Optional[str] = None) -> str:
@@ -225,7 +218,7 @@ def engine_dtype(model: str, config: Optional[str] = None, dtype: Optional[str] 
     `model` was exported from (as `rollout_settings`), else float32."""
     if dtype:
         return dtype
-    run = _run_config(model, config)
+    run = run_config(model, config)
     return run.model.dtype if run else "float32"
 
 
@@ -251,7 +244,7 @@ def default_output(model: str, name: str) -> Path:
     return folder / name
 
 
-def _run_config(model: str, config: Optional[str] = None):
+def run_config(model: str, config: Optional[str] = None):
     """The TrainConfig of `config` (a config name or YAML path), else of the run `model` was exported from (the
     config.yaml inside an export of `export_every` or `driver.export`, or `RUN/config.yaml` beside `RUN/export`;
     read as written, older key paths moved), else None."""
@@ -259,9 +252,9 @@ def _run_config(model: str, config: Optional[str] = None):
 
     if config:
         return load_config(config)
-    for run_config in (Path(model) / "config.yaml", Path(model).parent / "config.yaml"):
-        if run_config.is_file() and (run_config.parent == Path(model) or Path(model).name == "export"):
-            return from_yaml(run_config.read_text())
+    for written in (Path(model) / "config.yaml", Path(model).parent / "config.yaml"):
+        if written.is_file() and (written.parent == Path(model) or Path(model).name == "export"):
+            return from_yaml(written.read_text())
     return None
 
 
@@ -305,8 +298,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     from driver.data.dataset import load_dataset
 
     args = _parse_args(sys.argv[1:] if argv is None else argv)
-    run = _run_config(args.model, args.config)
-    tasks = split_tasks(load_dataset(args.dataset), args.split, run)
+    run_cfg = run_config(args.model, args.config)
+    tasks = split_tasks(load_dataset(args.dataset), args.split, run_cfg)
     tasks = tasks[: args.prompts] if args.prompts else tasks
     if not tasks:
         print(f"no prompts in {args.dataset} ({args.split}"
@@ -340,7 +333,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     async def run() -> list:
         from tqdm import tqdm
 
-        form = response_form(args.model, sample_index_only(args.model, args.config), cfg)
+        form = response_form(args.model, run_cfg)
         worker = RolloutWorker(cfg, args.model, dtype=args.dtype, response_form=form)
         choices = []
         try:  # chunks of prompts (each prompt's selection is its own: the same choices as one batch)

@@ -6,7 +6,8 @@ or converted model and the warm-started weights; a changed one builds new ones b
 
 Order (the tokenizer/budget ordering problem): problems -> labels -> filter -> split -> prompts; the
 tokenizer is then trained on the train prompts (tiny) or loaded (pretrained); prompts are budgeted in its
-tokens; the dataset is written; the warm-start (tiny model only) trains on it.
+tokens; the dataset is written; the model kind's own preparation, if it names one (driver/models/hooks.py: the tiny
+recipe's pretraining and warm-start), trains on it.
 """
 from __future__ import annotations
 
@@ -20,6 +21,7 @@ from core.config import TinyRecipeConfig
 from driver.data import dataset as ds
 from driver.data.pipeline import build_dataset
 from driver.models import registry
+from driver.models.hooks import kind_hook
 
 
 @dataclass
@@ -116,7 +118,8 @@ def check_chat_template(model_cfg) -> None:
 
 def prepare(data_cfg, model_cfg, with_model: bool = True, sandbox_cfg=None, progress: bool = True,
             eval_prompts: int = 200, rollout_cfg=None, tiny_cfg=None) -> Prepared:
-    """Build or reuse the dataset; resolve the model; warm-start it (tiny, when enabled and `with_model`).
+    """Build or reuse the dataset; resolve the model; run its kind's `prepare` hook when `with_model` (the tiny
+    recipe's pretraining and warm-start, when enabled).
 
     Args:
         data_cfg: core.config.DataConfig.
@@ -137,40 +140,9 @@ def prepare(data_cfg, model_cfg, with_model: bool = True, sandbox_cfg=None, prog
     built = build_dataset(data_cfg, provider, format_fn=format_prompt, sandbox_cfg=sandbox_cfg, progress=progress,
                           sampler_factory=generator_sampler(data_cfg, model_cfg, rollout_cfg))
     base = provider.model_dir or registry.resolve_model(model_cfg, ds.read_corpus(built.path), tiny_cfg)
-    stats = None
-    model_dir = base
-    if with_model and model_cfg.name == "tiny" and tiny_cfg.pretrain.steps > 0:
-        base = _pretrained(base, tiny_cfg, ds.load_dataset(built.path), progress)
-        model_dir = base
-    if with_model and model_cfg.name == "tiny" and tiny_cfg.warm_start.enabled:
-        from tiny_recipe.warmstart import warm_start, warm_start_dir
-
-        ws = tiny_cfg.warm_start
-        out = warm_start_dir(base, ws, built.manifest["hash"], model_cfg.dtype, tiny_cfg.seed)
-        if progress and not out.exists():
-            print(f"[prepare] warm-start ({ws.target}, {ws.steps} steps) -> {out}", file=sys.stderr, flush=True)
-        data = ds.load_dataset(built.path)
-        validation = data.heldout[:eval_prompts] if eval_prompts else data.heldout  # the test set stays unread
-        model_dir, stats = warm_start(base, data.train, validation, ws, out, dtype=model_cfg.dtype,
-                                      seed=tiny_cfg.seed, eval_prompts=eval_prompts, progress=progress)
+    model_dir, stats = base, None
+    own_preparation = kind_hook(model_cfg.name, "prepare") if with_model else None
+    if own_preparation is not None:  # the kind's own training before RL (the tiny recipe's pretraining, warm-start)
+        model_dir, stats = own_preparation(base, tiny_cfg, model_cfg, built.path, eval_prompts, progress)
     return Prepared(built.path, model_dir, built.manifest, stats)
 
-
-def _pretrained(base, tiny_cfg, data, progress: bool) -> Path:
-    """The base model pretrained on worked solutions (cached), the held-out problems excluded."""
-    from tiny_recipe.pretrain import pretrain, pretrain_dir
-
-    exclude = frozenset(t.problem for t in data.heldout)
-    out = pretrain_dir(base, tiny_cfg.pretrain, exclude, data.manifest["hash"])
-    if progress and not out.exists():
-        cfg = tiny_cfg.pretrain
-        then = f", then {cfg.context_steps} steps after training prompts" if cfg.context_steps else ""
-        pointers = f"; {cfg.pointer_share:.0%} pointer steps" if cfg.pointer_share else ""
-        print(f"[prepare] pretraining on worked solutions ({cfg.steps} steps of {cfg.batch_size}{then}{pointers}) "
-              f"-> {out}", file=sys.stderr, flush=True)
-    out, stats = pretrain(base, tiny_cfg.pretrain, exclude, out, seed=tiny_cfg.seed, progress=progress,
-                          train_tasks=data.train)
-    if progress:
-        print(f"[prepare] pretraining: {stats['steps_run']} steps, loss {stats['loss_first']:.2f} -> "
-              f"{stats['loss_last10']:.2f}, {stats['seconds']:.0f} s", file=sys.stderr, flush=True)
-    return out

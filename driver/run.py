@@ -167,10 +167,8 @@ class Run:
         model_dir = self.prepared.model_dir
         self.handles = launch(self.cfg, str(model_dir), default_env(),
                               domains=tuple(sorted({t.domain for t in self.train_tasks})),
-                              frozen=registry.frozen_entries(model_dir),
-                              response_form=registry.response_form(model_dir, self.cfg.tiny.sample_index_only,
-                                                                     self.cfg.rollout),
-                              pick_reward=self.cfg.tiny.pick_reward)
+                              frozen=registry.frozen_entries(model_dir, self.cfg),
+                              response_form=registry.response_form(model_dir, self.cfg))
         self.fleet = Fleet(self.cfg, self.handles, None, self.run_dir)
         self._wait_until_started()
         board = self._start_serving() if self.cfg.serve.live else None

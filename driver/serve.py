@@ -104,7 +104,8 @@ def resolve_settings(model: str, serve_cfg, train_cfg=None, policy_version: Opti
     from driver.models.registry import response_form
 
     check_name(serve_cfg.reasoning_parser)  # before anything starts: a clear error listing vLLM's parsers
-    train_cfg = train_cfg or run_config_of(model) or TrainConfig()
+    known = train_cfg or run_config_of(model)  # None: the model's own record alone picks its response form
+    train_cfg = known or TrainConfig()
     rollout = dataclasses.replace(train_cfg.rollout, request_timeout_s=serve_cfg.request_timeout_s,
                                   num_workers=1)
     max_response = serve_cfg.max_response_tokens or train_cfg.rollout.max_response_tokens
@@ -128,7 +129,7 @@ def resolve_settings(model: str, serve_cfg, train_cfg=None, policy_version: Opti
         max_body_bytes=serve_cfg.max_body_bytes, max_completion_tokens=serve_cfg.max_completion_tokens,
         reasoning_parser=serve_cfg.reasoning_parser,
         request_timeout_s=serve_cfg.request_timeout_s, admin_token=serve_cfg.admin_token,
-        response_form=response_form(model, train_cfg.tiny.sample_index_only, train_cfg.rollout))
+        response_form=response_form(model, known))
 
 
 def _context_of(model: str) -> int:

@@ -2,11 +2,13 @@
 
     sandbox  <-  core  <-  actors  <-  cluster  <-  driver (the orchestrator)
                           ^
-                          +---- tiny_recipe (the embedded tiny model's recipe, which driver/ reaches by small hooks)
+                          +---- tiny_recipe (the embedded tiny model's recipe: a client of the layers, which none
+                                imports; driver/ loads its hooks by dotted path, driver/models/hooks.py)
 
 `core/` (config schema, chat formatting, records, `algo/`) imports no other layer of this repository; `actors/`
 never import the orchestrator (`driver/`), `cluster/` nor the recipe; `cluster/` never imports `driver/` nor the
-recipe; `sandbox/` imports nothing else from the repository. Checked statically: every .py file is parsed with `ast` (nothing is imported
+recipe; `driver/` never imports the recipe; `sandbox/` imports nothing else from the repository. Checked
+statically: every .py file is parsed with `ast` (nothing is imported
 or executed), and every import counts, at module level or inside a function (lazy imports included), and
 `importlib.import_module("...")` with a literal name too. A failure lists each offending `file:line`.
 """
@@ -26,6 +28,7 @@ FORBIDDEN = {
     "core": {"actors", "driver", "cluster", "sandbox", "tiny_recipe"},
     "actors": {"driver", "cluster", "tiny_recipe"},
     "cluster": {"driver", "tiny_recipe"},
+    "driver": {"tiny_recipe"},
     "sandbox": {"core", "actors", "driver", "cluster", "tiny_recipe"},
     "tiny_recipe": {"cluster"},
 }

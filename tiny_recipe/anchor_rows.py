@@ -87,6 +87,8 @@ class AnchorRows:
         return dataclasses.replace(sequences, sequences=sequences.sequences + rows, stats=stats)
 
 
-def no_extra_rows(sequences, groups: list, step: int):
-    """Stage 3b when no rows are configured: the step's sequences as they are."""
-    return sequences
+def extra_rows(cfg, model_dir, heldout_problems: list):
+    """The `extra_rows` hook a tiny model names (driver/models/hooks.py): `tiny.anchor_corpus_rows` anchor rows a
+    step (`AnchorRows`, seeded by the run's `seed`, kept off `heldout_problems`), or None when off."""
+    count = cfg.tiny.anchor_corpus_rows
+    return AnchorRows(count, cfg.seed, model_dir, heldout_problems) if count > 0 else None

@@ -21,6 +21,14 @@ from typing import Iterable
 
 from tiny_recipe.induction import CIRCUIT_CONTEXT, MODEL_INFO_FILE
 
+#: the hooks a tiny model folder names in its MODEL_INFO_FILE (driver/models/hooks.py): the system loads them by path
+FOLDER_HOOKS = {
+    "response_form": "tiny_recipe.forms:response_form",
+    "frozen_entries": "tiny_recipe.model:frozen_entries",
+    "extra_rows": "tiny_recipe.anchor_rows:extra_rows",
+    "problems_seen": "tiny_recipe.pretrain:problems_seen",
+}
+
 EOS_TOKEN = "<|endoftext|>"
 PAD_TOKEN = "<|pad|>"
 SPECIAL_TOKENS = [EOS_TOKEN, PAD_TOKEN]
@@ -106,13 +114,20 @@ def build_tiny_model(shape, texts: Iterable[str], out_dir: str | Path, seed: int
     tmp.mkdir(parents=True)
     model.save_pretrained(tmp, safe_serialization=True)
     tokenizer.save_pretrained(tmp)
-    info = {"kind": "tiny", "seed": seed, "params": sum(p.numel() for p in model.parameters())}
+    info = {"kind": "tiny", "seed": seed, "params": sum(p.numel() for p in model.parameters()),
+            "hooks": dict(FOLDER_HOOKS)}
     if circuit:
         info["induction_circuit"] = {"context": CIRCUIT_CONTEXT}
     (tmp / MODEL_INFO_FILE).write_text(json.dumps(info))
     _remove(out_dir)
     tmp.rename(out_dir)
     return out_dir
+
+
+def build(tiny_cfg, corpus_texts: list, out_dir) -> Path:
+    """The `build` hook of model.name=tiny (driver/models/hooks.py): `build_tiny_model` as the recipe's section
+    `tiny_cfg` (TinyRecipeConfig: `tiny.model`, `tiny.seed`) says."""
+    return build_tiny_model(tiny_cfg.model, corpus_texts, out_dir, seed=tiny_cfg.seed)
 
 
 def _remove(path: Path) -> None:

@@ -27,8 +27,9 @@ from collections import Counter
 from actors.forced_judgment import index_params
 from actors.response_forms import ResponseForm
 from core.chat import PICK_MARK, POINTER_MARK, index_token_ids
-from tiny_recipe.chat import pick_point_head
 from core.records import Rollout, RolloutGroup
+from tiny_recipe.chat import pick_point_head
+from tiny_recipe.pick_reward import blend_pick_reward, parse_pick
 
 
 def index_ids(tokenizer, n: int, needed_by: str = "a pick-then-point response") -> list:
@@ -108,9 +109,34 @@ async def pick_then_point(worker, task, prompt_ids: list, params) -> tuple:
 
 
 class PickThenPoint(ResponseForm):
-    """`pick_then_point` as a rollout worker's response form (the embedded default's selector)."""
+    """`pick_then_point` as a rollout worker's response form (the embedded default's selector). `pick_reward`
+    (`tiny.pick_reward`, w in [0, 1]): the weight of the pick in the reward (`blend_pick_reward`), credited by the
+    verifier pool through the form's `credited_candidates` and `credit`; 0: the selection reward alone."""
 
     name = "pick-then-point"
+
+    def __init__(self, pick_reward: float = 0.0):
+        if not 0.0 <= pick_reward <= 1.0:
+            raise ValueError(f"tiny.pick_reward must be in [0, 1], got {pick_reward}")
+        self.pick_reward = float(pick_reward)
+
+    def __repr__(self) -> str:
+        return f"PickThenPoint(pick_reward={self.pick_reward})"
+
+    @property
+    def credits_candidates(self) -> bool:
+        return self.pick_reward > 0
+
+    def credited_candidates(self, response_text: str, num_candidates: int) -> tuple:
+        """The response's pick (`Pick: #g`), when the pick is credited and the response has one in range."""
+        pick = parse_pick(response_text, num_candidates) if self.pick_reward else None
+        return () if pick is None else (pick,)
+
+    def credit(self, reward: float, scores: tuple) -> float:
+        """(1 - w) * reward + w * the pick's score (0 without a pick): `blend_pick_reward`."""
+        if not self.pick_reward:
+            return reward
+        return blend_pick_reward(reward, scores[0] if scores else None, self.pick_reward)
 
     async def generate(self, worker, task, prompt_ids: list, params) -> RolloutGroup:
         group, requests = await pick_then_point(worker, task, prompt_ids, params)

@@ -113,6 +113,12 @@ def problems_of_pretrained(model_dir) -> frozenset:
     return pretraining_problems(PretrainConfig(**{k: v for k, v in stats.items() if k in fields}))
 
 
+def problems_seen(folder):
+    """The `problems_seen` hook a tiny model names (driver/models/hooks.py): `problems_of_pretrained` of a
+    pretrained model's folder; None for a folder without STATS_FILE (it records no pretraining corpus)."""
+    return problems_of_pretrained(folder) if (Path(folder) / STATS_FILE).is_file() else None
+
+
 def reads_selection_prompts(cfg) -> bool:
     """Whether the pretraining reads training selection prompts (context or pointer steps)."""
     return cfg.context_steps > 0 or cfg.pointer_share > 0

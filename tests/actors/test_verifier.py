@@ -334,8 +334,12 @@ def test_merge_metrics_adds_counts_and_weights_the_mean_time():
 
 
 def test_the_pick_reward_credits_the_picked_candidate_by_the_same_verifier():
+    """The tiny recipe's pick-then-point form credits its pick through the general interface (`credited_candidates`,
+    `credit`): the verifier checks the picked candidate too and blends the two by `tiny.pick_reward`."""
+    from tiny_recipe.pick_point import PickThenPoint
+
     pool = VerifierPool(VerifierConfig(processes_per_worker=1, timeout_s=4.0), check_fn=scripted_check,
-                        pick_reward=0.5)
+                        response_form=PickThenPoint(pick_reward=0.5))
     try:
         task = make_task(("5", "7", "RAISE"), "7")
         texts = ["Pick: #1\n3 + 4 = 7\nAnswer: 7 #1", "Pick: #0\n3 + 4 = 7\nAnswer: 7 #1",
@@ -360,8 +364,10 @@ def test_the_pick_reward_credits_the_picked_candidate_by_the_same_verifier():
 
 
 def test_a_verification_run_for_a_pick_alone_is_charged_to_its_first_picker():
+    from tiny_recipe.pick_point import PickThenPoint
+
     pool = VerifierPool(VerifierConfig(processes_per_worker=1, timeout_s=4.0), check_fn=scripted_check,
-                        pick_reward=0.5)
+                        response_form=PickThenPoint(pick_reward=0.5))
     try:
         task = make_task(("SLOW", "7"), "7")  # candidate 0's check takes 0.4 s; only picks name it
         rollouts = pool.score(task, [rollout("Pick: #1\n3 + 4 = 7\nAnswer: 7 #1"),

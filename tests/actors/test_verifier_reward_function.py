@@ -116,8 +116,10 @@ def test_the_call_carries_the_documented_arguments():
 def test_a_path_that_does_not_fit_is_refused_at_construction(example_path):
     with pytest.raises(PluginError, match=r"verifier\.reward_function='judge_rewards:nope'.*no attribute"):
         VerifierPool(VerifierConfig(reward_function="judge_rewards:nope"))
-    with pytest.raises(ValueError, match="pick_reward must be 0"):
-        VerifierPool(VerifierConfig(reward_function="judge_rewards:score"), pick_reward=0.5)
+    from tiny_recipe.pick_point import PickThenPoint
+
+    with pytest.raises(ValueError, match="credits beyond the final judgment"):
+        VerifierPool(VerifierConfig(reward_function="judge_rewards:score"), response_form=PickThenPoint(0.5))
 
 
 def test_stored_labels_as_the_reward():

@@ -81,3 +81,59 @@ def test_a_runs_config_read_back_does_not_import_its_user_functions(user_module)
     text = to_yaml(load_config("selector", ["verifier.reward_function=team_rewards:score"]))
     gone = text.replace("team_rewards:score", "team_rewards_elsewhere:score")
     assert from_yaml(gone).verifier.reward_function == "team_rewards_elsewhere:score"
+
+
+FORM_EXAMPLE = '''
+    from actors.response_forms import FreeText
+
+    class Shouted(FreeText):
+        name = "shouted"
+
+    def shouted(model_dir, cfg):
+        return Shouted()
+
+    def wrong(model_dir):
+        return Shouted()
+'''
+
+
+@pytest.fixture()
+def form_module(tmp_path, monkeypatch):
+    (tmp_path / "team_forms.py").write_text(textwrap.dedent(FORM_EXAMPLE))
+    monkeypatch.syspath_prepend(str(tmp_path))
+    yield "team_forms"
+    sys.modules.pop("team_forms", None)
+
+
+def test_the_response_form_is_one_key_a_name_or_a_path_and_judgment_forced_is_its_older_spelling(form_module,
+                                                                                                tmp_path):
+    """rollout.response_form: '' the model's own form (its hook), else rollout.judgment's; a registered name
+    (free_text, forced_judgment) or a user's `fn(model_dir, cfg)`, checked with the config and handed to every
+    rollout worker by the registry."""
+    from actors.forced_judgment import ForcedJudgment
+    from actors.response_forms import FreeText
+    from core.user_functions import RESPONSE_FORMS, response_form_path
+    from driver.models.registry import response_form
+
+    folder = str(tmp_path / "model")  # no genselect_model.json: no form of its own
+    user = load_config("selector", ["rollout.response_form=team_forms:shouted"])
+    assert response_form(folder, user).name == "shouted"
+    forced = load_config("selector", ["rollout.response_form=forced_judgment", "rollout.reasoning_budget=8",
+                                      "rollout.max_response_tokens=64", f"model.name={folder}"])
+    assert response_form_path(forced.rollout) == RESPONSE_FORMS["forced_judgment"]
+    assert isinstance(response_form(folder, forced), ForcedJudgment)
+    assert response_form(folder, forced).reasoning_budget == 8
+    old = load_config("selector", ["rollout.judgment=forced", "rollout.reasoning_budget=8",
+                                   "rollout.max_response_tokens=64", f"model.name={folder}"])
+    assert response_form_path(old.rollout) == response_form_path(forced.rollout)
+    assert type(response_form(folder, load_config("selector", ["rollout.response_form=free_text"]))) is FreeText
+    for override, message in (("rollout.response_form=team_forms:wrong", "cannot be called as fn(model_dir, cfg)"),
+                              ("rollout.response_form=shouted", "must be '' (the model's own form), one of"),
+                              ("rollout.response_form=team_forms:missing", "has no attribute 'missing'")):
+        with pytest.raises(ConfigError, match="rollout.response_form") as err:
+            load_config("selector", [override])
+        assert message in str(err.value)
+    with pytest.raises(ConfigError, match="rollout.response_form.*rollout.judgment=forced another"):
+        load_config("selector", ["rollout.judgment=forced", "rollout.response_form=free_text",
+                                 "rollout.reasoning_budget=8", "rollout.max_response_tokens=64",
+                                 f"model.name={folder}"])

@@ -158,14 +158,20 @@ def test_a_run_export_is_read_with_its_runs_rollout_settings(tmp_path):
     assert rollout_settings(str(run / "export")).samples_per_prompt == 1
     assert rollout_settings(str(run / "export"), "smoke").max_response_tokens == load_config("smoke").rollout.max_response_tokens
     assert rollout_settings(str(tmp_path / "elsewhere")).max_response_tokens == 48
-    # the response form follows the run's tiny.sample_index_only (the solve-then-point rollout), else the config's
-    from driver.evaluate import sample_index_only
+    # the response form follows the run's config (tiny.sample_index_only: the solve-then-point rollout), else the
+    # config's: the registry hands the run config to the model's own response-form hook
+    from driver.evaluate import run_config
+    from driver.models.registry import response_form
+
+    def form(model, config=None) -> str:
+        return response_form(model, run_config(model, config)).name
 
     solve = ["tiny.model.response=solve_point", "tiny.answer_labels=true", "tiny.warm_start.target=pointer",
              "tiny.sample_index_only=true"]
-    assert not sample_index_only(str(run / "export")) and not sample_index_only(str(tmp_path / "elsewhere"))
+    export = str(run / "export")
+    assert form(export) == "free text" and form(str(tmp_path / "elsewhere")) == "free text"
     (run / "config.yaml").write_text(to_yaml(load_config("selector", solve)))
-    assert sample_index_only(str(run / "export")) and not sample_index_only(str(run / "export"), "selector")
+    assert form(export) == "solve-then-point" and form(export, "selector") == "free text"
 
 
 def test_driver_evaluate_reads_the_validation_set_unless_asked_and_writes_outside_the_model_folder(tmp_path):

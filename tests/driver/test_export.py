@@ -73,7 +73,7 @@ def test_the_latest_checkpoint_exports_what_the_learner_exported_at_the_end(trai
     import torch
     from transformers import AutoTokenizer
 
-    from driver.evaluate import _run_config
+    from driver.evaluate import run_config
     from driver.serve import exported_version
 
     run_dir, _ = trained_run
@@ -86,7 +86,7 @@ def test_the_latest_checkpoint_exports_what_the_learner_exported_at_the_end(trai
     AutoTokenizer.from_pretrained(str(out))
     for name in ("genselect_prompt.json", "config.yaml", "genselect_export.json"):
         assert (out / name).read_text() == (run_dir / "export" / name).read_text(), name
-    assert exported_version(str(out)) == 2 and _run_config(str(out)).steps == 2  # serving and evaluation read it
+    assert exported_version(str(out)) == 2 and run_config(str(out)).steps == 2  # serving and evaluation read it
     assert not (run_dir / "exports" / "step_000002.tmp").exists()
 
 

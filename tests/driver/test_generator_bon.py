@@ -188,7 +188,7 @@ def test_problems_the_selector_trained_on_are_left_out_whatever_their_wording(mo
 
 def test_a_start_model_excludes_its_pretraining_corpus_through_its_warm_start(tmp_path):
     """`--exclude MODEL`: a warm-started tiny model leads to the pretrained one it started from, whose corpus's
-    problems are left out."""
+    problems (its `problems_seen` hook, named by its kind) are left out."""
     import json
 
     from core.config import PretrainConfig
@@ -199,6 +199,8 @@ def test_a_start_model_excludes_its_pretraining_corpus_through_its_warm_start(tm
     pretrained.mkdir(), started.mkdir()
     cfg = PretrainConfig(steps=2, batch_size=4)
     (pretrained / STATS_FILE).write_text(json.dumps({"steps": 2, "batch_size": 4}))
+    # the model's record, copied from the built tiny model: its `problems_seen` hook reads STATS_FILE
+    (pretrained / "genselect_model.json").write_text(json.dumps({"kind": "tiny"}))
     (started / "warm_start.json").write_text(json.dumps({"base_model": str(pretrained)}))
     corpus = pretraining_problems(cfg)
     assert seen_problems(started) == corpus and len(corpus) == 8

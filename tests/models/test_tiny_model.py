@@ -166,26 +166,39 @@ def test_a_pick_then_point_model_ends_the_prompt_in_the_pick_mark(tmp_path, corp
 
 
 def test_the_registry_hands_each_model_folder_its_response_form(tmp_path, corpus):
-    """The response-form hook (driver.models.registry.response_form): a pick-then-point tiny folder gets the recipe's
-    PickThenPoint, `tiny.sample_index_only` SolveThenPoint, and any other folder (an index tiny model here, a
-    user's own model alike) the general FreeText, so a run and a served selector sample what the model was built for."""
+    """The response-form hook a tiny folder names by path (driver/models/hooks.py, loaded by
+    driver.models.registry.response_form): a pick-then-point tiny folder gets the recipe's PickThenPoint (its pick
+    weighted by the run's `tiny.pick_reward`), `tiny.sample_index_only` SolveThenPoint, and any other folder (an index
+    tiny model here, a user's own model alike) the general FreeText, so a run and a served selector sample what the
+    model was built for."""
+    import dataclasses
+
+    from actors.forced_judgment import ForcedJudgment
     from actors.response_forms import FreeText
+    from core.config import RolloutConfig, TrainConfig
+    from driver.models.hooks import KIND_HOOKS
+    from tiny_recipe.model import FOLDER_HOOKS
     from tiny_recipe.pick_point import PickThenPoint
     from tiny_recipe.solve_point import SolveThenPoint
+
+    def run(rollout=None, **tiny_keys):
+        base = TrainConfig()
+        return dataclasses.replace(base, rollout=rollout or RolloutConfig(),
+                                   tiny=dataclasses.replace(base.tiny, **tiny_keys))
 
     cfg = ModelConfig(cache_dir=str(tmp_path))
     pick = registry.resolve_model(cfg, corpus, tiny(response="pick_point", split_digits=False))
     index = registry.resolve_model(cfg, corpus)
-    assert type(registry.response_form(pick)) is PickThenPoint
+    written = json.loads((index / "genselect_model.json").read_text())["hooks"]
+    assert written == FOLDER_HOOKS and all(KIND_HOOKS["tiny"][k] == v for k, v in written.items())
+    assert type(registry.response_form(pick)) is PickThenPoint and registry.response_form(pick).pick_reward == 0.0
+    assert registry.response_form(pick, run(pick_reward=0.5)).pick_reward == 0.5
     assert type(registry.response_form(index)) is FreeText
-    assert type(registry.response_form(index, sample_index_only=True)) is SolveThenPoint
-    from actors.forced_judgment import ForcedJudgment
-    from core.config import RolloutConfig
-
+    assert type(registry.response_form(index, run(sample_index_only=True))) is SolveThenPoint
     forced = RolloutConfig(judgment="forced", reasoning_budget=16)
-    assert registry.response_form(index, rollout=forced).reasoning_budget == 16
-    assert type(registry.response_form(index, rollout=RolloutConfig())) is FreeText
-    assert isinstance(registry.response_form(index, rollout=forced), ForcedJudgment)
+    assert registry.response_form(index, run(forced)).reasoning_budget == 16
+    assert type(registry.response_form(index, run())) is FreeText
+    assert isinstance(registry.response_form(index, run(forced)), ForcedJudgment)
     with pytest.raises(ValueError, match="own response form"):
-        registry.response_form(pick, rollout=forced)
+        registry.response_form(pick, run(forced))
     assert registry.frozen_entries(index) is None  # no circuit wired: nothing frozen

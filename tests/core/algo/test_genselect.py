@@ -187,23 +187,3 @@ def test_mirrored_task_reverses_candidates_answers_labels_and_prompt():
     assert twin.prompt.index("x = 3") < twin.prompt.index("x = 1")
     pair = reordered_task(task, [1, 0], style, "q1/p0/ko1-0")
     assert pair.candidates == (cands[1], cands[0]) and pair.correct == (False, True)
-
-
-def test_the_pick_is_read_from_the_start_of_a_pick_then_point_response_only():
-    from core.algo.genselect import parse_pick
-
-    assert parse_pick("Pick: #1\n3 + 4 = 7\nAnswer: 7 #0", 2) == 1
-    assert parse_pick("Pick: #12 text", 16) == 12
-    assert parse_pick("Pick: #2 text", 2) is None  # out of range
-    assert parse_pick("Pick: #01 text", 4) is None  # not canonical
-    assert parse_pick("Judgment: 1", 2) is None and parse_pick("x Pick: #1", 2) is None
-
-
-def test_the_pick_reward_blends_the_final_and_the_pick_and_zero_weight_is_the_selection_reward():
-    from core.algo.genselect import blend_pick_reward
-
-    assert blend_pick_reward(1.0, 0.0, 0.5) == 0.5 and blend_pick_reward(0.0, 1.0, 0.25) == 0.25
-    assert blend_pick_reward(1.0, None, 0.5) == 0.5  # no pick: scored 0
-    assert blend_pick_reward(0.0, 1.0, 0.0) == 0.0 and blend_pick_reward(1.0, 1.0, 1.0) == 1.0
-    with pytest.raises(ValueError, match="pick reward"):
-        blend_pick_reward(1.0, 1.0, 1.5)
