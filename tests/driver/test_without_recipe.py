@@ -72,7 +72,7 @@ STEP = '''
 import random
 
 from actors.learner import Learner
-from actors.packing import count_loss_tokens
+from core.packing import count_loss_tokens
 from core.net import free_port
 from core.records import TrainSequence
 
