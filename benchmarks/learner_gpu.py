@@ -3,7 +3,7 @@ no dataset or tokenizer: models are random Qwen3s built from transformers config
 sequences are random token ids):
 
 * `env`: torch, CUDA, NCCL, transformers and DeepSpeed versions, the GPU, which dependencies are importable.
-* `learner`: the real `actors.learner.Learner` (DeepSpeed, one rank, NCCL with world size 1) for ZeRO-2/3 x
+* `learner`: the real `actors.learner.learner.Learner` (DeepSpeed, one rank, NCCL with world size 1) for ZeRO-2/3 x
   bf16/fp32 on a small random Qwen3 and a GenSelect-shaped batch (8 prompts x 8 responses: half the groups one
   constrained index token, half free responses; two mini-batches per step, ratio 'proximal' as the paper configs
   resolve it): step time, the step's metrics (finite), that the weights change, that `weight_metadata()` (the
@@ -68,8 +68,8 @@ FORBIDDEN_MODULES = ("ray", "vllm", "math_verify")  # absent on the device
 PACKAGES = ("torch", "numpy", "triton", "deepspeed", "transformers", "tokenizers", "safetensors", "huggingface_hub",
             "httpx", "accelerate", "omegaconf", "hjson", "pydantic", "pydantic_core", "psutil", "msgpack", "einops",
             "py-cpuinfo", "ninja", "tqdm", "pyyaml", "regex", "packaging", "filelock", "dill")
-#: what the sections import: an import error shows in `env` at once (the packed section needs actors.learner too)
-IMPORTS = ("transformers", "deepspeed", "omegaconf", "actors.learner", "benchmarks.learner_step")
+#: what the sections import: an import error shows in `env` at once (the packed section needs actors.learner.learner too)
+IMPORTS = ("transformers", "deepspeed", "omegaconf", "actors.learner.learner", "benchmarks.learner_step")
 
 
 @dataclass(frozen=True)
@@ -351,7 +351,7 @@ def max_abs_change(a: dict, b: dict) -> float:
 # ----------------------------------------------------------------------------- learner
 def new_learner(folder: Path, stage: int, dtype: str, run: Run, temperature: float = 1.0):
     """The real Learner, one rank in this process (NCCL on a GPU, gloo on the CPU), on a fresh free port."""
-    from actors.learner import Learner
+    from actors.learner.learner import Learner
     from core.config import AlgorithmConfig, LearnerConfig
     from core.net import free_port
 

@@ -6,11 +6,11 @@ configs/selector.yaml, cached under .cache/) and a GenSelect-shaped batch from i
 its prompts_per_step) x `--samples` responses (8), each response one constrained index token, as its rollout samples
 them. The batch is packed by `core.packing.pack_sequences` (the learner's
 `micro_batch_tokens`, 8192) and one learner step is run as the learner runs it: per micro-batch the forward of
-`actors.policy_forward._PolicyLogprobs`, `actors.policy_forward.micro_batch_loss`, backward; then global-norm clipping
+`actors.learner.policy_forward._PolicyLogprobs`, `actors.learner.policy_forward.micro_batch_loss`, backward; then global-norm clipping
 and AdamW (torch; DeepSpeed left out). Modes (`--attention`, comma-separated, run interleaved step by step on
 copies of the same weights, and their log-probs compared): `dense` is the dense-mask-rows layout (rows as wide as
 the longest unit, a dense (rows, 1, W, W) boolean mask into SDPA, the whole last layer); `blocks` the packed-blocks
-layout (one padding-free row, attention by blocks, actors/packed_attention.py, the last layer at the targets);
+layout (one padding-free row, attention by blocks, actors/learner/packed_attention.py, the last layer at the targets);
 `blocks_full` and `dense_pruned` isolate the last-layer change; `merged` is `blocks` on the batch after
 `core.packing.merge_identical` (identical samples computed once, weighted by their copies: what the learner
 runs). `--batches FILE` replaces the built batch by the batches a real run trained on
@@ -111,7 +111,7 @@ def load_model(model_dir, mode: str, dtype: str = "float32", device: str = "cpu"
     import torch
     from transformers import AutoModelForCausalLM
 
-    from actors.policy_forward import _PolicyLogprobs, enable_gradient_checkpointing
+    from actors.learner.policy_forward import _PolicyLogprobs, enable_gradient_checkpointing
     from tiny_recipe.induction import freeze_if_wired
 
     hf = AutoModelForCausalLM.from_pretrained(str(model_dir), dtype=getattr(torch, dtype), attn_implementation="sdpa")
@@ -158,7 +158,7 @@ class Step:
         """Forward of one micro-batch and the loss `Learner.train_step` backpropagates with one mini-batch: the
         decoupled ratio's proximal policy is the forward's own values (`ratio_reference: proximal`), and the solution
         anchor is added when the batch has anchor tokens."""
-        from actors.policy_forward import anchor_loss, micro_batch_loss
+        from actors.learner.policy_forward import anchor_loss, micro_batch_loss
 
         prox = None if self.algo.ratio_reference == "proximal" else False
         logprobs, _ = self.module(**inputs(mb, attention, self.device))
@@ -205,9 +205,9 @@ class Step:
 
 
 def deepspeed_steps(model_dir, cfg, batches: list, repeats: int, warmup: int) -> list:
-    """The real thing: `actors.learner.Learner` (DeepSpeed ZeRO-2, one rank, in process) on the default's
+    """The real thing: `actors.learner.learner.Learner` (DeepSpeed ZeRO-2, one rank, in process) on the default's
     learner config, `train_step` on `batches` (lists of TrainSequence) in turn; returns its timing metrics per step."""
-    from actors.learner import Learner
+    from actors.learner.learner import Learner
     from core.packing import count_loss_tokens
     from core.net import free_port
     from tiny_recipe.model import frozen_entries

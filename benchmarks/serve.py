@@ -537,7 +537,7 @@ class DirectSelector:
     def __init__(self, model, settings):
         import ray
 
-        from actors.rollout import RolloutWorker
+        from actors.rollout.rollout_worker import RolloutWorker
 
         self.settings = settings
         self.actor = ray.remote(num_cpus=0, max_concurrency=256)(RolloutWorker).remote(

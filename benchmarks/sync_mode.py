@@ -56,7 +56,7 @@ async def main_async(args) -> dict:
 
     from transformers import AutoModelForCausalLM
 
-    from actors.rollout import RolloutWorker
+    from actors.rollout.rollout_worker import RolloutWorker
     from core.config import RolloutConfig, TinyModelConfig
     from tiny_recipe.model import build_tiny_model
 

@@ -85,7 +85,7 @@ def summarize(values: list) -> dict:
 
 
 def bench_model(ray, name: str, path: str, syncs: int) -> dict:
-    from actors.rollout import RolloutWorker
+    from actors.rollout.rollout_worker import RolloutWorker
     from actors.weight_sync.coordinator import WeightSyncBroadcaster
     from core.config import RolloutConfig, WeightSyncConfig
 

@@ -30,17 +30,17 @@ def launch(cfg, model_path: str, actor_env: dict, domains: tuple = ("math",), fr
            response_form=None) -> Handles:
     """Start every actor of `cfg` (a TrainConfig) on the running Ray cluster; PlacementError if it cannot fit.
     `frozen`: the entries of the model that never train (core/frozen.py), handed to every learner rank;
-    `response_form`: how the rollout workers sample a selection task's group (actors/response_forms.py; None: free
+    `response_form`: how the rollout workers sample a selection task's group (actors/rollout/response_forms.py; None: free
     text), handed to every verifier too, which credits what the form's reward reads beyond the final judgment
-    (`ResponseForm.credited_candidates`; actors/verifier.py).
+    (`ResponseForm.credited_candidates`; actors/verifier/verifier_pool.py).
 
     Rollout actors are restartable (Ray restarts a dead one; the driver re-issues its prompts and pushes the
     current weights into it); learner ranks are not (a learner failure stops the run; resume=auto goes on).
     """
     import ray
 
-    from actors.learner import Learner
-    from actors.verifier import VerifierPool
+    from actors.learner.learner import Learner
+    from actors.verifier.verifier_pool import VerifierPool
 
     placement = plan(cfg.learner, cfg.rollout, cfg.verifier, cfg.cluster)
     group = place(placement, cfg.cluster)
@@ -102,10 +102,10 @@ def place(placement, cluster_cfg):
 
 def _start_rollouts(handles: Handles, placement, options, cfg, model_path: str, response_form=None) -> None:
     """Create the rollout actors of `placement` (restartable) into `handles.rollouts`, each sampling with
-    `response_form` (actors/response_forms.py; None: free text)."""
+    `response_form` (actors/rollout/response_forms.py; None: free text)."""
     import ray
 
-    from actors.rollout import RolloutWorker
+    from actors.rollout.rollout_worker import RolloutWorker
 
     for slot in placement.of("rollout"):
         cls = ray.remote(**options(slot, max_restarts=3, max_concurrency=16))(RolloutWorker)
@@ -120,7 +120,7 @@ def launch_rollouts(rollout_cfg, model_path: str, dtype: str, seed: int, actor_e
     driver/data/generated.py). Shut them down with `shutdown`."""
     import ray
 
-    from actors.rollout import RolloutWorker
+    from actors.rollout.rollout_worker import RolloutWorker
 
     handles = Handles()
     for index in range(rollout_cfg.num_workers):

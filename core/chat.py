@@ -16,7 +16,7 @@ from __future__ import annotations
 SEPARATOR = "\n\nResponse:\n"
 ANSWER_PREFIX = "Judgment: "
 # The most tokens a forced judgment (`rollout.judgment=forced`: a newline, `Judgment: ` and a two-digit index;
-# actors/forced_judgment.py) takes in the tokenizers met (prefix 3-5, index 1-3): `rollout.max_response_tokens` must
+# actors/rollout/forced_judgment.py) takes in the tokenizers met (prefix 3-5, index 1-3): `rollout.max_response_tokens` must
 # leave this much room after `rollout.reasoning_budget`.
 FORCED_TOKENS_RESERVE = 8
 # What a response that picks first writes right after the prompt, before the pick's index and its worked solution

@@ -33,7 +33,7 @@ _CHOICES = {
 
 
 def _judgment_rules(cfg: TrainConfig) -> list:
-    """`rollout.judgment=forced` and its budget (actors/forced_judgment.py)."""
+    """`rollout.judgment=forced` and its budget (actors/rollout/forced_judgment.py)."""
     from core.chat import FORCED_TOKENS_RESERVE
 
     from core.user_functions import RESPONSE_FORMS, response_form_path

@@ -50,7 +50,7 @@ class RolloutConfig:
     reasoning_budget: int = _f(0, "With rollout.judgment=forced: B, the most reasoning tokens before the judgment "
                                   "is forced (0: the index right after the prompt). B plus 8 tokens for the forced "
                                   "judgment must fit in rollout.max_response_tokens.")
-    response_form: str = _f("", "How a selector's rollouts are sampled (actors/response_forms.py), in training, "
+    response_form: str = _f("", "How a selector's rollouts are sampled (actors/rollout/response_forms.py), in training, "
                                 "evaluation, driver.bon and /v1/select: '' (default) the model's own form (the "
                                 "`response_form` hook its folder names), else as rollout.judgment says; or one of "
                                 f"{', '.join(RESPONSE_FORMS)} (forced_judgment is rollout.judgment=forced); or "
@@ -224,7 +224,7 @@ class CurriculumConfig:
 
 @dataclass
 class ServeConfig:
-    """The Ray Serve selection service (driver/serve.py, actors/serving.py; docs/serving.md)."""
+    """The Ray Serve selection service (driver/serve.py, actors/serving/selector_server.py; docs/serving.md)."""
     live: bool = _f(False, "Training only: start the selection service beside the trainer; every new policy "
                            "version is pushed into its replicas (answers carry policy_version).")
     host: str = _f("127.0.0.1", "HTTP address of Serve's proxy ('0.0.0.0' to listen on every interface).")

@@ -10,7 +10,7 @@ that no test here has run, and an fp32 engine would fail on FlashAttention, whic
 - attention backend (`rollout.attention_backend`, a name of vLLM 0.32's `AttentionBackendEnum`): '' chooses
   FLASH_ATTN for bf16/fp16 and TRITON_ATTN for fp32 on a GPU (both accept the dtype there), and vLLM's only CPU
   backend (CPU_ATTN) on CPU. A name that cannot run the dtype is refused by the config's rules (core/config_rules.py)
-  before any actor starts, and again by the engine (actors/rollout.py), which logs what it runs.
+  before any actor starts, and again by the engine (actors/rollout/rollout_worker.py), which logs what it runs.
 
 Pure (stdlib): the config rules use it.
 """

@@ -5,7 +5,7 @@ subreaper* above them) and live on. Two pieces prevent that:
 
 - `start_parent_watch(parent_pid, on_gone)`: a daemon thread that notices this process's parent dying (its
   parent pid changes) within `poll_seconds` and then runs `on_gone` (default: SIGKILL this process). vLLM's
-  engine processes run it through actors/vllm_plugin.py.
+  engine processes run it through actors/rollout/vllm_plugin.py.
 - `guarded(module, argv)`: runs `python -m module argv` as the child of the process the user started (the
   *guard*). Both are child subreapers (`PR_SET_CHILD_SUBREAPER`), so whatever any of their descendants starts
   stays reachable in their process tree, even after its own parent died. The child watches the guard with

@@ -15,7 +15,7 @@ Packing, in three ideas:
   by the group.
 * **One row, no padding.** Units are placed first-fit-decreasing into micro-batches of at most `max_tokens`
   input tokens, back to back in one row (`layout="flat"`, what the learner runs): a `(1, width)` tensor.
-* **Attention blocks, not a mask.** Each micro-batch carries a `BlockLayout` (below; computed by actors/packed_attention.py): per
+* **Attention blocks, not a mask.** Each micro-batch carries a `BlockLayout` (below; computed by actors/learner/packed_attention.py): per
   prompt a causal block, per response segment a block that sees its prompt and itself causally. The learner
   runs one SDPA call per block, so attention costs the sum over blocks of queries x keys and no mask grows as
   width^2. `MicroBatch.dense_attention_mask()` gives the same visibility as a `(rows, 1, width, width)` boolean

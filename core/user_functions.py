@@ -1,6 +1,6 @@
 """The user functions a config can name (core/plugins.py loads them): a reward function for the verifier pool, a
 label function for data synthesis and a response form for the rollout workers. Their interfaces are defined here,
-where the config rules, the verifier (actors/verifier.py), the labeller (driver/data/user_labels.py) and the model
+where the config rules, the verifier (actors/verifier/verifier_pool.py), the labeller (driver/data/user_labels.py) and the model
 registry (driver/models/registry.py) all read them.
 
 * `verifier.reward_function`: `fn(problem, candidate, response, label, **extra) -> float`, the score of the
@@ -11,7 +11,7 @@ registry (driver/models/registry.py) all read them.
   while a dataset is built: True / 1.0 correct, False / 0.0 wrong, a number in between a partial score; `answer`
   is the row's reference answer (code: its tests), "" when the row has none. Keywords it may take: LABEL_EXTRAS.
 * `rollout.response_form`: a name of RESPONSE_FORMS or a path to `fn(model_dir, cfg) -> ResponseForm`
-  (actors/response_forms.py), the form every rollout worker and serving replica samples a selector's responses
+  (actors/rollout/response_forms.py), the form every rollout worker and serving replica samples a selector's responses
   with (`cfg`: the run's TrainConfig); '' (default): the model's own form (its `response_form` hook), else the
   form `rollout.judgment` (the older key) names.
 
@@ -55,8 +55,8 @@ RESPONSE_FORM = Interface("rollout.response_form", ("model_dir", "cfg"), ())
 #: the response forms `rollout.response_form` may name, each the path of its `fn(model_dir, cfg)` (strings: the
 #: config check imports nothing of actors/)
 RESPONSE_FORMS = {
-    "free_text": "actors.response_forms:free_text",
-    "forced_judgment": "actors.forced_judgment:ForcedJudgment.of",
+    "free_text": "actors.rollout.response_forms:free_text",
+    "forced_judgment": "actors.rollout.forced_judgment:ForcedJudgment.of",
 }
 
 

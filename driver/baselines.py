@@ -10,7 +10,7 @@ selector that needs no RL:
   would score if it always followed its own solution; it needs no training beyond the model's solving;
 * `solve_alone`: the solve-alone rule: the model solves the problem without seeing any candidate (greedy, the
   generator prompt of `core.chat.format_generator_prompt`; driver/heldout.py asks the engine), the answer its solution
-  states is read as a generator's is (`actors.solutions.stated_answer`), and the rule names a candidate whose answer
+  states is read as a generator's is (`actors.verifier.solutions.stated_answer`), and the rule names a candidate whose answer
   equals it (math-verify equivalence, `answers_agree`), at random among them; where none does, or the solution states
   no answer, the cue rule. Any model can be read so, with or without a chat template; one that cannot solve scores
   the cue rule.
@@ -145,9 +145,9 @@ def rule_metrics(tasks: Sequence, own_answers: Sequence[Optional[str]], window: 
 
 # ---- the solve-alone rule's reading of the model's solutions -----------------------------------------------------
 def solved_answer(solution: Optional[str]) -> Optional[str]:
-    """The final answer a solution states (`actors.solutions.stated_answer`: the last `\\boxed{}`, else the last
+    """The final answer a solution states (`actors.verifier.solutions.stated_answer`: the last `\\boxed{}`, else the last
     `Answer: X` line), a trailing pointer ` #k` dropped; None when it states none (or there is no solution)."""
-    from actors.solutions import stated_answer
+    from actors.verifier.solutions import stated_answer
 
     answer = stated_answer(solution) if solution else None
     answer = _POINTER_RE.sub("", answer).strip() if answer else answer

@@ -295,7 +295,7 @@ class LocalEngine:
         return self.loop.run_until_complete(call(self.worker))
 
     async def _start(self):
-        from actors.rollout import RolloutWorker
+        from actors.rollout.rollout_worker import RolloutWorker
 
         return RolloutWorker(self.rollout_cfg, self.model, dtype=self.dtype, response_form=self.response_form)
 

@@ -87,7 +87,7 @@ def is_timeout(err: BaseException) -> bool:
     RayTaskError, which subclasses the remote error's type), ray.get's GetTimeoutError, asyncio's TimeoutError."""
     from ray.exceptions import GetTimeoutError
 
-    from actors.rollout import RolloutTimeout
+    from actors.rollout.rollout_worker import RolloutTimeout
 
     return isinstance(err, (RolloutTimeout, GetTimeoutError, asyncio.TimeoutError, TimeoutError))
 
@@ -293,7 +293,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     from core.env import apply_defaults
 
     apply_defaults()
-    from actors.rollout import RolloutWorker
+    from actors.rollout.rollout_worker import RolloutWorker
     from driver.models.registry import response_form
     from driver.data.dataset import load_dataset
 

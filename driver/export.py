@@ -89,14 +89,14 @@ def run_config(run_dir: str | Path, folder: Path):
 def consolidated_weights(learner_dir: Path) -> dict:
     """The learner checkpoint's full weights, HF-named, fp32 (DeepSpeed's zero_to_fp32: the fp32 master weights,
     gathered over every rank's partition). Its prints and progress bars go to the log."""
-    from actors.learner import CKPT_TAG
+    from actors.learner.learner import CKPT_TAG
     from deepspeed.utils.zero_to_fp32 import get_fp32_state_dict_from_zero_checkpoint
 
     chatter = io.StringIO()
     with contextlib.redirect_stdout(chatter), contextlib.redirect_stderr(chatter):
         state = get_fp32_state_dict_from_zero_checkpoint(str(learner_dir), tag=CKPT_TAG)
     log.info("zero_to_fp32: %s", chatter.getvalue().strip())
-    prefix = "model."  # the learner's module holds the HF model as `model` (actors/policy_forward.py)
+    prefix = "model."  # the learner's module holds the HF model as `model` (actors/learner/policy_forward.py)
     return {k[len(prefix):]: v.detach() for k, v in state.items() if k.startswith(prefix)}
 
 
@@ -143,7 +143,7 @@ def export_checkpoint(run_dir: str | Path, step: Optional[int] = None, out: Opti
     import torch
     from transformers import AutoConfig, GenerationConfig
 
-    from actors import checkpoint_io as cio
+    from actors.learner import checkpoint_io as cio
 
     folder = checkpoint_folder(run_dir, step)
     state = ckpt.load_driver_state(folder)

@@ -162,10 +162,10 @@ def eval_ks(k: int) -> list:
 
 
 def stated_answers(groups: list) -> list:
-    """Per group, the answer each solution states (`actors.solutions.stated_answer`; None when none) when the
+    """Per group, the answer each solution states (`actors.verifier.solutions.stated_answer`; None when none) when the
     task is math, else None for each: extracted once per evaluation for `pass_metrics` (majority@k) and
     `write_eval_samples` (the samples' answers)."""
-    from actors.solutions import stated_answer
+    from actors.verifier.solutions import stated_answer
 
     return [[stated_answer(r.response_text) if getattr(g.task, "domain", "math") == "math" else None
              for r in g.rollouts] for g in groups]

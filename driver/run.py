@@ -187,7 +187,7 @@ class Run:
         returns its weight board, to which every weight sync publishes the new version."""
         import ray
 
-        from actors.weight_board import BOARD_NAMESPACE
+        from actors.serving.weight_board import BOARD_NAMESPACE
         from driver.serve import start
 
         s = self.cfg.serve
@@ -302,7 +302,7 @@ class Run:
         if self.stream.observe(collected.stats.get("curriculum/gain")):
             self.progress.write(f"[curriculum step {step + 1}] prompts with up to {self.stream.cap} candidates "
                                 f"from now on")
-        from actors.verifier import merge_metrics
+        from actors.verifier.verifier_pool import merge_metrics
 
         per_actor = self.fleet.call([v.metrics.remote() for v in self.handles.verifiers], 60, "verifier metrics")
         values.update({f"verifier/{k}": v for k, v in merge_metrics(per_actor).items()})

@@ -4,7 +4,7 @@
     serve run cluster/serve.yaml          (or `serve deploy cluster/serve.yaml` onto a running cluster)
     python -m driver.train ... serve.live=true     (beside a training run; every policy version is pushed)
 
-The replica class is actors/serving.py:SelectorServer (API, errors, live weights: see its docstring and
+The replica class is actors/serving/selector_server.py:SelectorServer (API, errors, live weights: see its docstring and
 docs/serving.md). This module resolves the settings (the model's own training run gives the
 candidate window, prompt budget, response length and engine settings, when the model folder sits in a run
 folder), builds the Serve application with its autoscaling config, and runs it.
@@ -98,8 +98,8 @@ def served_selection(model: str, train_cfg) -> str:
 
 def resolve_settings(model: str, serve_cfg, train_cfg=None, policy_version: Optional[int] = None):
     """SelectorSettings for `model`: ServeConfig values where set (non-zero), else the training run's."""
-    from actors.reasoning import check_name
-    from actors.select_request import SelectorSettings
+    from actors.serving.reasoning import check_name
+    from actors.serving.select_request import SelectorSettings
     from core.config import TrainConfig
     from driver.models.registry import response_form
 
@@ -169,7 +169,7 @@ def reset_board(name: str):
     belong to another model). Detached: it outlives the task that builds the application (`serve deploy`)."""
     import ray
 
-    from actors.weight_board import BOARD_NAMESPACE, WeightBoard
+    from actors.serving.weight_board import BOARD_NAMESPACE, WeightBoard
 
     try:
         ray.kill(ray.get_actor(name, namespace=BOARD_NAMESPACE))
@@ -186,7 +186,7 @@ def build_app(settings, serve_cfg):
     """The Serve application: SelectorServer behind its FastAPI ingress, with `deployment_options`."""
     from ray import serve
 
-    from actors.serving import SelectorServer, app
+    from actors.serving.selector_server import SelectorServer, app
 
     deployment = serve.deployment(**deployment_options(serve_cfg, settings))(serve.ingress(app)(SelectorServer))
     return deployment.bind(settings)
@@ -267,7 +267,7 @@ def stop(serve_cfg) -> None:
     import ray
     from ray import serve
 
-    from actors.weight_board import BOARD_NAMESPACE
+    from actors.serving.weight_board import BOARD_NAMESPACE
 
     try:
         serve.delete(serve_cfg.app_name)

@@ -9,7 +9,7 @@ rollout engines, DAPO's data path between the rollout engines and the learner (a
        out), advantages from the configured estimator (GRPO/DAPO, max@k, BoN-RLB), one TrainSequence per response.
     4. `shard`: the sequences over learner ranks (a group stays on one rank; identical samples merged), balanced by
        tokens; the token-level loss divides by the whole batch's response tokens (`global_num_tokens`).
-    5. `learner_step`: one DAPO step of every learner rank on its shard (actors/learner.py).
+    5. `learner_step`: one DAPO step of every learner rank on its shard (actors/learner/learner.py).
     6. `sync_weights`: the new weights into every rollout engine (actors/weight_sync/coordinator.py), retried once a
        rollout actor that died is back; every `weight_sync.check_every` syncs `check_sync` compares engine and learner.
 
@@ -340,7 +340,7 @@ def shard(sequences: Sequences, num_ranks: int) -> Batch:
 
 # -- stages 5 and 6: the learner ranks and the weight sync (their handles and the calls' deadline: driver/fleet.py)
 def learner_step(fleet, batch: Batch, step: int) -> tuple:
-    """Stage 5: one DAPO step of every learner rank on its shard of `batch` (actors/learner.py `train_step`):
+    """Stage 5: one DAPO step of every learner rank on its shard of `batch` (actors/learner/learner.py `train_step`):
     (metrics: the batch's and rank 0's, the latter prefixed `learner/`; seconds)."""
     started = time.time()
     results = fleet.call([l.train_step.remote(shard, batch.global_num_tokens, step)

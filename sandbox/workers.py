@@ -5,7 +5,7 @@ process's main thread, and a C-level computation (a huge integer power inside sy
 interpreter for any alarm to fire. A worker process runs each call in its own main thread, and the pool's outer
 wall deadline kills and replaces a worker that overruns it, so a hang becomes a counted "timeout", never a stuck
 caller or a silent zero. Used by the dataset labeler (`driver.data.verify.label_math`) and the training-time
-verifier (`actors.verifier.VerifierPool`): one implementation for both.
+verifier (`actors.verifier.verifier_pool.VerifierPool`): one implementation for both.
 """
 from __future__ import annotations
 

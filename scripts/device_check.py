@@ -208,7 +208,7 @@ def vllm_ipc(device: str) -> dict:
     from transformers import AutoModelForCausalLM
 
     from core.packing import count_loss_tokens
-    from actors.rollout import RolloutWorker
+    from actors.rollout.rollout_worker import RolloutWorker
     from core.config import RolloutConfig
     from core.records import TrainSequence
 

@@ -4,7 +4,7 @@ Nothing here is needed to train or serve any other model, and no part of the sys
 names its hooks by dotted path in its `genselect_model.json` (`model.FOLDER_HOOKS`; the `tiny` kind's defaults in
 driver/models/hooks.py name the same), which the system loads by name:
 
-* a response form (actors/response_forms.py's `ResponseForm`): forms.py's `response_form` picks pick-then-point
+* a response form (actors/rollout/response_forms.py's `ResponseForm`): forms.py's `response_form` picks pick-then-point
   (pick_point.py, its pick credited by `tiny.pick_reward`: pick_reward.py) or solve-then-point (solve_point.py) for
   a tiny model folder; every other model samples free text;
 * parameters a model folder declares frozen (core/frozen.py): the hand-written induction circuit's entries

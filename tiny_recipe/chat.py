@@ -22,7 +22,7 @@ SOLVE_POINT_TEMPLATE = (
     " + '\\n\\nSolution:\\n' -}}")
 # The pick-then-solve-and-point tiny model's chat template (`tiny.model.response=pick_point`): its user message, a blank
 # line and `PICK_MARK`. The model writes the pick's index; the rollout then writes the problem's head
-# (`pick_point_head`) and the model its worked solution, ending `Answer: X #k` (actors/rollout.py).
+# (`pick_point_head`) and the model its worked solution, ending `Answer: X #k` (actors/rollout/rollout_worker.py).
 PICK_POINT_TEMPLATE = "{%- set text = messages[0]['content'] -%}{{- text + '\\n\\n' + '" + PICK_MARK + "' -}}"
 
 

@@ -24,8 +24,8 @@ from __future__ import annotations
 import asyncio
 from collections import Counter
 
-from actors.forced_judgment import index_params
-from actors.response_forms import ResponseForm
+from actors.rollout.forced_judgment import index_params
+from actors.rollout.response_forms import ResponseForm
 from core.chat import PICK_MARK, POINTER_MARK, index_token_ids
 from core.records import Rollout, RolloutGroup
 from tiny_recipe.chat import pick_point_head

@@ -1,6 +1,6 @@
 """The pick reward of a pick-then-point response (`tiny.pick_reward`; pick_point.py): its pick `Pick: #g`, read from
 the response's start, is credited apart from the final index, by the same verifier (the form's `credit`,
-actors/response_forms.py). Stdlib only: the verifier pool reads it."""
+actors/rollout/response_forms.py). Stdlib only: the verifier pool reads it."""
 from __future__ import annotations
 
 import re

@@ -3,8 +3,8 @@ solve_point`; docs/models.md): the model's worked solution greedily, then G inde
 """
 from __future__ import annotations
 
-from actors.forced_judgment import index_params
-from actors.response_forms import ResponseForm
+from actors.rollout.forced_judgment import index_params
+from actors.rollout.response_forms import ResponseForm
 from core.chat import full_response
 from core.records import Rollout, RolloutGroup
 from tiny_recipe.pick_point import ends_at_pointer_mark, index_ids, solve_params

@@ -22,7 +22,7 @@ import time
 import uuid
 
 from actors.calls import answer_times
-from actors.engine_gate import WeightUpdateError
+from actors.rollout.engine_gate import WeightUpdateError
 from actors.weight_sync.transport import Delivery, Transport, WeightSyncFailed, WeightSyncTimeout
 
 ANSWER_GRACE_S = 15.0  # members stop at the deadline themselves; time for their answer to arrive

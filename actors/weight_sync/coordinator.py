@@ -10,7 +10,7 @@ all of them, what every sync needs:
   serves again; one inside its reload session finishes it (new version) or is marked failed. Each engine's outcome
   is in `WeightSyncTimeout.engines`, so the next sync starts from a known state;
 - the stats, which split drain, transfer and load time;
-- the serving board's publish (`serve.live`): every synced version goes to the board (actors/weight_board.py) as an
+- the serving board's publish (`serve.live`): every synced version goes to the board (actors/serving/weight_board.py) as an
   object-store reference; a transport that does not move the weights through the object store has the learner export
   them there once more for the board.
 
@@ -34,7 +34,7 @@ class WeightSyncBroadcaster:
         """cfg: WeightSyncConfig; learners: every learner rank's actor, in rank order (or a single handle when
         there is one rank): gathering ZeRO-3 weights is collective, so every rank takes part in an export and
         rank 0's copy is sent; rollout_handles: RolloutWorker actors; board: an optional WeightBoard actor
-        (actors/weight_board.py): every synced version is published there too, and the serving replicas that
+        (actors/serving/weight_board.py): every synced version is published there too, and the serving replicas that
         follow it load the same weights (`serve.live`)."""
         self.cfg = cfg
         self.transport = transport_class(cfg.backend)(cfg)

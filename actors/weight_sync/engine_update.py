@@ -1,6 +1,6 @@
 """The engine's side of every weight update, whatever the transport: drain -> load session -> version -> resume.
 
-A RolloutWorker (actors/rollout.py) holds one `EngineUpdate` and one receiver per transport it is asked to load from
+A RolloutWorker (actors/rollout/rollout_worker.py) holds one `EngineUpdate` and one receiver per transport it is asked to load from
 (transport.py); a receiver prepares its transport's `load` coroutine and hands it to `EngineUpdate.run(version,
 load)`, which drains the engine (or freezes its requests), opens the engine's reload session (the worker extension,
 worker_extension.py), awaits `load()`, closes the session with its missing-parameter check, resets the prefix cache,
@@ -11,14 +11,14 @@ from __future__ import annotations
 import asyncio
 import time
 
-from actors.engine_gate import WeightUpdateError
+from actors.rollout.engine_gate import WeightUpdateError
 from actors.faults import maybe_stall
 
 
 class EngineUpdate:
     """The update protocol of one RolloutWorker: needs the worker's `engine`, `cfg` (RolloutConfig), `version`,
     `worker_index`, `_broken`, `_counters`, its gate (`_condition`, `_update_lock`, `pause`/`resume`,
-    `_freeze`/`_thaw`: actors/engine_gate.py) and `_rpc`."""
+    `_freeze`/`_thaw`: actors/rollout/engine_gate.py) and `_rpc`."""
 
     def __init__(self, worker):
         self.worker = worker

@@ -27,7 +27,7 @@ from actors.weight_sync.transport import Delivery, Transport, timed_transfer
 
 class ObjectStoreReceiver:
     """The rollout side: `update_weights_from_object_store` (the serving replicas load a board's weights the same
-    way, actors/serving.py)."""
+    way, actors/serving/selector_server.py)."""
 
     def __init__(self, update):
         """update: the worker's EngineUpdate (engine_update.py)."""

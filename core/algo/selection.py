@@ -1,4 +1,4 @@
-"""The selection procedures that the HTTP service (actors/serving.py) and the held-out evaluation (driver/evaluate.py)
+"""The selection procedures that the HTTP service (actors/serving/selector_server.py) and the held-out evaluation (driver/evaluate.py)
 both run, so that what a user is served and what the reported figures measure are the same code:
 
 * `knockout`: tournaments of several tasks at once, round by round (core/algo/knockout.py's rules: balanced groups

@@ -2,7 +2,7 @@
 
 A generator model (a local Hugging Face folder, `data.generator`) writes K = `data.candidates_per_problem`
 solutions to each problem of `data.generator_problems` (whose own candidates are not used) on the rollout
-actors (`actors/rollout.py` `RolloutWorker.sample_solutions`, vLLM, `rollout.num_workers` engines in parallel);
+actors (`actors/rollout/rollout_worker.py` `RolloutWorker.sample_solutions`, vLLM, `rollout.num_workers` engines in parallel);
 the result is a `SourceResult` like any other source's, so labelling (math-verify; the sandbox for code,
 pass fraction kept), filtering, prompts, budget and manifest are the same stages (driver/data/pipeline.py).
 
@@ -89,9 +89,9 @@ def load_model_source(cfg, sampler_factory: Optional[Callable], progress: bool =
 
 # ------------------------------------------------------------------------------------------ candidates
 def code_program(problem: RawProblem, text: str) -> str:
-    """The program a code candidate is judged as (`actors.solutions.code_program`: a ```python block defining the
+    """The program a code candidate is judged as (`actors.verifier.solutions.code_program`: a ```python block defining the
     entry point, else a completion of the prompt)."""
-    from actors.solutions import code_program as program
+    from actors.verifier.solutions import code_program as program
 
     return program(problem.problem, problem.entry_point, text)
 

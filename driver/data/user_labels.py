@@ -102,7 +102,7 @@ def check_rewardable(tasks: list, reward_function: str) -> None:
         raise DataError(f"{len(bare)} training prompts (e.g. {bare[0].prompt_id}) have no reference answer or tests: "
                         f"their labels came from the file or data.label_function, and the built-in verifiers have "
                         f"nothing to check a selection against; set verifier.reward_function (e.g. "
-                        f"actors.user_reward:stored_label, the dataset's label of the named candidate)")
+                        f"actors.verifier.user_reward:stored_label, the dataset's label of the named candidate)")
 
 
 __all__ = ["record_file_labels", "label_with_function", "label_function_identity", "check_rewardable", "FILE_LABELS",

@@ -109,13 +109,13 @@ def resolve_model(model_cfg, corpus_texts: Optional[list] = None, tiny_cfg: Opti
 
 
 def response_form(model_path, cfg=None):
-    """The `ResponseForm` (actors/response_forms.py) rollout workers and serving replicas of the model at
+    """The `ResponseForm` (actors/rollout/response_forms.py) rollout workers and serving replicas of the model at
     `model_path` sample with, in the run config `cfg` (a TrainConfig; None: unknown, the defaults): the form
     `rollout.response_form` names (core/user_functions.py: `free_text`, `forced_judgment`, which
     `rollout.judgment=forced` names too, or a user's path); else the model's own form (its `response_form` hook,
     driver/models/hooks.py: the embedded tiny recipe's for its folders); else `FreeText` (free text, or one index
     token after the answer prefix with `rollout.constrain_index`)."""
-    from actors.response_forms import FreeText
+    from actors.rollout.response_forms import FreeText
     from core.plugins import load_object
     from core.user_functions import RESPONSE_FORM, RESPONSE_FORMS, response_form_path
 
@@ -130,7 +130,7 @@ def response_form(model_path, cfg=None):
     form = load_object(named, RESPONSE_FORM.key, RESPONSE_FORM.check())(model_path, cfg)
     if not callable(getattr(form, "generate", None)):
         raise ValueError(f"rollout.response_form={named!r} returned {form!r}, not a ResponseForm "
-                         f"(actors/response_forms.py)")
+                         f"(actors/rollout/response_forms.py)")
     return form
 
 

@@ -54,7 +54,7 @@ def on_policy(learner, seqs: list) -> list:
 
 
 def new_learner(path, cfg=None, algo=None, **kw):
-    from actors.learner import Learner
+    from actors.learner.learner import Learner
 
     return Learner(cfg or learner_cfg(), algo or ON_POLICY, str(path), master_port=free_port(), **kw)
 
@@ -442,7 +442,7 @@ def ray_session():
 
 
 def run_two_ranks(ray, path, cfg, shards, n_tok, checkpoint_dir=None):
-    from actors.learner import Learner
+    from actors.learner.learner import Learner
 
     actor = ray.remote(num_cpus=1)(Learner)
     port = rendezvous_port()
@@ -548,7 +548,7 @@ def test_two_rank_zero3_weight_sync_and_final_export(ray_session, tiny_model_pat
     import sys
     from types import SimpleNamespace
 
-    from actors.learner import Learner
+    from actors.learner.learner import Learner
     from actors.weight_sync.coordinator import WeightSyncBroadcaster
     from core.config import WeightSyncConfig
     from driver.run import Run
@@ -604,7 +604,7 @@ JOIN_TAKEN_PORT = r'''
 import datetime, functools, socket, sys
 import torch.distributed as dist
 import core.net
-from actors.process_group import join_process_group
+from actors.learner.process_group import join_process_group
 
 held = socket.socket()
 held.bind(("", 0))

@@ -1,4 +1,4 @@
-"""The OpenAI endpoints (actors/openai_api.py) and the service as a user runs it (`python -m driver.serve`).
+"""The OpenAI endpoints (actors/serving/openai_api.py) and the service as a user runs it (`python -m driver.serve`).
 
 First without an engine: the chat request table (every bad request a 4xx naming the field, before any engine
 call) and the answer's shape, checked with the official `openai` package's own types, over a replica whose
@@ -25,8 +25,8 @@ import openai
 import psutil
 import pytest
 
-from actors import openai_api
-from actors.select_request import RequestError, SelectorSettings
+from actors.serving import openai_api
+from actors.serving.select_request import RequestError, SelectorSettings
 from core.env import ROOT
 from core.net import free_port
 
@@ -97,7 +97,7 @@ class ScriptedEngine:
 
 
 def _replica(model: str, text: str = " 4", parser: str = "", tokenizer=None) -> SimpleNamespace:
-    from actors import reasoning
+    from actors.serving import reasoning
     from transformers import AutoTokenizer
 
     s = SelectorSettings(model=model, rollout=None, max_samples=4, max_completion_tokens=32, max_body_bytes=10_000)
@@ -246,7 +246,7 @@ def test_closing_a_stream_closes_its_engine_request(chat_model):
 def test_a_stream_past_its_deadline_ends_with_an_error_event_and_its_request_aborted(chat_model):
     """Past serve.request_timeout_s a begun stream (its 200 sent) ends with one error event, status 504 as its
     `code`, then [DONE]; its engine request was closed before its end."""
-    from actors.serving import SelectorServer
+    from actors.serving.selector_server import SelectorServer
 
     replica = _replica(chat_model, text=" 4 and 5")
     replica.s.request_timeout_s, replica.worker.seconds_a_token = 0.3, 0.2
@@ -284,7 +284,7 @@ def test_the_reasoning_parser_splits_the_thinking_out_of_the_answer_streamed_or_
 
 
 def test_a_reasoning_parser_is_checked_by_name_and_against_the_tokenizer(rollout_model_path):
-    from actors import reasoning
+    from actors.serving import reasoning
     from transformers import AutoTokenizer
 
     with pytest.raises(ValueError, match="serve.reasoning_parser='thinker' is not one of.*deepseek_r1.*qwen3"):

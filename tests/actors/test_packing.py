@@ -84,7 +84,7 @@ def test_packing_layout_invariants(spec, budget, seed, share, layout):
 def test_block_attention_equals_dense_mask_attention(spec, budget, seed, share, layout):
     """Block attention gives every non-padding position the output (and the q/k/v gradients) of SDPA with the
     dense mask, grouped-query heads included."""
-    from actors.packed_attention import block_attention
+    from actors.learner.packed_attention import block_attention
 
     rng = random.Random(seed)
     seqs = make_groups(spec, rng)
@@ -217,7 +217,7 @@ def test_masked_tokens_outside_the_allowed_set_do_not_touch_the_loss(hf_model):
     """The learner's forward on a written (mask 0) token outside the allowed set gives a finite but meaningless
     log-prob; `micro_batch_loss` ignores it whatever its behaviour log-prob, advantage or proximal log-prob (behaviour
     and decoupled ratio), and nothing non-finite reaches the loss, its statistics or the gradients."""
-    from actors.policy_forward import _PolicyLogprobs, micro_batch_loss
+    from actors.learner.policy_forward import _PolicyLogprobs, micro_batch_loss
     from core.config import AlgorithmConfig
 
     algo = AlgorithmConfig(ratio_reference="behaviour")
@@ -254,7 +254,7 @@ def test_masked_tokens_outside_the_allowed_set_do_not_touch_the_loss(hf_model):
 
 @pytest.mark.slow
 def test_constrained_logprobs_are_the_softmax_over_the_allowed_ids(hf_model):
-    from actors.policy_forward import _PolicyLogprobs
+    from actors.learner.policy_forward import _PolicyLogprobs
 
     seq = TrainSequence([5, 6, 7, 8], [3, 9, 4], [0.0] * 3, 1.0, 0, allowed_token_ids=[3, 4, 9, 11])
     (mb,) = pack_sequences([seq], 64)
@@ -286,7 +286,7 @@ def test_anchor_mask_is_checked_and_travels_per_target():
 def test_anchor_loss_is_the_mean_nll_of_the_anchor_tokens_under_any_split():
     """anchor_loss: coef x the mean NLL over the mini-batch's anchor tokens; summed over micro-batches (and ranks,
     with grad_divisor) it is the same whatever the split, and only the anchor targets get a gradient."""
-    from actors.policy_forward import anchor_loss
+    from actors.learner.policy_forward import anchor_loss
 
     a = pick_point([5, 6, 7], 3, [20, 21, 22], 9, 1.0, anchor_mask=[0, 1, 1, 1, 0])
     b = pick_point([5, 6, 8], 4, [30, 31], 11, -1.0, anchor_mask=[0, 1, 1, 0])
@@ -307,7 +307,7 @@ def test_anchor_loss_is_the_mean_nll_of_the_anchor_tokens_under_any_split():
 def test_free_targets_are_scored_over_the_whole_vocabulary(hf_model):
     """In a constrained micro-batch the anchor's targets get the log-softmax over the whole vocabulary, the sampled
     ones over the allowed ids, from one forward pass."""
-    from actors.policy_forward import _PolicyLogprobs
+    from actors.learner.policy_forward import _PolicyLogprobs
 
     seq = pick_point([5, 6, 7, 8], 3, [20, 21], 9, 1.0, anchor_mask=[0, 1, 1, 0])
     (mb,) = pack_sequences([seq], 64)
@@ -353,7 +353,7 @@ def test_packed_forward_equals_one_by_one_llama():
 
 
 def check_packed_equals_one_by_one(hf_model, share_prefix, layout, mask, last_layer_at_targets):
-    from actors.policy_forward import _PolicyLogprobs
+    from actors.learner.policy_forward import _PolicyLogprobs
 
     rng = random.Random(3)
     vocab = hf_model.config.vocab_size
@@ -382,7 +382,7 @@ def check_packed_equals_one_by_one(hf_model, share_prefix, layout, mask, last_la
 @pytest.mark.slow
 def test_shared_prefix_gradient_equals_separate_sequences(hf_model):
     """Gradients flow back through a shared prompt as the sum of the separate sequences' gradients."""
-    from actors.policy_forward import _PolicyLogprobs
+    from actors.learner.policy_forward import _PolicyLogprobs
 
     rng = random.Random(4)
     seqs = make_groups([(25, [4, 7, 1]), (12, [9, 3])], rng, vocab=hf_model.config.vocab_size)
@@ -438,7 +438,7 @@ def test_mini_batches_split_by_sampled_sequences_and_keep_a_merged_one_whole():
 def test_a_merged_batch_trains_exactly_as_its_copies(hf_model):
     """The learner's DAPO loss, anchor loss, their gradients and the token counts of a batch with repeated samples
     are those of the same batch with each set of identical samples merged into one sequence with `copies`."""
-    from actors.policy_forward import _PolicyLogprobs, anchor_loss, micro_batch_loss
+    from actors.learner.policy_forward import _PolicyLogprobs, anchor_loss, micro_batch_loss
     from core.config import AlgorithmConfig
 
     algo = AlgorithmConfig(ratio_reference="behaviour")

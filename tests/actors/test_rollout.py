@@ -14,8 +14,8 @@ import time
 import numpy as np
 import pytest
 
-from actors.engine_gate import WeightUpdateError
-from actors.rollout import RolloutTimeout, RolloutWorker
+from actors.rollout.engine_gate import WeightUpdateError
+from actors.rollout.rollout_worker import RolloutTimeout, RolloutWorker
 from actors.weight_sync.buckets import plan_buckets
 from actors.weight_sync.object_store import with_output_layer, write_safetensors
 from core.config import RolloutConfig, WeightSyncConfig
@@ -58,7 +58,7 @@ def test_bf16_weights_travel_as_bf16(tmp_path):
     import torch
     from safetensors.torch import load_file
 
-    from actors.checkpoint_io import to_numpy
+    from actors.learner.checkpoint_io import to_numpy
 
     state = {"w": torch.randn(64, 32).to(torch.bfloat16), "b": torch.randn(5)}
     wire = to_numpy(state, widen=False)
@@ -85,7 +85,7 @@ def test_encode_prompt_fails_without_the_chat_module(monkeypatch):
     the learner never sees; encode_prompt must raise instead."""
     import sys
 
-    from actors.rollout import encode_prompt
+    from actors.rollout.rollout_worker import encode_prompt
 
     def tokenizer(text):  # would succeed: any fallback shows up as a return value
         return {"input_ids": [ord(c) for c in text]}
@@ -104,7 +104,7 @@ def test_cpu_engines_run_vllms_sampler_helpers_eagerly():
 
     script = (
         "import dataclasses, os\n"
-        "from actors.engine_env import configure_cpu_env\n"
+        "from actors.rollout.engine_env import configure_cpu_env\n"
         "from core.config import RolloutConfig\n"
         "configure_cpu_env(dataclasses.replace(RolloutConfig(), enforce_eager=False))\n"
         "compiled_kept = os.environ.get('TORCHDYNAMO_DISABLE')\n"
@@ -179,12 +179,12 @@ def test_behaviour_logprobs_match_engine_and_transformers(engine, reference, rh)
 
 @pytest.mark.slow
 def test_learner_logprobs_match_engine_at_the_paper_temperature(engine, reference, rh):
-    """At the paper's temperature 1.5 (not only at 1.0) the learner's scoring path (actors.learner
+    """At the paper's temperature 1.5 (not only at 1.0) the learner's scoring path (actors.learner.learner
     `_PolicyLogprobs` on packed, prefix-shared sequences, logits / temperature) reproduces the engine's
     behaviour log-probs of the sampled tokens: the PPO ratio is 1 on-policy."""
     import torch
 
-    from actors.policy_forward import _PolicyLogprobs
+    from actors.learner.policy_forward import _PolicyLogprobs
     from core.packing import pack_sequences, unpack_per_sequence
     from core.records import TrainSequence
 
@@ -219,7 +219,7 @@ def test_constrained_index_sampling_and_learner_normalisation(engine, reference,
 
     import torch
 
-    from actors.policy_forward import _PolicyLogprobs
+    from actors.learner.policy_forward import _PolicyLogprobs
     from core.packing import pack_sequences, unpack_per_sequence
     from core.records import TrainSequence
 
@@ -261,7 +261,7 @@ def test_sample_index_only_points_after_a_greedy_solution(engine, reference, rh,
     import torch
 
     import tiny_recipe.pick_point as pick_point_module
-    from actors.policy_forward import _PolicyLogprobs
+    from actors.learner.policy_forward import _PolicyLogprobs
     from core.packing import pack_sequences, unpack_per_sequence
     from core.chat import full_response
     from core.records import TrainSequence
@@ -331,14 +331,14 @@ def _task_of(rh, i: int, num_candidates: int):
 @pytest.mark.parametrize("budget,num_candidates", [(6, 2), (0, 12)])
 def test_forced_judgment_ends_every_response_in_a_judgment(engine, reference, rh, monkeypatch, budget,
                                                           num_candidates):
-    """rollout.judgment=forced (actors/forced_judgment.py) on a model with a chat template: every response parses
+    """rollout.judgment=forced (actors/rollout/forced_judgment.py) on a model with a chat template: every response parses
     to a valid index; a forced one is the reasoning, the prefix (loss 0, log-prob 0) and index tokens sampled among
     each trie level's tokens (two-token indices 10 and 11 and the end token after `1` with 12 candidates); the
     learner's log-probs of the trained tokens, normalised per position as recorded, equal the engine's."""
     import torch
 
-    from actors.forced_judgment import ForcedJudgment
-    from actors.policy_forward import _PolicyLogprobs
+    from actors.rollout.forced_judgment import ForcedJudgment
+    from actors.learner.policy_forward import _PolicyLogprobs
     from core.packing import pack_sequences, unpack_per_sequence
     from core.algo.genselect import parse_judgment
     from core.records import TrainSequence
@@ -390,7 +390,7 @@ def test_pick_then_point_samples_a_pick_and_a_pointer_around_a_greedy_solution(e
 
     import tiny_recipe.pick_point as pick_point_module
     from tiny_recipe.pick_point import PickThenPoint
-    from actors.policy_forward import _PolicyLogprobs
+    from actors.learner.policy_forward import _PolicyLogprobs
     from core.packing import pack_sequences, unpack_per_sequence
     from core.chat import PICK_MARK
     from tiny_recipe.chat import pick_point_head
@@ -449,8 +449,8 @@ def test_serving_a_pick_then_point_model_answers_through_the_same_rollout(engine
 
     import tiny_recipe.pick_point as pick_point_module
     from tiny_recipe.pick_point import PickThenPoint
-    from actors.select_request import SelectorSettings
-    from actors.serving import SelectorServer
+    from actors.serving.select_request import SelectorSettings
+    from actors.serving.selector_server import SelectorServer
     from core.chat import PICK_MARK
     from tiny_recipe.chat import pick_point_head
 
@@ -719,7 +719,7 @@ def test_timeout_leaves_the_engine_idle_before_an_update(engine, reference, rh):
     update's drain has nothing to wait for."""
     import asyncio
 
-    from actors.rollout import RolloutAborted
+    from actors.rollout.rollout_worker import RolloutAborted
 
     worker, loop, _ = engine
     processor = worker.engine.output_processor
@@ -772,11 +772,11 @@ def test_shutdown_leaves_nothing(engine, rh):
     print(f"\nshutdown: {len(procs)} engine processes ended, {len(shm)} /dev/shm files freed")
 
 
-# ---- engine processes die with their owner (actors/vllm_plugin.py) ------------------------------------
+# ---- engine processes die with their owner (actors/rollout/vllm_plugin.py) ------------------------------------
 def test_parent_watch_is_off_without_an_owner_and_in_the_owner(monkeypatch):
     import threading
 
-    from actors import vllm_plugin
+    from actors.rollout import vllm_plugin
 
     def watchers():
         return [t for t in threading.enumerate() if t.name == "genselect-parent-watch"]
@@ -800,7 +800,7 @@ def test_engine_processes_die_when_their_owner_is_sigkilled(rollout_model_path):
 
     script = (
         "import os, signal, psutil\n"
-        "from actors.rollout import RolloutWorker\n"
+        "from actors.rollout.rollout_worker import RolloutWorker\n"
         "from core.config import RolloutConfig\n"
         "cfg = RolloutConfig(samples_per_prompt=2, max_response_tokens=4, max_num_seqs=8)\n"
         f"worker = RolloutWorker(cfg, {rollout_model_path!r}, dtype='float32')\n"

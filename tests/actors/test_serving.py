@@ -1,4 +1,4 @@
-"""The selection service (actors/serving.py, driver/serve.py).
+"""The selection service (actors/serving/selector_server.py, driver/serve.py).
 
 Pure parts first (request validation, the tournament wiring over a scripted worker). Then the real thing:
 the Serve application on a local Ray instance with the tiny Qwen3 on CPU vLLM, over HTTP: every endpoint,
@@ -17,8 +17,8 @@ from types import SimpleNamespace
 
 import pytest
 
-from actors.select_request import RequestError, SelectorSettings, parse_select
-from actors.serving import SelectorServer
+from actors.serving.select_request import RequestError, SelectorSettings, parse_select
+from actors.serving.selector_server import SelectorServer
 from core.net import rendezvous_port
 from core.records import Rollout, RolloutGroup
 

@@ -16,9 +16,9 @@ from types import SimpleNamespace
 import numpy as np
 import pytest
 
-from actors.engine_gate import WeightUpdateError
-from actors.response_forms import FreeText
-from actors.rollout import RolloutAborted, RolloutWorker
+from actors.rollout.engine_gate import WeightUpdateError
+from actors.rollout.response_forms import FreeText
+from actors.rollout.rollout_worker import RolloutAborted, RolloutWorker
 from core.config import RolloutConfig, WeightSyncConfig
 from core.records import SelectionTask
 

@@ -1,7 +1,7 @@
-"""actors.engine_gate.TokenGate: seeded sampling keeps the prompt tokens in flight within one engine step."""
+"""actors.rollout.engine_gate.TokenGate: seeded sampling keeps the prompt tokens in flight within one engine step."""
 import asyncio
 
-from actors.engine_gate import TokenGate
+from actors.rollout.engine_gate import TokenGate
 
 
 def _peak(gate: TokenGate, costs: list) -> tuple:

@@ -13,8 +13,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from actors.math_check import Verdict, check_answer
-from actors.verifier import VerifierPool, merge_metrics
+from actors.verifier.math_check import Verdict, check_answer
+from actors.verifier.verifier_pool import VerifierPool, merge_metrics
 from core.config import VerifierConfig
 from core.records import Rollout, SelectionTask
 
@@ -162,7 +162,7 @@ def test_hanging_verification_times_out_and_the_pool_recovers(scripted_pool):
 def test_exception_is_an_error_counted_and_logged(scripted_pool, caplog, answer, reason):
     scripted_pool.metrics(reset=True)
     task = make_task((answer, "7"), "7")
-    with caplog.at_level("WARNING", logger="actors.verifier"):
+    with caplog.at_level("WARNING", logger="actors.verifier.verifier_pool"):
         [r] = scripted_pool.score(task, [rollout("Judgment: 0")])
     assert (r.reward, r.verifier_status) == (0.0, "error")
     assert scripted_pool.metrics()["errors"] == 1
@@ -270,7 +270,7 @@ def test_code_stdio_and_status_metrics(code_pools):
 
 def test_sandbox_unavailable_propagates_at_first_code_task(monkeypatch):
     from sandbox.backends.base import SandboxUnavailable
-    import actors.verifier as verifier
+    import actors.verifier.verifier_pool as verifier
 
     def unavailable(cfg):
         raise SandboxUnavailable("bubblewrap backend: `bwrap` is not installed")

@@ -4,7 +4,7 @@ sandbox against the tests; the reward is the pass fraction with `reward=partial`
 passes. Slow: it starts the real sandbox."""
 import pytest
 
-from actors.verifier import VerifierPool
+from actors.verifier.verifier_pool import VerifierPool
 from core.config import VerifierConfig
 from core.records import Rollout, SolveTask
 

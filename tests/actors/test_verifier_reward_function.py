@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from actors.user_reward import RewardFunction, reward_args, stored_label
-from actors.verifier import VerifierPool
+from actors.verifier.user_reward import RewardFunction, reward_args, stored_label
+from actors.verifier.verifier_pool import VerifierPool
 from core.config import VerifierConfig
 from core.plugins import PluginError
 from core.records import Rollout, SelectionTask
@@ -123,7 +123,7 @@ def test_a_path_that_does_not_fit_is_refused_at_construction(example_path):
 
 
 def test_stored_labels_as_the_reward():
-    pool = VerifierPool(VerifierConfig(processes_per_worker=1, reward_function="actors.user_reward:stored_label"),
+    pool = VerifierPool(VerifierConfig(processes_per_worker=1, reward_function="actors.verifier.user_reward:stored_label"),
                         domains=())
     try:
         task = make_task(["x", "y"], reference="", labels=(0.0, 1.0))

@@ -33,7 +33,7 @@ def _sender_host_class():
 
     class SenderHost:
         """Learner rank 0 as the senders see it: a transformers model whose full state is sent, with the learner's
-        Ray-callable weight methods handed to the senders it holds, as actors/learner.py does."""
+        Ray-callable weight methods handed to the senders it holds, as actors/learner/learner.py does."""
 
         def __init__(self, model_path: str):
             import types
@@ -73,7 +73,7 @@ def _sender_host_class():
             return self.ipc.held_ipc()
 
         def export_weights(self, rank0_only: bool = False, widen: bool = True) -> dict:
-            from actors.checkpoint_io import to_numpy
+            from actors.learner.checkpoint_io import to_numpy
 
             return to_numpy(self._full_state(), widen=widen)
 
@@ -121,7 +121,7 @@ class SilentMember:
 def system(rollout_model_path):
     import ray
 
-    from actors.rollout import RolloutWorker
+    from actors.rollout.rollout_worker import RolloutWorker
     from core.config import RolloutConfig
 
     ray.cloudpickle.register_pickle_by_value(sys.modules[__name__])  # the test actors travel by value
@@ -169,7 +169,7 @@ def _gap(ray, host, engine) -> float:
 def test_gloo_sync_reaches_the_engine_and_reuses_its_group(system):
     """...and the serving board (`serve.live`) gets every synced version: the coordinator exports the weights into
     the object store for it, since the broadcast does not pass through there."""
-    from actors.weight_board import WeightBoard
+    from actors.serving.weight_board import WeightBoard
     from actors.weight_sync.coordinator import WeightSyncBroadcaster
     from core.config import WeightSyncConfig
 

@@ -101,7 +101,7 @@ def test_the_deepspeed_learner_broadcasts_its_full_state_over_gloo(rollout_model
     `weight_metadata()` arrives, in order, byte for byte, and the learner's own group is untouched."""
     import torch
 
-    from actors.learner import Learner
+    from actors.learner.learner import Learner
     from actors.weight_sync.broadcast import BroadcastSender
     from core.config import AlgorithmConfig, LearnerConfig
     from core.net import free_port

@@ -1,6 +1,6 @@
 """WeightSyncBroadcaster with real RolloutWorker Ray actors (vLLM, CPU, tiny Qwen3, fp32).
 
-The learner here is a FAKE of another component (actors/learner.py is another engineer's): a small Ray
+The learner here is a FAKE of another component (actors/learner/learner.py is another engineer's): a small Ray
 actor holding a transformers model whose `export_weights()` returns the full HF state dict as numpy
 arrays, `lm_head.weight` included, exactly the contract the real learner implements.
 
@@ -91,7 +91,7 @@ def ray_cluster():
 
 
 def _start_rollouts(ray, model_path: str, count: int, first_index: int = 0) -> list:
-    from actors.rollout import RolloutWorker
+    from actors.rollout.rollout_worker import RolloutWorker
     from core.config import RolloutConfig
 
     cfg = RolloutConfig(samples_per_prompt=2, max_response_tokens=8, max_num_seqs=16)
@@ -246,7 +246,7 @@ def fake_engine_worker(index: int, stall_marker=None):
     in-flight request that never finishes would."""
     import os
 
-    from actors.rollout import RolloutWorker
+    from actors.rollout.rollout_worker import RolloutWorker
     from core.config import RolloutConfig, WeightSyncConfig
 
     if stall_marker:
@@ -390,7 +390,7 @@ def test_nccl_weight_update_on_gpu(rollout_model_path, loop_thread):
     from vllm.distributed.device_communicators.pynccl import PyNcclCommunicator
     from vllm.distributed.utils import StatelessProcessGroup
 
-    from actors.rollout import RolloutWorker
+    from actors.rollout.rollout_worker import RolloutWorker
     from core.config import RolloutConfig
 
     learner = FakeLearner(rollout_model_path)

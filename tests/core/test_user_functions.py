@@ -84,7 +84,7 @@ def test_a_runs_config_read_back_does_not_import_its_user_functions(user_module)
 
 
 FORM_EXAMPLE = '''
-    from actors.response_forms import FreeText
+    from actors.rollout.response_forms import FreeText
 
     class Shouted(FreeText):
         name = "shouted"
@@ -110,8 +110,8 @@ def test_the_response_form_is_one_key_a_name_or_a_path_and_judgment_forced_is_it
     """rollout.response_form: '' the model's own form (its hook), else rollout.judgment's; a registered name
     (free_text, forced_judgment) or a user's `fn(model_dir, cfg)`, checked with the config and handed to every
     rollout worker by the registry."""
-    from actors.forced_judgment import ForcedJudgment
-    from actors.response_forms import FreeText
+    from actors.rollout.forced_judgment import ForcedJudgment
+    from actors.rollout.response_forms import FreeText
     from core.user_functions import RESPONSE_FORMS, response_form_path
     from driver.models.registry import response_form
 

@@ -250,7 +250,7 @@ def test_synth_samples_candidates_from_the_tiny_model(tmp_path, capsys):
     corpus = [build_prompt(r["problem"], r["candidates"]) + SEPARATOR for r in rows]
     folder = resolve_model(ModelConfig(cache_dir=str(tmp_path / "models")), corpus)
     # one chunk of 16 problems x K = 8, all in flight: more prompt tokens than one engine step takes, so vLLM
-    # would split a seeded prefill over two steps, which kills its CPU engine (actors.engine_gate.TokenGate)
+    # would split a seeded prefill over two steps, which kills its CPU engine (actors.rollout.engine_gate.TokenGate)
     k, n = 8, 16
     args = ["selector", "data.source=model", f"data.generator={folder}", f"data.num_problems={n}",
             f"data.candidates_per_problem={k}", "data.generator_max_tokens=12", f"data.out_dir={tmp_path}/ds",

@@ -116,7 +116,7 @@ def test_a_file_with_its_own_labels_and_no_answers_builds_and_needs_a_reward_fun
         assert task.reference == ""
     with pytest.raises(DataError, match="no reference answer.*verifier.reward_function"):
         check_rewardable(data.train, "")
-    check_rewardable(data.train, "actors.user_reward:stored_label")
+    check_rewardable(data.train, "actors.verifier.user_reward:stored_label")
 
 
 def test_a_label_function_labels_sampled_or_given_candidates_in_the_dataset(tmp_path, judge_module):

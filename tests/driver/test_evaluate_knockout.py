@@ -185,7 +185,7 @@ def test_command_line_evaluates_in_chunks_and_keeps_each_choice(tmp_path, monkey
     progress bar on stderr), the choices equal one batch's, and the JSON keeps each prompt's choice by id."""
     import json
 
-    import actors.rollout
+    import actors.rollout.rollout_worker
     import driver.evaluate as evaluate
     from driver.data.dataset import SCHEMA_VERSION, write_dataset
 
@@ -202,7 +202,7 @@ def test_command_line_evaluates_in_chunks_and_keeps_each_choice(tmp_path, monkey
         async def shutdown(self):
             pass
 
-    monkeypatch.setattr(actors.rollout, "RolloutWorker", FakeWorker)
+    monkeypatch.setattr(actors.rollout.rollout_worker, "RolloutWorker", FakeWorker)
     monkeypatch.setattr(evaluate, "CHUNK_PROMPTS", 3)
     out = tmp_path / "eval.json"
     assert evaluate.main(["--model", "m", "--dataset", str(tmp_path / "data"), "--round-robin", "answer",

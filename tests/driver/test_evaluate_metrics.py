@@ -89,7 +89,7 @@ def test_an_evaluation_that_times_out_is_run_again_then_gives_up():
     timeout and any other error propagate at once."""
     from ray.exceptions import GetTimeoutError, RayTaskError
 
-    from actors.rollout import RolloutTimeout
+    from actors.rollout.rollout_worker import RolloutTimeout
     from driver.evaluate import EVAL_TIMEOUT_RETRIES, retry_on_timeout
 
     remote = RayTaskError("RolloutWorker.generate", "traceback", RolloutTimeout("deadline of 101 s")).as_instanceof_cause()

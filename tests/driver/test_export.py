@@ -35,7 +35,7 @@ def _train_and_checkpoint(learner, run_dir: Path, step: int, model_dir: Path, vo
 def trained_run(tmp_path_factory):
     """A run folder with the checkpoints of steps 1 and 2 of a real learner (the tiny Qwen3, ZeRO-2, fp32) and
     its end-of-run export; with the learner's weights after each step."""
-    from actors.learner import Learner
+    from actors.learner.learner import Learner
     from core.config import AlgorithmConfig, LearnerConfig, TinyModelConfig, load_config, to_yaml
     from core.net import free_port
     from driver.export import export_files

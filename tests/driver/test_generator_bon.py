@@ -149,7 +149,7 @@ def test_eval_samples_round_trip_and_bad_files_name_the_line(tmp_path):
 def test_an_evaluation_extracts_the_stated_answers_once_and_hands_them_on(tmp_path, monkeypatch):
     """GeneratorRun's evaluation calls stated_answers once; pass_metrics and write_eval_samples given them
     extract nothing again and give what they give on their own."""
-    import actors.solutions
+    import actors.verifier.solutions
     from core.records import Rollout, RolloutGroup, SolveTask
     from driver.generator_run import pass_metrics, stated_answers
 
@@ -165,7 +165,7 @@ def test_an_evaluation_extracts_the_stated_answers_once_and_hands_them_on(tmp_pa
     assert answers == [["5", "4", None], ["5", "5", "6"], [None] * 3]
     alone = (pass_metrics(maths, 3), write_eval_samples(groups, tmp_path / "alone.jsonl").read_text())
     calls = []
-    monkeypatch.setattr(actors.solutions, "stated_answer", calls.append)
+    monkeypatch.setattr(actors.verifier.solutions, "stated_answer", calls.append)
     handed = (pass_metrics(maths, 3, answers=answers[:2]),
               write_eval_samples(groups, tmp_path / "handed.jsonl", answers=answers).read_text())
     assert calls == [] and handed == alone and alone[0]["majority_curve"] is not None

@@ -201,7 +201,7 @@ def test_a_replica_reserves_the_gpu_its_engine_runs_on(tmp_path):
 
 
 def test_a_replica_that_sees_gpus_it_did_not_reserve_refuses_to_start():
-    from actors.select_request import unreserved_gpu_error
+    from actors.serving.select_request import unreserved_gpu_error
 
     assert unreserved_gpu_error(visible_cuda_devices=0, reserved_gpu_ids=[]) is None  # a CPU node
     assert unreserved_gpu_error(visible_cuda_devices=1, reserved_gpu_ids=["0"]) is None

@@ -5,7 +5,7 @@ import re
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[2]
-STEP_FILES = ["driver/train.py", "driver/step.py", "actors/rollout.py", "actors/verifier.py", "actors/learner.py",
+STEP_FILES = ["driver/train.py", "driver/step.py", "actors/rollout/rollout_worker.py", "actors/verifier/verifier_pool.py", "actors/learner/learner.py",
               "actors/weight_sync/coordinator.py"]
 SYNC_PARTS = {"actors/weight_sync/object_store.py", "actors/weight_sync/engine_update.py"}  # stage 6's transport
 LIFECYCLE = {"cfg", "fleet", "collector", "extra_rows", "record_step", "should_evaluate", "evaluate", "checkpoint",
@@ -57,3 +57,36 @@ def test_the_step_module_imports_no_other_stage_code():
     own = {m for m in imported if m.split(".")[0] in ("actors", "core", "driver", "tiny_recipe", "cluster")}
     assert own == {"core.packing", "core.algo", "core.algo.metrics", "core.estimators", "core.records",
                    "driver.curriculum", "driver.failure", "driver.sync_check"}
+
+
+def _repository_imports(path: str) -> set:
+    """The repository files `path` imports (lazy imports inside functions included) or names as a dotted string for
+    another library to load (vLLM's worker extension), as paths."""
+    found = set()
+    for node in ast.walk(_tree(path)):
+        if isinstance(node, ast.Constant) and isinstance(node.value, str) and re.fullmatch(r"[\w.]+", node.value):
+            names = [node.value.rsplit(".", 1)[0]]
+        elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+            names = [f"{node.module}.{alias.name}" for alias in node.names] + [node.module]
+        elif isinstance(node, ast.Import):
+            names = [alias.name for alias in node.names]
+        else:
+            continue
+        found |= {f"{name.replace('.', '/')}.py" for name in names if (REPO / f"{name.replace('.', '/')}.py").is_file()}
+    return found
+
+
+def test_the_readmes_list_of_the_files_a_step_opens_names_only_files_the_step_reaches():
+    """README's paragraph on one step's code: the six files in order, then what following their calls opens; every
+    file it names exists and is imported, directly or through others, by the six."""
+    text = (REPO / "README.md").read_text()
+    paragraph = text[text.index("One step's code"):text.index("The embedded tiny model's own pieces")]
+    named = re.findall(r"(?:core|driver|actors)/[\w/]+\.py", paragraph)
+    assert named[:len(STEP_FILES)] == STEP_FILES
+    reached, todo = set(), list(STEP_FILES)
+    while todo:
+        path = todo.pop()
+        if path not in reached:
+            reached.add(path)
+            todo += sorted(_repository_imports(path) - reached)
+    assert not set(named) - reached, set(named) - reached

@@ -71,7 +71,7 @@ STEP = '''
 # one learner step on the folder, then its export
 import random
 
-from actors.learner import Learner
+from actors.learner.learner import Learner
 from core.packing import count_loss_tokens
 from core.net import free_port
 from core.records import TrainSequence

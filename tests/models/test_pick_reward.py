@@ -23,7 +23,7 @@ def test_the_pick_reward_blends_the_final_and_the_pick_and_zero_weight_is_the_se
 
 
 def test_the_pick_then_point_form_credits_its_pick_only_with_a_weight():
-    from actors.response_forms import FreeText
+    from actors.rollout.response_forms import FreeText
     from tiny_recipe.pick_point import PickThenPoint
 
     text = "Pick: #1\n3 + 4 = 7\nAnswer: 7 #0"

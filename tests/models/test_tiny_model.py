@@ -173,8 +173,8 @@ def test_the_registry_hands_each_model_folder_its_response_form(tmp_path, corpus
     model was built for."""
     import dataclasses
 
-    from actors.forced_judgment import ForcedJudgment
-    from actors.response_forms import FreeText
+    from actors.rollout.forced_judgment import ForcedJudgment
+    from actors.rollout.response_forms import FreeText
     from core.config import RolloutConfig, TrainConfig
     from driver.models.hooks import KIND_HOOKS
     from tiny_recipe.model import FOLDER_HOOKS

@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 import torch
 
-from actors.solutions import code_program, stated_answer
+from actors.verifier.solutions import code_program, stated_answer
 from core import estimators
 from core.config import AlgorithmConfig, DataConfig, load_config
 from core.records import Rollout, RolloutGroup, SolveTask
@@ -201,7 +201,7 @@ def test_a_code_solution_is_its_program():
 def test_the_verifier_scores_a_generators_solutions(tmp_path):
     """The real verifier pool (math-verify in its worker processes; no Ray): each solution's stated answer is
     checked; one that states none is a parse failure worth 0 (trained on, not dropped as a verifier failure)."""
-    from actors.verifier import VerifierPool
+    from actors.verifier.verifier_pool import VerifierPool
     from core.config import VerifierConfig
 
     pool = VerifierPool(VerifierConfig())

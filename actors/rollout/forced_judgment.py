@@ -24,7 +24,7 @@ from collections import Counter
 from dataclasses import dataclass, field
 from typing import Optional
 
-from actors.response_forms import ResponseForm
+from actors.rollout.response_forms import ResponseForm
 from core.algo.genselect import parse_judgment
 from core.chat import ANSWER_PREFIX, answer_prefix
 from core.records import Rollout, RolloutGroup

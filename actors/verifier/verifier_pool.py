@@ -10,11 +10,11 @@ or program is verified, and its reward is that verdict (`_score_solutions`).
 
 * math: math-verify (`parse` + `verify`, gold = `task.reference`) in worker processes: its timeouts use
   `signal.alarm`, which raises outside a process's main thread -- in a threaded or async Ray actor it would
-  fail or, swallowed, silently score 0. See `actors.math_check`.
+  fail or, swallowed, silently score 0. See `actors.verifier.math_check`.
 * code: the sandbox (`sandbox.pool.SandboxPool`), started at construction when `domains` names "code", else at
   the first code task; a missing backend raises `SandboxUnavailable` with the reason, never a silent fallback.
 * `verifier.reward_function` (a user's `fn(problem, candidate, response, label, **extra)`, core/user_functions.py):
-  scores every parsed selection in place of both, in its own worker processes (`actors.user_reward`), once per
+  scores every parsed selection in place of both, in its own worker processes (`actors.verifier.user_reward`), once per
   distinct (candidate, response) of a call; parse failures score 0 as they do without it.
 
 Every verification runs under the deadline `cfg.timeout_s`. A hang past it scores 0 with status "timeout" and
@@ -36,14 +36,14 @@ from collections import Counter, OrderedDict
 from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Any, Callable, Optional, Sequence
 
-from actors.math_check import (ERROR, OK, TIMEOUT, ProcessPool, Verdict, check_answer, math_timeout, run_check,
+from actors.verifier.math_check import (ERROR, OK, TIMEOUT, ProcessPool, Verdict, check_answer, math_timeout, run_check,
                                warm_up)
 from core.algo.genselect import ParseStatus, parse_judgment, selection_reward
 from core.config import VerifierConfig
 from core.records import Rollout, SelectionTask, SolveTask
-from actors.code_check import Check, check_program, start_sandbox
-from actors.solutions import code_program, stated_answer
-from actors.user_reward import RewardFunction
+from actors.verifier.code_check import Check, check_program, start_sandbox
+from actors.verifier.solutions import code_program, stated_answer
+from actors.verifier.user_reward import RewardFunction
 
 log = logging.getLogger(__name__)
 
@@ -77,12 +77,12 @@ class VerifierPool:
         domains: domains whose backends start at construction ("math" starts the worker processes, "code"
             the sandbox and its start-up check); the others start at their first task.
         check_fn: math check run in the worker processes, `fn(answer, reference, timeout_s) -> Verdict`; a
-            picklable top-level function (default `actors.math_check.check_answer`; tests inject others).
+            picklable top-level function (default `actors.verifier.math_check.check_answer`; tests inject others).
         context: multiprocessing start method of the worker processes ("forkserver" or "spawn").
         queue_size: verifications that may wait beyond the in-flight ones before submission blocks.
         cache_size: verdicts kept (least recently used are evicted).
         math_memory_mb: address-space cap of each math worker process (None: no cap).
-        response_form: the rollout workers' form (actors/response_forms.py), handed in by the run: a form whose
+        response_form: the rollout workers' form (actors/rollout/response_forms.py), handed in by the run: a form whose
             reward reads more than the final judgment (`credits_candidates`: the tiny recipe's pick-then-point with
             `tiny.pick_reward`) names the other candidates to check (`credited_candidates`) and combines their
             scores with the selection reward (`credit`); None: the selection reward alone.
@@ -220,7 +220,7 @@ class VerifierPool:
 
     def _score_solutions(self, task: SolveTask, rollouts: list[Rollout]) -> list[Rollout]:
         """A generator's solutions (`task=generator`): each response's stated final answer (math,
-        `actors.solutions.stated_answer`) or program (code, `actors.solutions.code_program`) is verified, each
+        `actors.verifier.solutions.stated_answer`) or program (code, `actors.verifier.solutions.code_program`) is verified, each
         distinct one once; the reward is its score (math: 1/0; code: 1 when every test passes, or the pass
         fraction with `reward=partial`). A math solution that states no answer scores 0 with status
         `parse_failure` (`parse_status` "no_answer"): the policy's mistake, trained on as a wrong answer."""
@@ -340,7 +340,7 @@ class VerifierPool:
     def _math_pool(self) -> ProcessPool:
         with self._start_lock:
             if self._math is None:
-                preload = ["actors.math_check", "sandbox.math_answer", "math_verify"]
+                preload = ["actors.verifier.math_check", "sandbox.math_answer", "math_verify"]
                 if self._check_fn.__module__ not in (*preload, "__main__"):
                     preload.append(self._check_fn.__module__)  # imported before the deadline starts
                 self._math = ProcessPool(self.cfg.processes_per_worker, context=self._context, preload=preload,

@@ -1,11 +1,11 @@
 """A program checked against its tests in the sandbox (sandbox/): the code half of the verifier pool
-(actors/verifier.py; the math half: actors/math_check.py)."""
+(actors/verifier/verifier_pool.py; the math half: actors/verifier/math_check.py)."""
 from __future__ import annotations
 
 import logging
 from typing import Any, NamedTuple
 
-from actors.math_check import ERROR, OK, TIMEOUT, Verdict
+from actors.verifier.math_check import ERROR, OK, TIMEOUT, Verdict
 from core.config import VerifierConfig
 
 log = logging.getLogger(__name__)

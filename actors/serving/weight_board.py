@@ -1,7 +1,7 @@
 """The weight board: the policy version every serving replica should serve, and where its weights are.
 
 A small named Ray actor (namespace `genselect`). The trainer's weight sync (`serve.live`) and the admin reload
-publish to it; every replica of actors/serving.py long-polls it and loads what is newer (docs/serving.md).
+publish to it; every replica of actors/serving/selector_server.py long-polls it and loads what is newer (docs/serving.md).
 """
 from __future__ import annotations
 
@@ -65,7 +65,7 @@ def read_model_weights(path: str) -> dict:
     """A model folder's safetensors weights as name -> numpy array (bf16 as marked uint16, unwidened)."""
     from safetensors.torch import load_file
 
-    from actors.checkpoint_io import to_numpy
+    from actors.learner.checkpoint_io import to_numpy
 
     files = sorted(Path(path).glob("*.safetensors"))
     if not files:

@@ -5,9 +5,9 @@ and the same class can back a Ray Serve deployment. Every public method except `
 coroutine, so as a Ray actor it is an async actor and many `generate` calls run concurrently on one
 engine (continuous batching).
 
-Policy versions and the admission gate: actors/engine_gate.py (a request runs entirely on the version it was
+Policy versions and the admission gate: actors/rollout/engine_gate.py (a request runs entirely on the version it was
 admitted under). Response forms (how one task's G rollouts are sampled; free text or one index token by default, a
-model's own form handed in by the launcher): actors/response_forms.py. Weight updates: the worker holds the engine's
+model's own form handed in by the launcher): actors/rollout/response_forms.py. Weight updates: the worker holds the engine's
 update protocol (actors/weight_sync/engine_update.py) and a receiver per weight transport it loads from
 (actors/weight_sync/: object_store.py, broadcast.py, ipc.py); its Ray-callable update methods hand each call to them.
 
@@ -35,10 +35,10 @@ import weakref
 from pathlib import Path
 from typing import Optional
 
-from actors.engine_env import CPU_EXECUTOR, configure_cpu_env, engine_backends, on_cpu
-from actors.engine_gate import TokenGate, VersionGate
+from actors.rollout.engine_env import CPU_EXECUTOR, configure_cpu_env, engine_backends, on_cpu
+from actors.rollout.engine_gate import TokenGate, VersionGate
 from actors.faults import maybe_crash
-from actors.response_forms import FreeText, generate_group
+from actors.rollout.response_forms import FreeText, generate_group
 from actors.weight_sync.broadcast import BroadcastReceiver
 from actors.weight_sync.engine_update import EngineUpdate
 from actors.weight_sync.ipc import IpcReceiver
@@ -88,7 +88,7 @@ class RolloutWorker(VersionGate):
     def __init__(self, cfg, model_path: str, dtype: str = "float32", seed: int = 0,
                  worker_index: int = 0, weight_sync=None, response_form=None):
         """cfg: RolloutConfig. weight_sync: WeightSyncConfig (bucket size); default WeightSyncConfig().
-        response_form: how a selection task's G rollouts are sampled (actors/response_forms.py); default FreeText."""
+        response_form: how a selection task's G rollouts are sampled (actors/rollout/response_forms.py); default FreeText."""
         configure_cpu_env(cfg)
         from transformers import AutoTokenizer
         from vllm.engine.arg_utils import AsyncEngineArgs

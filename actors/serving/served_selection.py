@@ -1,4 +1,4 @@
-"""/v1/select on one serving replica (actors/serving.py): the knockout and the round robin of
+"""/v1/select on one serving replica (actors/serving/selector_server.py): the knockout and the round robin of
 core/algo/selection.py (the procedures the held-out evaluation runs) over the replica's RolloutWorker, with the
 GenSelect prompt builder and `Judgment:` parser of core/algo/genselect.py. `server` is the replica: its `worker`,
 settings `s`, prompt `style` (as the served model was trained) and `counters`.
@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import time
 
-from actors.select_request import RequestError
+from actors.serving.select_request import RequestError
 from core.algo.genselect import build_prompt, parse_judgment
 from core.algo.knockout import DoesNotFit, both_orders_pick, both_orders_scores, majority
 from core.algo.round_robin import all_pairs
@@ -22,7 +22,7 @@ def prompt_fits(server, problem: str, candidates: list, group: list) -> bool:
 
 
 async def select(server, req: dict) -> dict:
-    """A parsed /v1/select request (actors/select_request.py `parse_select`) on `server`: a knockout of groups of
+    """A parsed /v1/select request (actors/serving/select_request.py `parse_select`) on `server`: a knockout of groups of
     at most `window` candidates (`core.algo.selection.knockout`), or a round robin of pairs; 413 when a group does
     not fit the prompt budget, 422 when the request needs index log-probs a free-text model has none of."""
     check_index_logprobs(server.worker, req)

@@ -1,8 +1,8 @@
-"""The policy's forward pass and the per-micro-batch losses of the learner (actors/learner.py).
+"""The policy's forward pass and the per-micro-batch losses of the learner (actors/learner/learner.py).
 
 `_PolicyLogprobs` wraps a Hugging Face causal LM: per-token log-probs of the response tokens of a packed micro-batch
 (core/packing.py), at `logits / temperature` as the engine sampled them, with the last layer computed at the target
-positions only and a packed block layout for attention (actors/packed_attention.py). `micro_batch_loss` is the DAPO
+positions only and a packed block layout for attention (actors/learner/packed_attention.py). `micro_batch_loss` is the DAPO
 term of one micro-batch (arXiv 2503.14476 eq. 12, clip-higher, token-level mean over the whole batch; truncated
 importance weights against a proximal policy where configured); `anchor_loss` the likelihood term of anchor tokens.
 """
@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import torch
 
-from actors import packed_attention
+from actors.learner import packed_attention
 from core.algo.dapo import clipped_policy_loss, token_level_mean, truncated_is_weights
 
 # decoder layers that are exactly: x + attn(input_layernorm(x)), then h + mlp(post_attention_layernorm(h))
@@ -28,7 +28,7 @@ class _PolicyLogprobs(torch.nn.Module):
 
     The LM head runs only at the N target positions (GenSelect prompts are ~90% of the tokens).
     Inputs: input_ids, position_ids (rows, width); attention_mask: the micro-batch's BlockLayout (block
-    attention, actors/packed_attention.py) or a (rows, 1, width, width) bool mask (SDPA; the reference);
+    attention, actors/learner/packed_attention.py) or a (rows, 1, width, width) bool mask (SDPA; the reference);
     target_index, target_ids (N,); optional allowed_ids (N, K), -1 padded (see core.packing.MicroBatch):
     then each distribution is the softmax over those ids only, as the constrained sampler drew from it.
     Returns two (N,) fp32 tensors: log pi(target) (with grad) and the entropy of the predictive

@@ -1,4 +1,4 @@
-"""The engine's policy version and its admission gate (a mixin of actors/rollout.py's RolloutWorker).
+"""The engine's policy version and its admission gate (a mixin of actors/rollout/rollout_worker.py's RolloutWorker).
 
 `self.version` is the version of the weights in the engine. Every request passes an admission gate; `pause()` closes
 the gate and waits until no admitted request is left in the engine, so a weight update never happens while a request

@@ -15,7 +15,7 @@ from __future__ import annotations
 import sys
 from functools import partial
 
-from actors.math_check import ERROR, OK, ProcessPool, Verdict
+from actors.verifier.math_check import ERROR, OK, ProcessPool, Verdict
 from core.plugins import call_by_path, load_cached
 from core.records import Rollout, SelectionTask
 from core.user_functions import REWARD_FUNCTION, as_score
@@ -23,7 +23,7 @@ from core.user_functions import REWARD_FUNCTION, as_score
 
 def stored_label(problem: str, candidate: str, response: str, label: float, **extra) -> float:
     """The dataset's label of the named candidate as its score (`verifier.reward_function:
-    actors.user_reward:stored_label`)."""
+    actors.verifier.user_reward:stored_label`)."""
     return float(label)
 
 

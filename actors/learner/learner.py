@@ -17,7 +17,7 @@ split. A test checks that 2 ranks on a split batch give the same weights as 1 ra
 
 Every rank runs the same number of forward/backward passes (ZeRO-3 gathers weights in the forward, ZeRO-2
 reduces gradients in the backward): a rank with fewer packed micro-batches runs zero-weight dummies. The forward pass
-and the per-micro-batch losses: actors/policy_forward.py.
+and the per-micro-batch losses: actors/learner/policy_forward.py.
 
 Weight sync: the learner holds the sending side of each weight transport it is asked to send through
 (actors/weight_sync/: broadcast.py's `BroadcastSender`, ipc.py's `IpcSender`; the object store needs only
@@ -36,12 +36,12 @@ import deepspeed
 import numpy as np
 import torch
 
-from actors import checkpoint_io as cio
+from actors.learner import checkpoint_io as cio
 from actors.faults import maybe_crash
-from actors.process_group import join_process_group
+from actors.learner.process_group import join_process_group
 from core.packing import (count_anchor_tokens, count_loss_tokens, count_sequences, dummy_micro_batch,
                             pack_sequences, split_mini_batches, unpack_per_sequence)
-from actors.policy_forward import _PolicyLogprobs, anchor_loss, enable_gradient_checkpointing, micro_batch_loss
+from actors.learner.policy_forward import _PolicyLogprobs, anchor_loss, enable_gradient_checkpointing, micro_batch_loss
 from actors.weight_sync.broadcast import BroadcastSender
 from actors.weight_sync.ipc import IpcSender
 from core.algo.schedules import lr_multiplier

@@ -8,7 +8,7 @@ brings its own form without the actors knowing it. A form uses the worker throug
 its private state.
 
 The verifier pool holds the same form and asks it how a response's reward reads more than its final judgment
-(`credited_candidates`, `credit`; actors/verifier.py): a form that makes a decision before the final one (the tiny
+(`credited_candidates`, `credit`; actors/verifier/verifier_pool.py): a form that makes a decision before the final one (the tiny
 recipe's pick) credits it there, so no general code carries a setting of one form.
 
 * `FreeText` (every model, and the default): one request of G samples. A model with a chat template writes free
@@ -28,7 +28,7 @@ from core.records import Rollout, RolloutGroup, SelectionTask, SolveTask
 
 
 class FormWorker(Protocol):
-    """What a response form may use of the rollout worker that runs it (actors/rollout.py's RolloutWorker)."""
+    """What a response form may use of the rollout worker that runs it (actors/rollout/rollout_worker.py's RolloutWorker)."""
 
     #: the engine's tokenizer (a transformers tokenizer)
     tokenizer: Any

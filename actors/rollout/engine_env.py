@@ -1,13 +1,13 @@
-"""The vLLM engine's process environment and backends: what a rollout engine (actors/rollout.py) sets before it
+"""The vLLM engine's process environment and backends: what a rollout engine (actors/rollout/rollout_worker.py) sets before it
 starts, since vLLM's processes read it when they start."""
 from __future__ import annotations
 
 import logging
 import os
 
-from actors.vllm_plugin import OWNER_ENV
+from actors.rollout.vllm_plugin import OWNER_ENV
 
-log = logging.getLogger("actors.rollout")
+log = logging.getLogger("actors.rollout.rollout_worker")
 
 # vLLM executor on CPU. Its CPU default ("mp") runs the model in a worker process beside the engine core
 # process; "uni" runs it inside the engine core (one process fewer): an engine starts in 15-19 s instead of
@@ -37,7 +37,7 @@ def configure_cpu_env(cfg) -> None:
     # SIGKILLs) it after this grace period: 1 s instead of 5. The core, given SHUTDOWN_TIMEOUT_S,
     # still tears down and unlinks its shared memory afterwards (checked by test_rollout).
     os.environ.setdefault("VLLM_WORKER_SHUTDOWN_TIMEOUT_SECONDS", "1")
-    # the engine's processes die with this one, even when it is SIGKILLed (actors/vllm_plugin.py)
+    # the engine's processes die with this one, even when it is SIGKILLed (actors/rollout/vllm_plugin.py)
     os.environ[OWNER_ENV] = str(os.getpid())
     if on_cpu() and cfg.enforce_eager:
         # vLLM still torch.compiles two sampler helpers (token ranks of the returned log-probs, random sampling):

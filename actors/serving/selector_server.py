@@ -1,21 +1,21 @@
 """The selection service's replica: an HTTP front (FastAPI) over the trainer's own `RolloutWorker`.
 
-One replica = one `RolloutWorker` (actors/rollout.py) in the replica's process: the same vLLM engine
+One replica = one `RolloutWorker` (actors/rollout/rollout_worker.py) in the replica's process: the same vLLM engine
 settings, chat formatting (core/chat.py, through `RolloutWorker.encode_prompt`), admission gate and
 weight-update path the trainer uses, with the GenSelect prompt builder and `Judgment:` parser of
 core/algo/genselect.py and the selection procedures of core/algo/selection.py (the ones the held-out evaluation
-runs; /v1/select's use of them: actors/served_selection.py). Nothing here re-implements them.
+runs; /v1/select's use of them: actors/serving/served_selection.py). Nothing here re-implements them.
 
 Endpoints (docs/serving.md has a curl example for each):
     POST /v1/select          problem + N candidates -> chosen index, votes, judgments, policy_version, rounds
     GET  /v1/models          OpenAI's model list: the served selector, its policy version and folder
-    POST /v1/completions     OpenAI completions, raw generation         } actors/openai_api.py (vLLM's own
+    POST /v1/completions     OpenAI completions, raw generation         } actors/serving/openai_api.py (vLLM's own
     POST /v1/chat/completions  OpenAI chat, the model's chat template   }   request and response types;
                                                                          }   stream=true: Server-Sent Events)
     GET  /healthz            replica health, policy version and model served
     POST /admin/reload       swap the weights of every replica to a model folder, without a restart
 
-Live weights. Every replica follows a `WeightBoard` (actors/weight_board.py, a small named Ray actor): the board
+Live weights. Every replica follows a `WeightBoard` (actors/serving/weight_board.py, a small named Ray actor): the board
 holds the latest (version, source) the service should serve, where a source is a model folder or an ObjectRef of
 exported arrays (the trainer's weight sync publishes each new policy version there). Each replica long-polls the
 board and loads a newer version through `RolloutWorker.update_weights_from_object_store`, which waits for the
@@ -23,7 +23,7 @@ requests in flight to finish on the old weights, loads, and resumes: no request 
 answer names the version it ran on. A replica started later (autoscaling, or Serve replacing a dead one) catches
 up from the board at start-up.
 
-Errors (validation: actors/select_request.py). Bad requests get a 4xx whose JSON body names the field: {"error":
+Errors (validation: actors/serving/select_request.py). Bad requests get a 4xx whose JSON body names the field: {"error":
 {"message", "field", "type"}} (400 malformed JSON, 404 a `model` not served here, 413 over a size limit, 422
 invalid field, 401 admin without the token); a request that outlives `request_timeout_s` gets 504; an engine
 failure 503. A stream (stream=true) is checked the same way before its 200; a failure after that is one
@@ -44,10 +44,12 @@ from typing import Optional
 from fastapi import FastAPI, Request
 from fastapi.responses import JSONResponse, Response, StreamingResponse
 
-from actors import openai_api, reasoning, served_selection
-from actors.select_request import (RequestError, SelectorSettings, _client_errors, _is_int, error_response,
+from actors.serving import openai_api
+from actors.serving import reasoning
+from actors.serving import served_selection
+from actors.serving.select_request import (RequestError, SelectorSettings, _client_errors, _is_int, error_response,
                                    parse_json, parse_select, stream_error, unreserved_gpu_error)
-from actors.weight_board import BOARD_NAMESPACE, check_same_shape, read_model_weights
+from actors.serving.weight_board import BOARD_NAMESPACE, check_same_shape, read_model_weights
 from core.algo.genselect import read_prompt_style
 
 log = logging.getLogger("genselect.serving")
@@ -56,7 +58,7 @@ log = logging.getLogger("genselect.serving")
 def server_error(counters: dict, error: Exception, what: str) -> tuple:
     """(status, field, message, type) of a failure on the server's side, counted in `counters["server_errors"]`: a
     timeout is 504, anything else 503 (logged as `what`, with its traceback)."""
-    from actors.rollout import RolloutTimeout
+    from actors.rollout.rollout_worker import RolloutTimeout
 
     counters["server_errors"] += 1
     if isinstance(error, (RolloutTimeout, asyncio.TimeoutError)):
@@ -87,7 +89,7 @@ class SelectorServer:
 
     def __init__(self, settings: SelectorSettings, worker=None):
         """worker: an already-built RolloutWorker (tests); default: a new one on `settings.model`."""
-        from actors.rollout import RolloutWorker
+        from actors.rollout.rollout_worker import RolloutWorker
 
         self.s = settings
         if worker is None:
@@ -291,7 +293,7 @@ class SelectorServer:
         except Exception as e:
             yield stream_error(*server_error(self.counters, e, "streamed request failed"))
 
-    # ---- /v1/select (actors/served_selection.py) ------------------------------------------------------
+    # ---- /v1/select (actors/serving/served_selection.py) ------------------------------------------------------
     async def _select(self, body: bytes) -> dict:
         req = await asyncio.to_thread(parse_select, body, self.s)
         self.counters["select"] += 1
