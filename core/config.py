@@ -17,7 +17,7 @@ from omegaconf.errors import OmegaConfBaseException
 
 from core import overrides as overrides_grammar
 from core.config_model import DataConfig, ModelConfig
-from core import estimators
+from core import estimators, rewards
 from core.config_rules import ConfigError, check, resolve, resolve_ratio_reference
 from core.config_schema import (AlgorithmConfig, ClusterConfig, CurriculumConfig, LearnerConfig, LoggingConfig,
                                 RolloutConfig, ServeConfig, TrainConfig, VerifierConfig, WeightSyncConfig)
@@ -47,16 +47,16 @@ def load_config(name_or_path: str = "default", overrides: Optional[list] = None)
         merged = schema
         for layer in layers:
             _refuse_moved_keys(OmegaConf.to_container(layer), f"config {name_or_path!r}")
-            _refuse_old_estimator_keys(OmegaConf.to_container(layer), f"config {name_or_path!r}")
-            merged = OmegaConf.merge(_restart_estimator(merged, _estimator_named(layer)), layer)
+            _refuse_old_section_keys(OmegaConf.to_container(layer), f"config {name_or_path!r}")
+            merged = OmegaConf.merge(_restart_sections(merged, _sections_named(layer)), layer)
         parsed = [overrides_grammar.parse(item) for item in overrides or []]
         for item in parsed:
             _refuse_moved_keys(overrides_grammar.dotlist_tree(item), f"override {item.text!r}", item.key)
-            _refuse_old_estimator_keys(overrides_grammar.dotlist_tree(item), f"override {item.text!r}")
+            _refuse_old_section_keys(overrides_grammar.dotlist_tree(item), f"override {item.text!r}")
         file_keys = overrides_grammar.set_keys(layers)
         for item in parsed:
-            named = _estimator_named(overrides_grammar.dotlist_tree(item)) if item.op != "remove" else None
-            merged = overrides_grammar.apply(_restart_estimator(merged, named), schema, file_keys, item)
+            named = _sections_named(overrides_grammar.dotlist_tree(item)) if item.op != "remove" else {}
+            merged = overrides_grammar.apply(_restart_sections(merged, named), schema, file_keys, item)
         cfg = OmegaConf.to_object(merged)
     except OmegaConfBaseException as e:
         key = getattr(e, "full_key", None) or getattr(e, "key", None)
@@ -93,30 +93,43 @@ def _refuse_moved_keys(tree, where: str, key: str = "") -> None:
                           f"set {new}{suffix} instead")
 
 
-def _refuse_old_estimator_keys(tree, where: str) -> None:
+def _refuse_old_section_keys(tree, where: str) -> None:
     """ConfigError (one line, naming the new key) if `tree` (a YAML layer or an override as nested dicts) sets one of
-    the flat estimator keys that moved into `algorithm.advantage` (core/estimators.py)."""
-    old = estimators.old_keys_in(tree.get("algorithm") if isinstance(tree, dict) else None)
+    the old keys that moved into a section: the flat estimator keys (core/estimators.py), `verifier.reward` as a
+    string or `verifier.reward_function` (core/rewards.py)."""
+    tree = tree if isinstance(tree, dict) else {}
+    old = estimators.old_keys_in(tree.get("algorithm"))
     if old:
         raise ConfigError(f"{where}: {estimators.refusal(old[0])}")
+    old = rewards.old_keys_in(tree.get("verifier"))
+    if old:
+        raise ConfigError(f"{where}: {rewards.refusal(old[0])}")
 
 
-def _estimator_named(tree) -> Optional[str]:
-    """The estimator name a layer (or an override, as a tree) sets at `algorithm.advantage.name`, else None."""
-    section = OmegaConf.to_container(tree) if isinstance(tree, DictConfig) else tree
-    for part in ("algorithm", "advantage"):
-        section = section.get(part) if isinstance(section, dict) else None
-    name = section.get("name") if isinstance(section, dict) else None
-    return None if name is None else str(name)
+#: the sections `{name, ...params}` whose parameters belong to the name, as (section, key)
+SECTIONS = (("algorithm", "advantage"), ("verifier", "reward"))
 
 
-def _restart_estimator(merged: DictConfig, name: Optional[str]) -> DictConfig:
-    """`merged` with `algorithm.advantage` emptied to `{name}` when `name` names another estimator than it holds:
-    the parameters belong to the estimator (core/estimators.py)."""
-    if name is None or merged.algorithm.advantage.get("name") == name:
-        return merged
-    merged = merged.copy()
-    merged.algorithm.advantage = {"name": name}
+def _sections_named(tree) -> dict:
+    """{(section, key): name} of the SECTIONS whose `name` a layer (or an override, as a tree) sets."""
+    tree = OmegaConf.to_container(tree) if isinstance(tree, DictConfig) else tree
+    named = {}
+    for path in SECTIONS:
+        section = tree
+        for part in path:
+            section = section.get(part) if isinstance(section, dict) else None
+        if isinstance(section, dict) and section.get("name") is not None:
+            named[path] = str(section["name"])
+    return named
+
+
+def _restart_sections(merged: DictConfig, named: dict) -> DictConfig:
+    """`merged` with each section of `named` emptied to `{name}` when the name differs from the one it holds: the
+    parameters belong to the name (core/estimators.py, core/rewards.py)."""
+    for (part, key), name in named.items():
+        if merged[part][key].get("name") != name:
+            merged = merged.copy()
+            merged[part][key] = {"name": name}
     return merged
 
 
@@ -134,7 +147,7 @@ def from_yaml(text: str) -> TrainConfig:
     except that the user functions it names are not imported: they were checked when the run started, and reading its
     settings does not need them. A config written before the tiny recipe's keys moved under `tiny:` is read with
     them moved."""
-    tree = estimators.migrate(migrate_moved_keys(OmegaConf.to_container(OmegaConf.create(text))))
+    tree = rewards.migrate(estimators.migrate(migrate_moved_keys(OmegaConf.to_container(OmegaConf.create(text)))))
     merged = OmegaConf.merge(OmegaConf.structured(TrainConfig), OmegaConf.create(tree))
     cfg = OmegaConf.to_object(merged)
     check(cfg, user_code=False)
@@ -143,7 +156,8 @@ def from_yaml(text: str) -> TrainConfig:
 
 def describe(cls: type = TrainConfig, prefix: str = "") -> list:
     """(dotted key, default, help) for every field: what `--help` prints; the advantage section is followed by the
-    parameters of every registered estimator (core/estimators.py)."""
+    parameters of every registered estimator (core/estimators.py), the reward section by the registered rewards
+    (core/rewards.py)."""
     rows = []
     for f in dataclasses.fields(cls):
         key = f"{prefix}{f.name}"
@@ -154,6 +168,8 @@ def describe(cls: type = TrainConfig, prefix: str = "") -> list:
             rows.append((key, default, f.metadata.get("help", "")))
         if key == estimators.KEY:
             rows.extend(estimators.describe())
+        if key == rewards.KEY:
+            rows.extend(rewards.describe())
     return rows
 
 

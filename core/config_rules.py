@@ -6,6 +6,7 @@ from typing import Any
 
 from core.config_rules_tiny import TINY_CHOICES, tiny_rules
 from core.config_schema import TrainConfig
+from core.rewards import function_path, reward_name, reward_params, section_rules
 from core.weight_transports import check_transport
 
 
@@ -20,7 +21,6 @@ _CHOICES = {
     "data.source": ("procedural_math", "reasoning_gym", "humaneval", "file", "model"),
     "data.generator_problems": ("procedural_math", "reasoning_gym", "humaneval", "file"),
     "data.bad_rows": ("skip", "error"),
-    "verifier.reward": ("binary", "partial"),
     "verifier.sandbox_backend": ("bubblewrap", "docker"),
     "learner.zero_stage": (2, 3),
     "learner.lr_schedule": ("constant", "linear", "cosine"),
@@ -195,9 +195,9 @@ def _estimator_rules(cfg: TrainConfig, user_code: bool = True) -> list:
                       "overlong_penalty_factor=0 (the overlong penalty is negative)"))
     if name.startswith("bon_"):
         rules += [
-            (f"{key}.name", cfg.verifier.reward == "binary",
-             f"needs binary rewards, but verifier.reward={cfg.verifier.reward!r} gives fractional ones "
-             f"(use {key}.name=maxk for continuous rewards, or verifier.reward=binary)"),
+            (f"{key}.name", reward_name(cfg.verifier.reward) != "partial",
+             f"needs binary rewards, but verifier.reward.name='partial' gives fractional ones "
+             f"(use {key}.name=maxk for continuous rewards, or verifier.reward.name=binary)"),
             (f"{key}.name", a.overlong_filtering or a.overlong_penalty_factor == 0,
              "needs binary rewards: set algorithm.overlong_filtering=true or overlong_penalty_factor=0"),
             (f"{key}.n", p["n"] >= 1, "must be >= 1"),
@@ -233,7 +233,7 @@ def _generator_rules(cfg: TrainConfig) -> list:
         ("model.name", cfg.model.name != "tiny" or d.source == "procedural_math",
          "with task=generator builds the embedded generator, warm-started on the worked solutions of "
          "data.source=procedural_math (give a local model folder for other problem sources)"),
-        ("verifier.reward", cfg.verifier.reward == "binary" or d.source in ("humaneval", "file"),
+        ("verifier.reward.name", reward_name(cfg.verifier.reward) != "partial" or d.source in ("humaneval", "file"),
          f"'partial' is a unit-test pass fraction, but data.source={d.source!r} has math problems (use binary)"),
         ("eval_samples", cfg.eval_samples >= 2,
          "is K, the solutions sampled per held-out problem for pass@1..pass@K with task=generator: must be >= 2"),
@@ -250,20 +250,24 @@ def _user_function_rules(cfg: TrainConfig, user_code: bool = True) -> list:
     from core.plugins import PluginError
     from core.user_functions import LABEL_FUNCTION, RESPONSE_FORM, RESPONSE_FORMS, REWARD_FUNCTION
 
-    rules = []
+    rules = section_rules(cfg.verifier.reward)
+    if not all(ok for _, ok, _ in rules):
+        return rules
     own_form = cfg.rollout.response_form if cfg.rollout.response_form not in RESPONSE_FORMS else ""
-    for interface, path in ((REWARD_FUNCTION, cfg.verifier.reward_function), (LABEL_FUNCTION, cfg.data.label_function),
-                            (RESPONSE_FORM, own_form if ":" in own_form else "")):
+    reward_function = function_path(cfg.verifier.reward)
+    for interface, path, params in ((REWARD_FUNCTION, reward_function, tuple(reward_params(cfg.verifier.reward))),
+                                    (LABEL_FUNCTION, cfg.data.label_function, ()),
+                                    (RESPONSE_FORM, own_form if ":" in own_form else "", ())):
         if path and user_code:
             try:
-                interface.load(path)
+                interface.load(path, params)
             except PluginError as err:
                 rules.append((interface.key, False, err.reason))
-    if cfg.verifier.reward_function:
+    if reward_function:
         rules += [
-            ("verifier.reward_function", cfg.task == "selector",
-             "scores a selector's named candidate; task=generator's solutions are scored by the built-in verifiers "
-             "(leave it empty)"),
+            ("verifier.reward.name", cfg.task == "selector",
+             "a function scores a selector's named candidate; task=generator's solutions are scored by the built-in "
+             "verifiers (binary or partial)"),
         ]
     return rules
 

@@ -2,6 +2,8 @@
 its types, checked by `core.config_rules.check` with the system's rules (ConfigError naming the key)."""
 from __future__ import annotations
 
+from core.rewards import function_path
+
 # the warm-start target each tiny response needs
 _WARM_TARGET = {"solve_point": "pointer", "pick_point": "pick_point"}
 
@@ -38,7 +40,7 @@ def tiny_rules(cfg) -> list:
         ("tiny.pretrain.context_batch", pt.context_batch >= 1, "must be >= 1"),
         ("tiny.pretrain.context_lr", pt.context_lr > 0, "must be > 0"),
         ("tiny.pick_reward", 0.0 <= t.pick_reward <= 1.0, "must be in [0, 1]"),
-        ("verifier.reward_function", not cfg.verifier.reward_function or t.pick_reward == 0,
+        ("verifier.reward.name", not function_path(cfg.verifier.reward) or t.pick_reward == 0,
          f"replaces the built-in reward, which tiny.pick_reward={t.pick_reward} blends with the pick's: "
          f"set tiny.pick_reward=0"),
         ("tiny.pretrain.slipped_share", 0 <= pt.slipped_share < 1, "must be in [0, 1)"),

@@ -91,15 +91,16 @@ class VerifierConfig:
     processes_per_worker: int = _f(1, "math-verify worker processes per actor (concurrency limit).")
     timeout_s: float = _f(10.0, "Deadline for one verification; a timeout scores 0, is counted, "
                                     "and its group is dropped from training (not trained as a wrong answer).")
-    reward: str = _f("binary", "'binary' (1 if the chosen candidate is correct) or 'partial' "
-                               "(the chosen candidate's unit-test pass fraction; code only).")
+    reward: Dict[str, Any] = _f({"name": "binary"}, "The reward of a named candidate, one section: "
+                                "verifier.reward.name is 'binary' (1 if it is correct), 'partial' (its unit-test "
+                                "pass fraction; code only), 'stored_label' (the dataset's own label) or "
+                                "'package.module:function', your fn(problem, candidate, response, label, **extra, "
+                                "**params) -> score in [0, 1], run in worker processes under timeout_s; the "
+                                "section's other keys are its params (core/rewards.py, docs/verifier.md).")
     sandbox_backend: str = _f("bubblewrap", "Sandbox for code: 'bubblewrap' or 'docker'.")
     sandbox_timeout_s: float = _f(5.0, "Wall deadline for one sandboxed execution.")
     sandbox_memory_mb: int = _f(512, "Memory cap for one sandboxed execution.")
     num_cpus: float = _f(0.0, "CPUs reserved per verifier actor (0: shares cores; it is mostly idle).")
-    reward_function: str = _f("", "'' (the built-in verifiers) or 'package.module:function', your reward: "
-                                  "fn(problem, candidate, response, label, **extra) -> score in [0, 1] of the named "
-                                  "candidate, run in worker processes under timeout_s (docs/verifier.md).")
 
 
 @dataclass

@@ -15,7 +15,7 @@ from __future__ import annotations
 import importlib
 import inspect
 import sys
-from typing import Any, Callable
+from typing import Any, Callable, Optional
 
 Check = Callable[[Any], str]
 
@@ -34,9 +34,10 @@ def callable_check(obj: Any) -> str:
     return "" if callable(obj) else f"is a {type(obj).__name__}, not a callable"
 
 
-def takes_positional(n: int, names: tuple = ()) -> Check:
-    """A check: the object is callable with n positional arguments (`names` only label the message, e.g.
-    ("problem", "candidate", "answer")). A callable whose signature cannot be read (some builtins) passes."""
+def takes_positional(n: int, names: tuple = (), keywords: tuple = ()) -> Check:
+    """A check: the object is callable with n positional arguments and the keyword arguments `keywords` (a config
+    section's parameters); `names` only label the message, e.g. ("problem", "candidate", "answer"). A callable whose
+    signature cannot be read (some builtins) passes."""
     shown = f"({', '.join(names)})" if names else f"{n} positional arguments"
 
     def check(obj: Any) -> str:
@@ -48,9 +49,10 @@ def takes_positional(n: int, names: tuple = ()) -> Check:
         except (TypeError, ValueError):
             return ""
         try:
-            signature.bind(*range(n))
+            signature.bind(*range(n), **dict.fromkeys(keywords))
         except TypeError as err:
-            return f"cannot be called as fn{shown}: its signature is {signature} ({err})"
+            given = f"{shown[:-1]}, {', '.join(f'{k}=...' for k in keywords)})" if keywords else shown
+            return f"cannot be called as fn{given}: its signature is {signature} ({err})"
         return ""
 
     return check
@@ -116,11 +118,13 @@ def load_cached(path: str, kind: str, positional: int, search_path: tuple = ()) 
     return fn
 
 
-def call_by_path(path: str, kind: str, positional: int, args: tuple, extras: dict, search_path: tuple = ()) -> Any:
-    """`fn(*args, **the extras it accepts)` for the function `path` names (`load_cached`): what a worker process
-    runs when the caller hands it the path instead of the function."""
+def call_by_path(path: str, kind: str, positional: int, args: tuple, extras: dict, search_path: tuple = (),
+                 params: Optional[dict] = None) -> Any:
+    """`fn(*args, **the extras it accepts, **params)` for the function `path` names (`load_cached`): what a worker
+    process runs when the caller hands it the path instead of the function. `params` (a config section's
+    parameters) are always passed; they win over an extra of the same name."""
     fn = load_cached(path, kind, positional, search_path)
-    return fn(*args, **extra_kwargs(fn, args, extras))
+    return fn(*args, **{**extra_kwargs(fn, args, extras), **(params or {})})
 
 
 __all__ = ["PluginError", "load_object", "callable_check", "takes_positional", "extra_kwargs", "load_cached",

@@ -3,10 +3,10 @@ label function for data synthesis and a response form for the rollout workers. T
 where the config rules, the verifier (actors/verifier/verifier_pool.py), the labeller (driver/data/user_labels.py) and the model
 registry (driver/models/registry.py) all read them.
 
-* `verifier.reward_function`: `fn(problem, candidate, response, label, **extra) -> float`, the score of the
-  candidate a selector named, in [0, 1] (a bool counts as 1 or 0). `candidate` is that candidate's text,
-  `response` the selector's whole response, `label` the dataset's label of that candidate. Keywords it may take:
-  REWARD_EXTRAS.
+* `verifier.reward` (a section, core/rewards.py): `fn(problem, candidate, response, label, **extra, **params) ->
+  float`, the score of the candidate a selector named, in [0, 1] (a bool counts as 1 or 0), the reward as it is.
+  `candidate` is that candidate's text, `response` the selector's whole response, `label` the dataset's label of
+  that candidate, `params` the section's keys besides `name`. Keywords it may take: REWARD_EXTRAS.
 * `data.label_function`: `fn(problem, candidate, answer, **extra) -> bool | float`, the label of one candidate
   while a dataset is built: True / 1.0 correct, False / 0.0 wrong, a number in between a partial score; `answer`
   is the row's reference answer (code: its tests), "" when the row has none. Keywords it may take: LABEL_EXTRAS.
@@ -34,17 +34,18 @@ class Interface:
     positional: tuple
     extras: tuple
 
-    def check(self):
-        return takes_positional(len(self.positional), self.positional)
+    def check(self, params: tuple = ()):
+        return takes_positional(len(self.positional), self.positional, params)
 
-    def load(self, path: str) -> Any:
-        """The function `path` names; PluginError naming the key if it does not import or fit."""
-        return load_object(path, self.key, self.check())
+    def load(self, path: str, params: tuple = ()) -> Any:
+        """The function `path` names; PluginError naming the key if it does not import or does not take the
+        positional arguments and the keyword parameters `params` (a config section's)."""
+        return load_object(path, self.key, self.check(params))
 
 
 REWARD_EXTRAS = ("reference", "candidate_answer", "index", "num_candidates", "domain", "prompt_id", "problem_id",
                  "entry_point", "truncated")
-REWARD_FUNCTION = Interface("verifier.reward_function", ("problem", "candidate", "response", "label"), REWARD_EXTRAS)
+REWARD_FUNCTION = Interface("verifier.reward.name", ("problem", "candidate", "response", "label"), REWARD_EXTRAS)
 
 LABEL_EXTRAS = ("candidate_answer", "index", "domain", "problem_id", "entry_point")
 LABEL_FUNCTION = Interface("data.label_function", ("problem", "candidate", "answer"), LABEL_EXTRAS)

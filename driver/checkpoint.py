@@ -97,7 +97,7 @@ def check_compatible(folder: Path, cfg, train_prompt_ids) -> None:
     from omegaconf import OmegaConf
 
     from core.config import TrainConfig, to_yaml
-    from core import estimators
+    from core import estimators, rewards
     from core.config_tiny import migrate_moved_keys
 
     where = f"cannot resume from {folder}"
@@ -106,8 +106,8 @@ def check_compatible(folder: Path, cfg, train_prompt_ids) -> None:
         new = flatten(OmegaConf.to_container(OmegaConf.create(to_yaml(cfg))))
         # a key the checkpoint's config lacks was added since it was written: it ran with that key's default
         old = {**flatten(OmegaConf.to_container(OmegaConf.create(to_yaml(TrainConfig())))),
-               **flatten(estimators.migrate(migrate_moved_keys(OmegaConf.to_container(
-                   OmegaConf.load(Path(folder) / CONFIG)))))}
+               **flatten(rewards.migrate(estimators.migrate(migrate_moved_keys(OmegaConf.to_container(
+                   OmegaConf.load(Path(folder) / CONFIG))))))}
         for key in sorted(set(old) | set(new)):
             if key.startswith(RESUME_KEYS) and key not in _RESUME_IGNORED and old.get(key) != new.get(key):
                 raise IncompatibleCheckpoint(f"{where}: it was written with {key}={old.get(key)!r}, this run has "

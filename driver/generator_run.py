@@ -8,7 +8,7 @@ learner_step -> sync_weights); only what a task is differs:
   (the prompt of model-sampled candidates), with behaviour log-probs;
 * the verifier pool scores each solution itself (`VerifierPool._score_solutions`): math-verify on its stated
   final answer (1/0), the sandbox for a program (1 when every test passes, or the pass fraction with
-  `verifier.reward=partial`);
+  `verifier.reward.name=partial`);
 * the advantage is `algorithm.advantage` (its `name` and parameters): `grpo` (DAPO),
   `maxk` (max@k, arXiv 2510.23393; `off_policy` corrects stale samples with the sequence log-ratio of
   `driver.step.policy_logprobs` against the engine's behaviour log-probs), `bon_rlb` / `bon_rlb_p` (Chow et al.,
@@ -32,6 +32,7 @@ from typing import Optional
 
 import numpy as np
 
+from core.rewards import reward_name
 from driver.data.problem import DataError
 from driver.report import log_k_axis, summarize
 from driver.failure import RunFailed, how_to_continue
@@ -113,7 +114,7 @@ class GeneratorRun(Run):
             raise RunFailed(f"evaluation at step {step} failed ({type(err).__name__}: "
                             f"{str(err).splitlines()[0][:300]}); {how_to_continue(self.run_dir)}") from err
         answers = stated_answers(groups)
-        result = pass_metrics(groups, k, binary=self.cfg.verifier.reward == "binary", seed=self.cfg.seed,
+        result = pass_metrics(groups, k, binary=reward_name(self.cfg.verifier.reward) == "binary", seed=self.cfg.seed,
                               answers=answers)
         result["eval_s"] = time.time() - started
         write_eval_samples(groups, self.run_dir / "eval_samples" / f"step{step}.jsonl", answers=answers)

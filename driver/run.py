@@ -19,6 +19,7 @@ import numpy as np
 from actors.faults import maybe_crash
 from core.algo.genselect import write_prompt_style
 from core.config import to_yaml
+from core.rewards import function_path
 from driver import checkpoint as ckpt
 from driver.data.dataset import prompt_style
 from driver.failure import RunFailed
@@ -67,7 +68,7 @@ class Run:
                                 tiny_cfg=self.cfg.tiny)
         data = load_dataset(self.prepared.dataset_dir)
         self.train_tasks, self.heldout = data.train, data.heldout
-        check_rewardable(self.train_tasks, self.cfg.verifier.reward_function)  # before any actor starts
+        check_rewardable(self.train_tasks, function_path(self.cfg.verifier.reward))  # before any actor starts
         self.eval_tasks, self.test_tasks = split_heldout(self.heldout, self.cfg.eval_prompts,
                                                          self.cfg.eval_test_prompts)
         shortfall = missing_test_prompts(self.eval_tasks, self.test_tasks, self.cfg.eval_test_prompts)

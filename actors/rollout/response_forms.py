@@ -61,7 +61,7 @@ class ResponseForm:
     @property
     def credits_candidates(self) -> bool:
         """Whether the reward reads more than the final judgment (`credited_candidates`, `credit`); a user's
-        `verifier.reward_function`, which replaces the built-in reward, cannot be combined with such a form."""
+        a reward function (`verifier.reward.name`), which replaces the built-in reward, cannot be combined with such a form."""
         return False
 
     def credited_candidates(self, response_text: str, num_candidates: int) -> tuple:

@@ -1,7 +1,9 @@
-"""A user's reward function (`verifier.reward_function`, core/user_functions.py) run for the verifier pool.
+"""A reward function (`verifier.reward.name`, core/rewards.py; its interface: core/user_functions.py) run for the
+verifier pool.
 
-`RewardFunction(path, processes, timeout_s)` loads the function once in the calling process (a path that does not
-import or fit is refused there, with the key), then calls it in `processes` long-lived worker processes
+`RewardFunction(path, processes, timeout_s, params=...)` loads the function once in the calling process (a path that
+does not import or does not take the section's `params` as keywords is refused there, with the key), then calls it,
+with the params, in `processes` long-lived worker processes
 (`sandbox.workers.ProcessPool`, no memory cap: the user's code may load what it likes) under a killable deadline:
 a call that hangs past `timeout_s` is a "timeout" verdict and its worker is replaced, a call that raises or returns
 something other than a bool or a number in [0, 1] is an "error" verdict, never a silent zero. The worker gets the
@@ -14,6 +16,7 @@ from __future__ import annotations
 
 import sys
 from functools import partial
+from typing import Optional
 
 from actors.verifier.math_check import ERROR, OK, ProcessPool, Verdict
 from core.plugins import call_by_path, load_cached
@@ -22,8 +25,7 @@ from core.user_functions import REWARD_FUNCTION, as_score
 
 
 def stored_label(problem: str, candidate: str, response: str, label: float, **extra) -> float:
-    """The dataset's label of the named candidate as its score (`verifier.reward_function:
-    actors.verifier.user_reward:stored_label`)."""
+    """The dataset's label of the named candidate as its score (`verifier.reward.name=stored_label`)."""
     return float(label)
 
 
@@ -40,8 +42,10 @@ def reward_args(task: SelectionTask, index: int, rollout: Rollout) -> tuple:
 class RewardFunction:
     """The user's reward function in worker processes; see the module docstring."""
 
-    def __init__(self, path: str, processes: int, timeout_s: float, context: str = "forkserver"):
-        REWARD_FUNCTION.load(path)  # PluginError naming verifier.reward_function, before any worker starts
+    def __init__(self, path: str, processes: int, timeout_s: float, context: str = "forkserver",
+                 params: Optional[dict] = None):
+        self.params = dict(params or {})
+        REWARD_FUNCTION.load(path, tuple(self.params))  # PluginError naming verifier.reward.name, before any worker
         self.path, self.timeout_s = path, timeout_s
         self._search_path = tuple(sys.path)
         self._pool = ProcessPool(processes, context=context, preload=["core.plugins"], memory_mb=None,
@@ -52,7 +56,7 @@ class RewardFunction:
         """(Verdict, seconds) of the named candidate `index` for `rollout`; never raises."""
         args, extras = reward_args(task, index, rollout)
         outcome = self._pool.run(call_by_path, (self.path, REWARD_FUNCTION.key, len(REWARD_FUNCTION.positional),
-                                                args, extras, self._search_path), self.timeout_s)
+                                                args, extras, self._search_path, self.params), self.timeout_s)
         if outcome.status != OK:
             return Verdict(0.0, outcome.status, f"{self.path}: {outcome.value}"), outcome.seconds
         try:

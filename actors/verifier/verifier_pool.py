@@ -13,9 +13,10 @@ or program is verified, and its reward is that verdict (`_score_solutions`).
   fail or, swallowed, silently score 0. See `actors.verifier.math_check`.
 * code: the sandbox (`sandbox.pool.SandboxPool`), started at construction when `domains` names "code", else at
   the first code task; a missing backend raises `SandboxUnavailable` with the reason, never a silent fallback.
-* `verifier.reward_function` (a user's `fn(problem, candidate, response, label, **extra)`, core/user_functions.py):
-  scores every parsed selection in place of both, in its own worker processes (`actors.verifier.user_reward`), once per
-  distinct (candidate, response) of a call; parse failures score 0 as they do without it.
+* a function named by `verifier.reward.name` (a user's `fn(problem, candidate, response, label, **extra,
+  **params)`, or `stored_label`; core/rewards.py): scores every parsed selection in place of both, in its own worker
+  processes (`actors.verifier.user_reward`), once per distinct (candidate, response) of a call; its score is the
+  reward as it returns it; parse failures score 0 as they do without it.
 
 Every verification runs under the deadline `cfg.timeout_s`. A hang past it scores 0 with status "timeout" and
 its worker process is killed and replaced; an exception scores 0 with status "error". Both are counted in
@@ -41,6 +42,7 @@ from actors.verifier.math_check import (ERROR, OK, TIMEOUT, ProcessPool, Verdict
 from core.algo.genselect import ParseStatus, parse_judgment, selection_reward
 from core.config import VerifierConfig
 from core.records import Rollout, SelectionTask, SolveTask
+from core.rewards import function_path, reward_params, section_rules, selection_mode
 from actors.verifier.code_check import Check, check_program, start_sandbox
 from actors.verifier.solutions import code_program, stated_answer
 from actors.verifier.user_reward import RewardFunction
@@ -48,7 +50,6 @@ from actors.verifier.user_reward import RewardFunction
 log = logging.getLogger(__name__)
 
 DOMAINS = ("math", "code")
-REWARD_MODES = ("binary", "partial")
 PARSE_FAILURE = "parse_failure"
 NO_ANSWER = "no_answer"  # parse status of a generator's math solution that states no final answer
 _CACHED_STATUSES = (OK,)  # a timeout or error may be transient (a loaded machine, a crashed worker): retried
@@ -92,16 +93,18 @@ class VerifierPool:
                  check_fn: Optional[Callable[..., Verdict]] = None, context: str = "forkserver",
                  queue_size: int = 64, cache_size: int = 65536, math_memory_mb: Optional[int] = 2048,
                  response_form=None):
-        if cfg.reward not in REWARD_MODES:
-            raise ValueError(f"verifier.reward={cfg.reward!r} is not one of {list(REWARD_MODES)}")
+        failed = [f"{key} {message}" for key, ok, message in section_rules(cfg.reward) if not ok]
+        if failed:
+            raise ValueError(failed[0])
         if cfg.processes_per_worker < 1 or cfg.timeout_s <= 0:
             raise ValueError("verifier.processes_per_worker must be >= 1 and verifier.timeout_s > 0")
         unknown = sorted(set(domains) - set(DOMAINS))
         if unknown:
             raise ValueError(f"unknown domains {unknown}; expected a subset of {list(DOMAINS)}")
         self.credits = response_form if response_form is not None and response_form.credits_candidates else None
-        if cfg.reward_function and self.credits is not None:
-            raise ValueError(f"verifier.reward_function replaces the built-in reward, which the response form "
+        self.reward_path, self.reward_mode = function_path(cfg.reward), selection_mode(cfg.reward)
+        if self.reward_path and self.credits is not None:
+            raise ValueError(f"verifier.reward.name={self.reward_path!r} replaces the built-in reward, which the response form "
                              f"{response_form!r} credits beyond the final judgment: use a form that does not")
         self.cfg = cfg
         self._check_fn = check_fn or check_answer
@@ -122,11 +125,12 @@ class VerifierPool:
         self._replaced_seen = 0
         self._closed = False
         self._reward_fn: Optional[RewardFunction] = None
-        if cfg.reward_function:  # PluginError (a ValueError naming the key) for a path that does not fit
-            self._reward_fn = RewardFunction(cfg.reward_function, cfg.processes_per_worker, cfg.timeout_s, context)
+        if self.reward_path:  # PluginError (a ValueError naming the key) for a path that does not fit
+            self._reward_fn = RewardFunction(self.reward_path, cfg.processes_per_worker, cfg.timeout_s, context,
+                                             params=reward_params(cfg.reward))
         elif "math" in domains:
             self._math_pool()
-        if "code" in domains and not cfg.reward_function:
+        if "code" in domains and not self.reward_path:
             self._sandbox_pool()
 
     # -- public API ------------------------------------------------------------------------------------
@@ -186,7 +190,7 @@ class VerifierPool:
         return rollouts
 
     def _score_by_function(self, task: SelectionTask, rollouts: list[Rollout]) -> list[Rollout]:
-        """Rewards from `verifier.reward_function`: a parse failure scores 0 as without it; the named candidate of
+        """Rewards from the function `verifier.reward.name` names: a parse failure scores 0 as without it; the named candidate of
         every other rollout is scored by the function, each distinct (candidate, response) of this call once (the
         others count as cache hits). No verdict is kept across calls: a score may depend on the response."""
         judgments = [parse_judgment(r.response_text, task.num_candidates, r.truncated) for r in rollouts]
@@ -259,7 +263,7 @@ class VerifierPool:
     def _solution_reward(self, verdict: Verdict) -> float:
         if verdict.status != OK:
             return 0.0
-        return verdict.score if self.cfg.reward == "partial" else float(verdict.score >= 1.0)
+        return verdict.score if self.reward_mode == "partial" else float(verdict.score >= 1.0)
 
     def score_groups(self, groups: list) -> list:
         """Score every RolloutGroup of one generation call; `extras["verify_s"]` gets each group's wall time.
@@ -435,7 +439,7 @@ class VerifierPool:
             return 0.0
         scores = [0.0] * task.num_candidates
         scores[judgment.index] = verdict.score
-        return selection_reward(judgment, scores, self.cfg.reward)
+        return selection_reward(judgment, scores, self.reward_mode)
 
 
 __all__ = ["VerifierPool", "start_sandbox", "check_program", "DOMAINS", "PARSE_FAILURE", "NO_ANSWER"]

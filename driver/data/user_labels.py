@@ -8,7 +8,7 @@ function (`data.label_function`, core/user_functions.py).
   one that raises or returns something other than a bool or a number in [0, 1] (None included) an "error"; either
   leaves the candidate unlabelled (counted, with examples, under "label_function"), as a verifier's would.
 * `check_rewardable`: training tasks without a reference (rows labelled by the file or the function alone) need
-  `verifier.reward_function` to be scored; refused before any actor starts otherwise.
+  a reward function (`verifier.reward.name`) to be scored; refused before any actor starts otherwise.
 """
 from __future__ import annotations
 
@@ -94,15 +94,15 @@ def label_with_function(problems: list, path: str, processes: int = 2, stats: La
 
 def check_rewardable(tasks: list, reward_function: str) -> None:
     """DataError (one line) when a training task has no reference answer (or tests) to verify a selection against
-    and no `verifier.reward_function` scores it instead."""
+    and no reward function (`verifier.reward.name`) scores it instead."""
     if reward_function:
         return
     bare = [t for t in tasks if not str(t.reference).strip()]
     if bare:
         raise DataError(f"{len(bare)} training prompts (e.g. {bare[0].prompt_id}) have no reference answer or tests: "
                         f"their labels came from the file or data.label_function, and the built-in verifiers have "
-                        f"nothing to check a selection against; set verifier.reward_function (e.g. "
-                        f"actors.verifier.user_reward:stored_label, the dataset's label of the named candidate)")
+                        f"nothing to check a selection against; set verifier.reward.name (e.g. "
+                        f"stored_label, the dataset's label of the named candidate)")
 
 
 __all__ = ["record_file_labels", "label_with_function", "label_function_identity", "check_rewardable", "FILE_LABELS",

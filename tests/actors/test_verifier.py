@@ -204,8 +204,10 @@ def test_reward_follows_the_parsed_judgment(math_pool, text):
 
 
 def test_config_validation_and_close():
-    with pytest.raises(ValueError, match="reward"):
-        VerifierPool(VerifierConfig(reward="dense"), domains=())
+    with pytest.raises(ValueError, match=r"verifier\.reward\.name is neither one of"):
+        VerifierPool(VerifierConfig(reward={"name": "dense"}), domains=())
+    with pytest.raises(ValueError, match=r"verifier\.reward\.k is a parameter, but verifier\.reward\.name='binary' takes none"):
+        VerifierPool(VerifierConfig(reward={"name": "binary", "k": 2}), domains=())
     with pytest.raises(ValueError, match="domains"):
         VerifierPool(VerifierConfig(), domains=("chess",))
     pool = VerifierPool(VerifierConfig(), domains=())
@@ -237,10 +239,10 @@ def code_pools():
     from sandbox.backends.base import SandboxUnavailable
     cfg = dict(timeout_s=10.0, sandbox_timeout_s=4.0, processes_per_worker=2)
     try:
-        partial = VerifierPool(VerifierConfig(reward="partial", **cfg), domains=("code",))
+        partial = VerifierPool(VerifierConfig(reward={"name": "partial"}, **cfg), domains=("code",))
     except SandboxUnavailable as e:
         pytest.skip(f"sandbox unavailable on this machine: {e}")
-    binary = VerifierPool(VerifierConfig(reward="binary", **cfg), domains=())  # sandbox starts at first use
+    binary = VerifierPool(VerifierConfig(reward={"name": "binary"}, **cfg), domains=())  # sandbox starts at first use
     yield partial, binary
     partial.close()
     binary.close()

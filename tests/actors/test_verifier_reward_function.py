@@ -1,4 +1,4 @@
-"""verifier.reward_function: a user's reward scores the named candidate in the verifier pool, in killable worker
+"""verifier.reward.name=package.module:function: a user's reward scores the named candidate in the verifier pool, in killable worker
 processes; parse failures, hangs, exceptions and bad return values are counted verdicts, never silent zeros."""
 import sys
 import textwrap
@@ -19,8 +19,9 @@ ROOT = Path(__file__).resolve().parents[2]
 EXAMPLE = '''
     import time
 
-    def score(problem, candidate, response, label, *, reference="", **extra):
-        """1.0 when the named candidate's last line states the reference, 0.5 when the response hedges."""
+    def score(problem, candidate, response, label, *, reference="", hedged=1.0, **extra):
+        """1.0 when the named candidate's last line states the reference, `hedged` (a parameter of the config's
+        section) when the response hedges."""
         if "HANG" in candidate:
             time.sleep(600)
         if "RAISE" in candidate:
@@ -28,7 +29,10 @@ EXAMPLE = '''
         if "BAD" in candidate:
             return "yes"
         right = candidate.strip().splitlines()[-1].endswith(reference)
-        return (0.5 if "maybe" in response else 1.0) if right else 0.0
+        return (hedged if "maybe" in response else 1.0) if right else 0.0
+
+    def no_params(problem, candidate, response, label):
+        return 1.0
 '''
 
 
@@ -44,8 +48,8 @@ def example_path(tmp_path_factory):
 
 @pytest.fixture(scope="module")
 def pool(example_path):
-    pool = VerifierPool(VerifierConfig(processes_per_worker=1, timeout_s=3.0, reward="partial",
-                                       reward_function="judge_rewards:score"))
+    pool = VerifierPool(VerifierConfig(processes_per_worker=1, timeout_s=3.0,
+                                       reward={"name": "judge_rewards:score", "hedged": 0.5}))
     yield pool
     pool.close()
 
@@ -81,7 +85,7 @@ def test_the_named_candidate_is_scored_by_the_users_function(pool):
 def test_binary_reward_needs_a_full_score():
     task = make_task(["Answer: 12", "Answer: 13"])
     pool = VerifierPool.__new__(VerifierPool)
-    pool.cfg = VerifierConfig(reward="binary")
+    pool.reward_mode = "binary"
     from core.algo.genselect import parse_judgment
     from sandbox.math_answer import Verdict
 
@@ -114,17 +118,18 @@ def test_the_call_carries_the_documented_arguments():
 
 
 def test_a_path_that_does_not_fit_is_refused_at_construction(example_path):
-    with pytest.raises(PluginError, match=r"verifier\.reward_function='judge_rewards:nope'.*no attribute"):
-        VerifierPool(VerifierConfig(reward_function="judge_rewards:nope"))
+    with pytest.raises(PluginError, match=r"verifier\.reward\.name='judge_rewards:nope'.*no attribute"):
+        VerifierPool(VerifierConfig(reward={"name": "judge_rewards:nope"}))
+    with pytest.raises(PluginError, match=r"cannot be called as fn\(problem, candidate, response, label, strict=\.\.\.\)"):
+        VerifierPool(VerifierConfig(reward={"name": "judge_rewards:no_params", "strict": True}))
     from tiny_recipe.pick_point import PickThenPoint
 
     with pytest.raises(ValueError, match="credits beyond the final judgment"):
-        VerifierPool(VerifierConfig(reward_function="judge_rewards:score"), response_form=PickThenPoint(0.5))
+        VerifierPool(VerifierConfig(reward={"name": "judge_rewards:score"}), response_form=PickThenPoint(0.5))
 
 
 def test_stored_labels_as_the_reward():
-    pool = VerifierPool(VerifierConfig(processes_per_worker=1, reward_function="actors.verifier.user_reward:stored_label"),
-                        domains=())
+    pool = VerifierPool(VerifierConfig(processes_per_worker=1, reward={"name": "stored_label"}), domains=())
     try:
         task = make_task(["x", "y"], reference="", labels=(0.0, 1.0))
         assert [r.reward for r in pool.score(task, [rollout("Judgment: 1"), rollout("Judgment: 0")])] == [1.0, 0.0]
@@ -140,7 +145,7 @@ def test_in_a_ray_actor_the_users_module_is_loaded_from_the_python_path(example_
              runtime_env={"env_vars": {"PYTHONPATH": f"{ROOT}:{example_path}"}})
     try:
         actor = ray.remote(num_cpus=0)(VerifierPool).remote(
-            VerifierConfig(processes_per_worker=1, reward_function="judge_rewards:score"))
+            VerifierConfig(processes_per_worker=1, reward={"name": "judge_rewards:score"}))
         task = make_task(["6 + 6 = 12\nAnswer: 12", "Answer: 13"])
         scored = ray.get(actor.score.remote(task, [rollout("Judgment: 0"), rollout("Judgment: 1")]), timeout=120)
         assert [(r.reward, r.verifier_status) for r in scored] == [(1.0, "ok"), (0.0, "ok")]

@@ -126,10 +126,10 @@ BON_BINARY = ["algorithm.overlong_filtering=true"]
 
 
 @pytest.mark.parametrize("overrides, keys", [
-    (["algorithm.advantage.name=bon_rlb", "verifier.reward=partial", *BON_BINARY],
-     ["algorithm.advantage.name", "verifier.reward"]),
-    (["algorithm.advantage.name=bon_rlb_p", "verifier.reward=partial", *BON_BINARY],
-     ["algorithm.advantage.name", "verifier.reward"]),
+    (["algorithm.advantage.name=bon_rlb", "verifier.reward.name=partial", *BON_BINARY],
+     ["algorithm.advantage.name", "verifier.reward.name"]),
+    (["algorithm.advantage.name=bon_rlb_p", "verifier.reward.name=partial", *BON_BINARY],
+     ["algorithm.advantage.name", "verifier.reward.name"]),
     (["algorithm.advantage.name=maxk", "rollout.samples_per_prompt=4", "algorithm.advantage.k=4"],
      ["algorithm.advantage.k", "rollout.samples_per_prompt", "algorithm.advantage.baseline"]),
     (["algorithm.advantage.name=maxk", "rollout.samples_per_prompt=4", "algorithm.advantage.k=4",

@@ -28,7 +28,7 @@ def test_the_generator_config_loads_with_every_estimator():
     (["data.source=model", "data.generator=/x"], "data.source", "samples its own solutions"),
     (["data.source=humaneval"], "model.name", "procedural_math"),
     (["data.generator=/some/folder"], "data.generator", "model.name"),
-    (["verifier.reward=partial"], "verifier.reward", "math problems"),
+    (["verifier.reward.name=partial"], "verifier.reward.name", "math problems"),
     (["eval_samples=1"], "eval_samples", "K"),
     (["rollout.samples_per_prompt=1"], "rollout.samples_per_prompt", ">= 2"),
     (["curriculum.enabled=true"], "curriculum.enabled", "task=generator"),
@@ -49,10 +49,10 @@ def test_incompatible_generator_settings_are_refused(overrides, key, words):
 def test_bon_rlb_on_partial_code_rewards_is_refused(tmp_path):
     folder = _model_folder(tmp_path / "gen")
     with pytest.raises(ConfigError, match=r"algorithm\.advantage\.name.*binary rewards.*partial"):
-        load_config("generator", ["data.source=humaneval", f"model.name={folder}", "verifier.reward=partial",
+        load_config("generator", ["data.source=humaneval", f"model.name={folder}", "verifier.reward.name=partial",
                                   "algorithm.advantage.name=bon_rlb", "algorithm.overlong_filtering=true"])
     # max@k takes the pass fraction as it is
-    load_config("generator", ["data.source=humaneval", f"model.name={folder}", "verifier.reward=partial"])
+    load_config("generator", ["data.source=humaneval", f"model.name={folder}", "verifier.reward.name=partial"])
 
 
 def _model_folder(path, model_type="qwen3"):

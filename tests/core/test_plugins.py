@@ -40,7 +40,7 @@ def user_module(tmp_path, monkeypatch):
 
 
 def test_a_function_by_dotted_path_loads_and_fits(user_module):
-    fn = load_object("my_plugins.rewards:score", "verifier.reward_function", takes_positional(4))
+    fn = load_object("my_plugins.rewards:score", "verifier.reward.name", takes_positional(4))
     assert fn("p", "c", "r", 1) == 1.0
     assert load_object("my_plugins.rewards:Judge.rate", "data.label_function", takes_positional(3))(1, 2, 3)
 
@@ -56,11 +56,11 @@ def test_a_function_by_dotted_path_loads_and_fits(user_module):
 ])
 def test_a_path_that_does_not_fit_is_one_line_naming_the_key(user_module, path, reason):
     with pytest.raises(PluginError) as err:
-        load_object(path, "verifier.reward_function",
+        load_object(path, "verifier.reward.name",
                     takes_positional(4, ("problem", "candidate", "response", "label")))
     message = str(err.value)
-    assert message.startswith(f"verifier.reward_function={path!r}: ") and reason in message
-    assert "\n" not in message and err.value.key == "verifier.reward_function" and err.value.reason in message
+    assert message.startswith(f"verifier.reward.name={path!r}: ") and reason in message
+    assert "\n" not in message and err.value.key == "verifier.reward.name" and err.value.reason in message
 
 
 def test_the_default_check_wants_a_callable(user_module):

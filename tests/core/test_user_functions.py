@@ -1,4 +1,4 @@
-"""The user functions a config names (verifier.reward_function, data.label_function): checked with the config, before
+"""The user functions a config names (verifier.reward.name, data.label_function): checked with the config, before
 anything is built or started, one line naming the key; their results read as scores in [0, 1]."""
 import math
 import sys
@@ -27,19 +27,20 @@ def user_module(tmp_path, monkeypatch):
 
 
 def test_a_config_naming_user_functions_that_fit_loads(user_module):
-    cfg = load_config("selector", ["verifier.reward_function=team_rewards:score",
+    cfg = load_config("selector", ["verifier.reward.name=team_rewards:score",
                                    "data.label_function=team_rewards:judge"])
-    assert cfg.verifier.reward_function == "team_rewards:score" and cfg.data.label_function == "team_rewards:judge"
-    assert load_config("selector").verifier.reward_function == ""  # the built-in verifiers by default
+    assert cfg.verifier.reward == {"name": "team_rewards:score"} and cfg.data.label_function == "team_rewards:judge"
+    assert load_config("selector").verifier.reward == {"name": "binary"}  # the built-in verifiers by default
 
 
 @pytest.mark.parametrize("override, message", [
-    ("verifier.reward_function=team_rewards:missing",
-     "verifier.reward_function='team_rewards:missing' module 'team_rewards' has no attribute 'missing'"),
-    ("verifier.reward_function=no_such_team.rewards:score",
-     "verifier.reward_function='no_such_team.rewards:score' module 'no_such_team.rewards' does not import"),
-    ("verifier.reward_function=team_rewards.score", "expected 'package.module:attribute'"),
-    ("verifier.reward_function=team_rewards:judge", "cannot be called as fn(problem, candidate, response, label)"),
+    ("verifier.reward.name=team_rewards:missing",
+     "verifier.reward.name='team_rewards:missing' module 'team_rewards' has no attribute 'missing'"),
+    ("verifier.reward.name=no_such_team.rewards:score",
+     "verifier.reward.name='no_such_team.rewards:score' module 'no_such_team.rewards' does not import"),
+    ("verifier.reward.name=team_rewards.score", "is neither one of ['binary', 'partial', 'stored_label'] nor a "
+                                                "dotted path 'package.module:function'"),
+    ("verifier.reward.name=team_rewards:judge", "cannot be called as fn(problem, candidate, response, label)"),
     ("data.label_function=team_rewards:score", "data.label_function='team_rewards:score' cannot be called as "
                                                "fn(problem, candidate, answer)"),
 ])
@@ -50,16 +51,16 @@ def test_a_config_naming_a_function_that_does_not_fit_is_refused_in_one_line(use
 
 
 def test_the_reward_function_does_not_combine_with_a_pick_reward_or_a_generator(user_module):
-    with pytest.raises(ConfigError, match=r"verifier\.reward_function.*tiny\.pick_reward=0"):
-        load_config("default", ["verifier.reward_function=team_rewards:score", "tiny.pick_reward=0.5"])
-    with pytest.raises(ConfigError, match=r"verifier\.reward_function.*task=generator"):
-        load_config("generator", ["verifier.reward_function=team_rewards:score"])
+    with pytest.raises(ConfigError, match=r"verifier\.reward\.name.*tiny\.pick_reward=0"):
+        load_config("default", ["verifier.reward.name=team_rewards:score", "tiny.pick_reward=0.5"])
+    with pytest.raises(ConfigError, match=r"verifier\.reward\.name.*task=generator"):
+        load_config("generator", ["verifier.reward.name=team_rewards:score"])
 
 
 def test_the_interfaces_name_their_keys_and_arguments():
     assert REWARD_FUNCTION.positional == ("problem", "candidate", "response", "label")
     assert LABEL_FUNCTION.positional == ("problem", "candidate", "answer")
-    assert REWARD_FUNCTION.key == "verifier.reward_function" and LABEL_FUNCTION.key == "data.label_function"
+    assert REWARD_FUNCTION.key == "verifier.reward.name" and LABEL_FUNCTION.key == "data.label_function"
 
 
 @pytest.mark.parametrize("value, score", [(True, 1.0), (False, 0.0), (1, 1.0), (0, 0.0), (0.25, 0.25)])
@@ -78,9 +79,9 @@ def test_a_runs_config_read_back_does_not_import_its_user_functions(user_module)
     not be importable there."""
     from core.config import from_yaml, to_yaml
 
-    text = to_yaml(load_config("selector", ["verifier.reward_function=team_rewards:score"]))
+    text = to_yaml(load_config("selector", ["verifier.reward.name=team_rewards:score"]))
     gone = text.replace("team_rewards:score", "team_rewards_elsewhere:score")
-    assert from_yaml(gone).verifier.reward_function == "team_rewards_elsewhere:score"
+    assert from_yaml(gone).verifier.reward == {"name": "team_rewards_elsewhere:score"}
 
 
 FORM_EXAMPLE = '''
@@ -137,3 +138,39 @@ def test_the_response_form_is_one_key_a_name_or_a_path_and_judgment_forced_is_it
         load_config("selector", ["rollout.judgment=forced", "rollout.response_form=free_text",
                                  "rollout.reasoning_budget=8", "rollout.max_response_tokens=64",
                                  f"model.name={folder}"])
+
+
+PARAMS_EXAMPLE = '''
+    def hedged(problem, candidate, response, label, *, hedge_penalty=0.0, **extra):
+        return 1.0 - hedge_penalty if "maybe" in response else float(label)
+
+    def plain(problem, candidate, response, label):
+        return float(label)
+'''
+
+
+def test_the_reward_section_takes_a_functions_parameters_and_checks_them(user_module, tmp_path):
+    (tmp_path / "team_rewards.py").write_text(textwrap.dedent(EXAMPLE + PARAMS_EXAMPLE))
+    cfg = load_config("selector", ["verifier.reward.name=team_rewards:hedged", "verifier.reward.hedge_penalty=0.5"])
+    assert cfg.verifier.reward == {"name": "team_rewards:hedged", "hedge_penalty": 0.5}
+    with pytest.raises(ConfigError, match=r"cannot be called as fn\(problem, candidate, response, label, "
+                                          r"strict=\.\.\.\)"):
+        load_config("selector", ["verifier.reward.name=team_rewards:plain", "verifier.reward.strict=true"])
+    with pytest.raises(ConfigError, match=r"verifier\.reward\.k.*takes none"):
+        load_config("selector", ["verifier.reward.k=2"])
+    # naming another reward starts the section afresh: the function's parameter is not carried over
+    cfg = load_config("selector", ["verifier.reward.name=team_rewards:hedged", "verifier.reward.hedge_penalty=0.5",
+                                   "verifier.reward.name=stored_label"])
+    assert cfg.verifier.reward == {"name": "stored_label"}
+
+
+@pytest.mark.parametrize("override, new", [("verifier.reward=partial", "verifier.reward.name=partial"),
+                                           ("verifier.reward_function=team_rewards:score", "verifier.reward.name")])
+def test_the_old_reward_keys_are_refused_by_name_and_read_back_moved(user_module, override, new):
+    from core.config import from_yaml, to_yaml
+
+    with pytest.raises(ConfigError, match=new.replace(".", r"\.")):
+        load_config("selector", [override])
+    text = to_yaml(load_config("selector")).replace("  reward:\n    name: binary\n",
+                                                    "  reward: partial\n  reward_function: team_rewards:score\n")
+    assert from_yaml(text).verifier.reward == {"name": "team_rewards:score"}

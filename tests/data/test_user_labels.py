@@ -114,7 +114,7 @@ def test_a_file_with_its_own_labels_and_no_answers_builds_and_needs_a_reward_fun
         want = {f"yes {i}": float(i % 2 == 0), f"no {i}": float(i % 2 == 1), f"maybe {i}": 0.5}
         assert dict(zip(task.candidates, task.labels)) == {c: want[c] for c in task.candidates}
         assert task.reference == ""
-    with pytest.raises(DataError, match="no reference answer.*verifier.reward_function"):
+    with pytest.raises(DataError, match="no reference answer.*verifier.reward.name"):
         check_rewardable(data.train, "")
     check_rewardable(data.train, "actors.verifier.user_reward:stored_label")
 
