@@ -1,7 +1,7 @@
 """The verifier pool scoring a generator's code solutions (`task=generator`, `SolveTask` with tests): each
 solution's program (a completion of the prompt, or a ```python block defining the entry point) runs in the
-sandbox against the tests; the reward is the pass fraction with `reward=partial`, else 1 only when every test
-passes. Slow: it starts the real sandbox."""
+sandbox against the tests; the reward is the pass fraction with `verifier.reward.name=partial`, else 1 only when
+every test passes. Slow: it starts the real sandbox."""
 import pytest
 
 from actors.verifier.verifier_pool import VerifierPool
@@ -24,7 +24,7 @@ def test_a_generators_programs_are_run_against_the_tests(mode):
     from sandbox.backends.base import SandboxUnavailable
 
     try:
-        pool = VerifierPool(VerifierConfig(reward=mode, timeout_s=10.0, sandbox_timeout_s=4.0,
+        pool = VerifierPool(VerifierConfig(reward={"name": mode}, timeout_s=10.0, sandbox_timeout_s=4.0,
                                            processes_per_worker=2), domains=("code",))
     except SandboxUnavailable as e:
         pytest.skip(f"sandbox unavailable on this machine: {e}")
