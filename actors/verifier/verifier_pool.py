@@ -37,8 +37,8 @@ from collections import Counter, OrderedDict
 from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Any, Callable, Optional, Sequence
 
-from actors.verifier.math_check import (ERROR, OK, TIMEOUT, ProcessPool, Verdict, check_answer, math_timeout, run_check,
-                               warm_up)
+from actors.verifier.math_check import (ERROR, OK, TIMEOUT, ProcessPool, Verdict, check_answer, math_timeout,
+                                        run_check, warm_up)
 from core.algo.genselect import ParseStatus, parse_judgment, selection_reward
 from core.config import VerifierConfig
 from core.records import Rollout, SelectionTask, SolveTask
@@ -104,8 +104,9 @@ class VerifierPool:
         self.credits = response_form if response_form is not None and response_form.credits_candidates else None
         self.reward_path, self.reward_mode = function_path(cfg.reward), selection_mode(cfg.reward)
         if self.reward_path and self.credits is not None:
-            raise ValueError(f"verifier.reward.name={self.reward_path!r} replaces the built-in reward, which the response form "
-                             f"{response_form!r} credits beyond the final judgment: use a form that does not")
+            raise ValueError(f"verifier.reward.name={self.reward_path!r} replaces the built-in reward, which the "
+                             f"response form {response_form!r} credits beyond the final judgment: use a form that "
+                             f"does not")
         self.cfg = cfg
         self._check_fn = check_fn or check_answer
         self._context = context
@@ -190,9 +191,9 @@ class VerifierPool:
         return rollouts
 
     def _score_by_function(self, task: SelectionTask, rollouts: list[Rollout]) -> list[Rollout]:
-        """Rewards from the function `verifier.reward.name` names: a parse failure scores 0 as without it; the named candidate of
-        every other rollout is scored by the function, each distinct (candidate, response) of this call once (the
-        others count as cache hits). No verdict is kept across calls: a score may depend on the response."""
+        """Rewards from the function `verifier.reward.name` names: a parse failure scores 0 as without it; the named
+        candidate of every other rollout is scored by the function, each distinct (candidate, response) of this call
+        once (the others count as cache hits). No verdict is kept across calls: a score may depend on the response."""
         judgments = [parse_judgment(r.response_text, task.num_candidates, r.truncated) for r in rollouts]
         keys = [(j.index, r.response_text, r.truncated) if j.ok else None for r, j in zip(rollouts, judgments)]
         first: dict = {}

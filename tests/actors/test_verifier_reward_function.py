@@ -1,5 +1,6 @@
-"""verifier.reward.name=package.module:function: a user's reward scores the named candidate in the verifier pool, in killable worker
-processes; parse failures, hangs, exceptions and bad return values are counted verdicts, never silent zeros."""
+"""verifier.reward.name=package.module:function: a user's reward scores the named candidate in the verifier pool, in
+killable worker processes; parse failures, hangs, exceptions and bad return values are counted verdicts, never silent
+zeros."""
 import sys
 import textwrap
 import uuid
@@ -120,7 +121,8 @@ def test_the_call_carries_the_documented_arguments():
 def test_a_path_that_does_not_fit_is_refused_at_construction(example_path):
     with pytest.raises(PluginError, match=r"verifier\.reward\.name='judge_rewards:nope'.*no attribute"):
         VerifierPool(VerifierConfig(reward={"name": "judge_rewards:nope"}))
-    with pytest.raises(PluginError, match=r"cannot be called as fn\(problem, candidate, response, label, strict=\.\.\.\)"):
+    with pytest.raises(PluginError,
+                       match=r"cannot be called as fn\(problem, candidate, response, label, strict=\.\.\.\)"):
         VerifierPool(VerifierConfig(reward={"name": "judge_rewards:no_params", "strict": True}))
     from tiny_recipe.pick_point import PickThenPoint
 
