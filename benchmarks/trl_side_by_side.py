@@ -42,7 +42,7 @@ def ours(steps: int, budget: int, run_dir: Path) -> list:
     args = [sys.executable, "-m", "driver.train", "smollm2_procedural", f"run_dir={run_dir}", f"steps={steps}",
             "resume=never", "eval_every=0", "eval_prompts=2", "eval_test_prompts=0", "eval_without_cue=false",
             "eval_knockout_window=0", "checkpoint_every=0", "progress=false", "algorithm.dynamic_sampling=false",
-            f"rollout.reasoning_budget={budget - 8}", f"rollout.max_response_tokens={budget}",
+            f"rollout.response_form.reasoning_budget={budget - 8}", f"rollout.max_response_tokens={budget}",
             f"prompts_per_step={PROMPTS_PER_STEP}", f"rollout.samples_per_prompt={G}", "max_staleness=1",
             "weight_sync.check_every=0"]
     subprocess.run(args, cwd=ROOT, check=True)

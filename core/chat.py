@@ -15,9 +15,9 @@ from __future__ import annotations
 
 SEPARATOR = "\n\nResponse:\n"
 ANSWER_PREFIX = "Judgment: "
-# The most tokens a forced judgment (`rollout.judgment=forced`: a newline, `Judgment: ` and a two-digit index;
-# actors/rollout/forced_judgment.py) takes in the tokenizers met (prefix 3-5, index 1-3): `rollout.max_response_tokens` must
-# leave this much room after `rollout.reasoning_budget`.
+# The most tokens a forced judgment (`rollout.response_form.name=forced_judgment`: a newline, `Judgment: ` and a
+# two-digit index; actors/rollout/forced_judgment.py) takes in the tokenizers met (prefix 3-5, index 1-3):
+# `rollout.max_response_tokens` must leave this much room after `rollout.response_form.reasoning_budget`.
 FORCED_TOKENS_RESERVE = 8
 # What a response that picks first writes right after the prompt, before the pick's index and its worked solution
 # (`Pick: #3`; tiny.pretrain.pick_line). The pick comes first because an index sampled before the solution learns

@@ -17,7 +17,7 @@ from omegaconf.errors import OmegaConfBaseException
 
 from core import overrides as overrides_grammar
 from core.config_model import DataConfig, ModelConfig
-from core import estimators, rewards
+from core import estimators, label_functions, response_forms, rewards
 from core.config_rules import ConfigError, check, resolve, resolve_ratio_reference
 from core.config_schema import (AlgorithmConfig, ClusterConfig, CurriculumConfig, LearnerConfig, LoggingConfig,
                                 RolloutConfig, ServeConfig, TrainConfig, VerifierConfig, WeightSyncConfig)
@@ -96,18 +96,20 @@ def _refuse_moved_keys(tree, where: str, key: str = "") -> None:
 def _refuse_old_section_keys(tree, where: str) -> None:
     """ConfigError (one line, naming the new key) if `tree` (a YAML layer or an override as nested dicts) sets one of
     the old keys that moved into a section: the flat estimator keys (core/estimators.py), `verifier.reward` as a
-    string or `verifier.reward_function` (core/rewards.py)."""
+    string or `verifier.reward_function` (core/rewards.py), `rollout.judgment`, `rollout.reasoning_budget` or
+    `rollout.response_form` as a string (core/response_forms.py), `data.label_function` as a string
+    (core/label_functions.py)."""
     tree = tree if isinstance(tree, dict) else {}
-    old = estimators.old_keys_in(tree.get("algorithm"))
-    if old:
-        raise ConfigError(f"{where}: {estimators.refusal(old[0])}")
-    old = rewards.old_keys_in(tree.get("verifier"))
-    if old:
-        raise ConfigError(f"{where}: {rewards.refusal(old[0])}")
+    for module, part in ((estimators, "algorithm"), (rewards, "verifier"), (response_forms, "rollout"),
+                         (label_functions, "data")):
+        old = module.old_keys_in(tree.get(part))
+        if old:
+            raise ConfigError(f"{where}: {module.refusal(old[0])}")
 
 
 #: the sections `{name, ...params}` whose parameters belong to the name, as (section, key)
-SECTIONS = (("algorithm", "advantage"), ("verifier", "reward"))
+SECTIONS = (("algorithm", "advantage"), ("verifier", "reward"), ("rollout", "response_form"),
+            ("data", "label_function"))
 
 
 def _sections_named(tree) -> dict:
@@ -125,7 +127,8 @@ def _sections_named(tree) -> dict:
 
 def _restart_sections(merged: DictConfig, named: dict) -> DictConfig:
     """`merged` with each section of `named` emptied to `{name}` when the name differs from the one it holds: the
-    parameters belong to the name (core/estimators.py, core/rewards.py)."""
+    parameters belong to the name (core/estimators.py, core/rewards.py, core/response_forms.py,
+    core/label_functions.py)."""
     for (part, key), name in named.items():
         if merged[part][key].get("name") != name:
             merged = merged.copy()
@@ -146,8 +149,10 @@ def from_yaml(text: str) -> TrainConfig:
     """Inverse of to_yaml (a run folder's config.yaml, read by evaluation and serving), validated like load_config
     except that the user functions it names are not imported: they were checked when the run started, and reading its
     settings does not need them. A config written before the tiny recipe's keys moved under `tiny:` is read with
-    them moved."""
-    tree = rewards.migrate(estimators.migrate(migrate_moved_keys(OmegaConf.to_container(OmegaConf.create(text)))))
+    them moved, and one written before a key became a section `{name, ...params}` with it moved into the section."""
+    tree = migrate_moved_keys(OmegaConf.to_container(OmegaConf.create(text)))
+    for module in (estimators, rewards, response_forms, label_functions):
+        tree = module.migrate(tree)
     merged = OmegaConf.merge(OmegaConf.structured(TrainConfig), OmegaConf.create(tree))
     cfg = OmegaConf.to_object(merged)
     check(cfg, user_code=False)
@@ -157,7 +162,8 @@ def from_yaml(text: str) -> TrainConfig:
 def describe(cls: type = TrainConfig, prefix: str = "") -> list:
     """(dotted key, default, help) for every field: what `--help` prints; the advantage section is followed by the
     parameters of every registered estimator (core/estimators.py), the reward section by the registered rewards
-    (core/rewards.py)."""
+    (core/rewards.py), the response form section by the forms and their parameters (core/response_forms.py), the
+    label function section by its choices (core/label_functions.py)."""
     rows = []
     for f in dataclasses.fields(cls):
         key = f"{prefix}{f.name}"
@@ -168,8 +174,9 @@ def describe(cls: type = TrainConfig, prefix: str = "") -> list:
             rows.append((key, default, f.metadata.get("help", "")))
         if key == estimators.KEY:
             rows.extend(estimators.describe())
-        if key == rewards.KEY:
-            rows.extend(rewards.describe())
+        for section in (rewards, response_forms, label_functions):
+            if key == section.KEY:
+                rows.extend(section.describe())
     return rows
 
 

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import dataclasses
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Dict
 
 
 def _f(default: Any, help: str) -> Any:
@@ -72,8 +72,11 @@ class DataConfig:
     max_candidate_chars: int = _f(4000, "Candidates longer than this are dropped from a prompt (counted).")
     heldout_fraction: float = _f(0.2, "Fraction of problems (never prompts) held out for evaluation.")
     bad_rows: str = _f("skip", "Malformed input rows: 'skip' (reported and counted) or 'error' (stop).")
-    label_function: str = _f("", "'' (math-verify, the sandbox) or 'package.module:function', the label of each "
-                                 "candidate without one in the file: fn(problem, candidate, answer, **extra) -> bool "
-                                 "or a score in [0, 1] (docs/data.md).")
+    label_function: Dict[str, Any] = _f({"name": ""}, "The label of each candidate without one in the file, one "
+                                        "section: data.label_function.name is '' (math-verify, the sandbox) or "
+                                        "'package.module:function', your fn(problem, candidate, answer, **extra, "
+                                        "**params) -> bool or a score in [0, 1]; the section's other keys are its "
+                                        "params, checked before anything starts (core/label_functions.py, "
+                                        "docs/data.md).")
     seed: int = _f(0, "Seed for generation, shuffling and the train/held-out split.")
     out_dir: str = _f(".cache/datasets", "Where versioned selection datasets are written.")

@@ -6,7 +6,8 @@ from typing import Any
 
 from core.config_rules_tiny import TINY_CHOICES, tiny_rules
 from core.config_schema import TrainConfig
-from core.rewards import function_path, reward_name, reward_params, section_rules
+from core import label_functions, response_forms, rewards
+from core.rewards import reward_name
 from core.weight_transports import check_transport
 
 
@@ -26,34 +27,31 @@ _CHOICES = {
     "learner.lr_schedule": ("constant", "linear", "cosine"),
     "algorithm.ratio_reference": ("auto", "behaviour", "proximal"),
     "rollout.sync_mode": ("drain", "keep"),
-    "rollout.judgment": ("free", "forced"),
     "cluster.placement_strategy": ("PACK", "SPREAD", "STRICT_PACK", "STRICT_SPREAD"),
     **TINY_CHOICES,
 }
 
 
-def _judgment_rules(cfg: TrainConfig) -> list:
-    """`rollout.judgment=forced` and its budget (actors/rollout/forced_judgment.py)."""
+def _response_form_rules(cfg: TrainConfig) -> list:
+    """(key, ok, message) rules of `rollout.response_form` (core/response_forms.py): its name and a built-in form's
+    parameters; the forced judgment's budget (actors/rollout/forced_judgment.py) fits the response, and the form is
+    for a selector of a chat model."""
     from core.chat import FORCED_TOKENS_RESERVE
 
-    from core.user_functions import RESPONSE_FORMS, response_form_path
-
-    r = cfg.rollout
-    forced = response_form_path(r) == RESPONSE_FORMS["forced_judgment"]
-    return [
-        ("rollout.reasoning_budget", r.reasoning_budget >= 0, "must be >= 0 (0: the index right after the prompt)"),
-        ("rollout.reasoning_budget", not forced or r.reasoning_budget + FORCED_TOKENS_RESERVE <= r.max_response_tokens,
+    r, key = cfg.rollout, response_forms.KEY
+    rules = response_forms.section_rules(r.response_form)
+    if not all(ok for _, ok, _ in rules) or response_forms.form_name(r.response_form) != "forced_judgment":
+        return rules
+    budget = response_forms.form_params(r.response_form)["reasoning_budget"]
+    return rules + [
+        (f"{key}.reasoning_budget", budget >= 0, "must be >= 0 (0: the index right after the prompt)"),
+        (f"{key}.reasoning_budget", budget + FORCED_TOKENS_RESERVE <= r.max_response_tokens,
          f"plus {FORCED_TOKENS_RESERVE} tokens for the forced judgment must fit in rollout.max_response_tokens="
          f"{r.max_response_tokens}"),
-        ("rollout.judgment", not forced or cfg.model.name != "tiny",
-         "'forced' is for models that reason in free text (a chat template); the tiny model answers with the index "
-         "alone or through its own response forms"),
-        ("rollout.judgment", not forced or cfg.task == "selector", "'forced' applies to a selector (task=selector)"),
-        ("rollout.response_form", not r.response_form or r.response_form in RESPONSE_FORMS or ":" in r.response_form,
-         f"must be '' (the model's own form), one of {list(RESPONSE_FORMS)} or 'package.module:function'"),
-        ("rollout.response_form", r.judgment != "forced" or r.response_form in ("", "forced_judgment"),
-         f"names a form and rollout.judgment=forced another: set one (rollout.response_form=forced_judgment is "
-         f"rollout.judgment=forced)"),
+        (f"{key}.name", cfg.model.name != "tiny",
+         "'forced_judgment' is for models that reason in free text (a chat template); the tiny model answers with "
+         "the index alone or through its own response forms"),
+        (f"{key}.name", cfg.task == "selector", "'forced_judgment' applies to a selector (task=selector)"),
     ]
 
 
@@ -110,7 +108,7 @@ def check(cfg: TrainConfig, user_code: bool = True) -> None:
         ("rollout.max_response_tokens", r.max_response_tokens > a.overlong_buffer_len,
          "must exceed algorithm.overlong_buffer_len"),
         ("rollout.num_workers", r.num_workers >= 1, "must be >= 1"),
-        *_judgment_rules(cfg),
+        *_response_form_rules(cfg),
         ("rollout.min_decode_tokens_per_s", r.min_decode_tokens_per_s > 0, "must be > 0"),
         ("rollout.request_timeout_s", r.request_timeout_s >= 0, "must be >= 0 (0: derived)"),
         ("rollout.max_num_batched_tokens", r.max_num_batched_tokens >= 0, "must be >= 0 (0: vLLM's default)"),
@@ -248,16 +246,18 @@ def _user_function_rules(cfg: TrainConfig, user_code: bool = True) -> list:
     and fit its interface (with `user_code`), checked here, before anything is built or started; the reward function
     scores a selector's named candidate, so it does not combine with a pick's reward or with task=generator."""
     from core.plugins import PluginError
-    from core.user_functions import LABEL_FUNCTION, RESPONSE_FORM, RESPONSE_FORMS, REWARD_FUNCTION
+    from core.user_functions import LABEL_FUNCTION, RESPONSE_FORM, REWARD_FUNCTION
 
-    rules = section_rules(cfg.verifier.reward)
+    reward, label, form = cfg.verifier.reward, cfg.data.label_function, cfg.rollout.response_form
+    rules = rewards.section_rules(reward) + label_functions.section_rules(label)
     if not all(ok for _, ok, _ in rules):
         return rules
-    own_form = cfg.rollout.response_form if cfg.rollout.response_form not in RESPONSE_FORMS else ""
-    reward_function = function_path(cfg.verifier.reward)
-    for interface, path, params in ((REWARD_FUNCTION, reward_function, tuple(reward_params(cfg.verifier.reward))),
-                                    (LABEL_FUNCTION, cfg.data.label_function, ()),
-                                    (RESPONSE_FORM, own_form if ":" in own_form else "", ())):
+    own_form = response_forms.form_name(form) if response_forms.is_path(response_forms.form_name(form)) else ""
+    reward_function = rewards.function_path(reward)
+    for interface, path, params in (
+            (REWARD_FUNCTION, reward_function, tuple(rewards.reward_params(reward))),
+            (LABEL_FUNCTION, label_functions.label_name(label), tuple(label_functions.label_params(label))),
+            (RESPONSE_FORM, own_form, tuple(response_forms.form_params(form)) if own_form else ())):
         if path and user_code:
             try:
                 interface.load(path, params)
@@ -317,6 +317,7 @@ def resolve(cfg: TrainConfig) -> TrainConfig:
     from core.estimators import resolve_section
 
     cfg.algorithm.advantage = resolve_section(cfg.algorithm.advantage)
+    cfg.rollout.response_form = response_forms.resolve_section(cfg.rollout.response_form)
     cfg.weight_sync.timeout_s = sync_deadline_s(cfg)  # 0: derived from the generation limits; else kept
     return cfg
 
@@ -327,7 +328,9 @@ def _get(cfg: Any, dotted: str) -> Any:
 
     for part in dotted.split("."):
         if isinstance(cfg, dict):
-            cfg = (resolve_section(cfg) if cfg.get("name") in ESTIMATORS else cfg).get(part)
+            name = cfg.get("name")
+            cfg = (resolve_section(cfg) if name in ESTIMATORS else
+                   response_forms.resolve_section(cfg) if name in response_forms.FORMS else cfg).get(part)
         else:
             cfg = getattr(cfg, part)
     return cfg

@@ -13,7 +13,7 @@ from typing import Any, Dict, Optional
 
 from core.config_model import DataConfig, ModelConfig, _f
 from core.config_tiny import TinyRecipeConfig
-from core.user_functions import RESPONSE_FORMS
+from core.response_forms import FORMS
 from core.weight_transports import transports_help
 
 
@@ -40,22 +40,14 @@ class RolloutConfig:
                                      "'Judgment: ', core/chat.py), the response is one token sampled "
                                      "among the valid indices 0..N-1; the learner normalises over the same "
                                      "tokens. No effect on chat models, which reason before their judgment.")
-    judgment: str = _f("free", "How a selector's response ends. 'free': the model writes its reasoning and "
-                               "`Judgment: IDX` itself (a response without one is a parse failure, reward 0). "
-                               "'forced' (s1's budget forcing, arXiv 2501.19393): the model reasons up to "
-                               "rollout.reasoning_budget tokens, stopping early at its own judgment or end token; "
-                               "where it wrote none, the system appends `Judgment: ` and samples one index among "
-                               "the valid ones. The appended tokens carry no loss; the index trains. For models with "
-                               "a chat template; the same in training, evaluation, driver.bon and /v1/select.")
-    reasoning_budget: int = _f(0, "With rollout.judgment=forced: B, the most reasoning tokens before the judgment "
-                                  "is forced (0: the index right after the prompt). B plus 8 tokens for the forced "
-                                  "judgment must fit in rollout.max_response_tokens.")
-    response_form: str = _f("", "How a selector's rollouts are sampled (actors/rollout/response_forms.py), in training, "
-                                "evaluation, driver.bon and /v1/select: '' (default) the model's own form (the "
-                                "`response_form` hook its folder names), else as rollout.judgment says; or one of "
-                                f"{', '.join(RESPONSE_FORMS)} (forced_judgment is rollout.judgment=forced); or "
-                                "'package.module:function', your fn(model_dir, cfg) returning a ResponseForm, checked "
-                                "before any actor starts.")
+    response_form: Dict[str, Any] = _f({"name": ""}, "How a selector's rollouts are sampled (actors/rollout/"
+                                       "response_forms.py), in training, evaluation, driver.bon and /v1/select, "
+                                       "one section: rollout.response_form.name is '' (default: the model's own "
+                                       "form, the `response_form` hook its folder names, else free text), "
+                                       f"{' or '.join(FORMS)}, or 'package.module:function', your fn(model_dir, "
+                                       "cfg, **params) returning a ResponseForm; the section's other keys are the "
+                                       "form's params (forced_judgment: reasoning_budget), checked before any actor "
+                                       "starts (core/response_forms.py, docs/rollout.md).")
     max_num_seqs: int = _f(128, "Most sequences the engine batches at once.")
     max_num_batched_tokens: int = _f(0, "Most tokens the engine schedules in one step (vLLM's "
                                         "max_num_batched_tokens; 0: vLLM's default). Seeded candidate "

@@ -118,7 +118,7 @@ class Rollout:
     vocabulary): a response whose positions were sampled differently, such as free reasoning followed by a forced
     judgment's constrained index (actors/rollout/forced_judgment.py). None: `allowed_token_ids` holds for every position.
     `forced`: the response wrote no judgment of its own and the system appended `Judgment: ` before sampling the
-    index (`rollout.judgment=forced`); False for a judgment the model wrote.
+    index (`rollout.response_form.name=forced_judgment`); False for a judgment the model wrote.
     """
     prompt_id: str
     prompt_token_ids: list
@@ -136,7 +136,7 @@ class Rollout:
     loss_mask: Optional[list] = None  # per response token: 1 sampled (trained), 0 written otherwise; None: all 1
     anchor_mask: Optional[list] = None  # per response token: 1 = the model's own greedy text (see above)
     allowed_ids_by_token: Optional[list] = None  # per response token: the ids it was sampled among, None = any
-    forced: bool = False  # the system appended the judgment prefix (`rollout.judgment=forced`): not the model's own
+    forced: bool = False  # the system appended the judgment prefix (a forced judgment): not the model's own
 
     @property
     def verifier_failed(self) -> bool:

@@ -1,19 +1,20 @@
 """The user functions a config can name (core/plugins.py loads them): a reward function for the verifier pool, a
 label function for data synthesis and a response form for the rollout workers. Their interfaces are defined here,
-where the config rules, the verifier (actors/verifier/verifier_pool.py), the labeller (driver/data/user_labels.py) and the model
-registry (driver/models/registry.py) all read them.
+where the config rules, the verifier (actors/verifier/verifier_pool.py), the labeller (driver/data/user_labels.py)
+and the model registry (driver/models/registry.py) all read them.
 
 * `verifier.reward` (a section, core/rewards.py): `fn(problem, candidate, response, label, **extra, **params) ->
   float`, the score of the candidate a selector named, in [0, 1] (a bool counts as 1 or 0), the reward as it is.
   `candidate` is that candidate's text, `response` the selector's whole response, `label` the dataset's label of
   that candidate, `params` the section's keys besides `name`. Keywords it may take: REWARD_EXTRAS.
-* `data.label_function`: `fn(problem, candidate, answer, **extra) -> bool | float`, the label of one candidate
-  while a dataset is built: True / 1.0 correct, False / 0.0 wrong, a number in between a partial score; `answer`
-  is the row's reference answer (code: its tests), "" when the row has none. Keywords it may take: LABEL_EXTRAS.
-* `rollout.response_form`: a name of RESPONSE_FORMS or a path to `fn(model_dir, cfg) -> ResponseForm`
-  (actors/rollout/response_forms.py), the form every rollout worker and serving replica samples a selector's responses
-  with (`cfg`: the run's TrainConfig); '' (default): the model's own form (its `response_form` hook), else the
-  form `rollout.judgment` (the older key) names.
+* `data.label_function` (a section, core/label_functions.py): `fn(problem, candidate, answer, **extra, **params) ->
+  bool | float`, the label of one candidate while a dataset is built: True / 1.0 correct, False / 0.0 wrong, a
+  number in between a partial score; `answer` is the row's reference answer (code: its tests), "" when the row has
+  none; `params` the section's keys besides `name`. Keywords it may take: LABEL_EXTRAS.
+* `rollout.response_form` (a section, core/response_forms.py): a registered form or a path to `fn(model_dir, cfg,
+  **params) -> ResponseForm` (actors/rollout/response_forms.py), the form every rollout worker and serving replica
+  samples a selector's responses with (`cfg`: the run's TrainConfig; `params`: the section's keys besides `name`);
+  '' (default): the model's own form (its `response_form` hook).
 
 Pure: stdlib only.
 """
@@ -48,24 +49,10 @@ REWARD_EXTRAS = ("reference", "candidate_answer", "index", "num_candidates", "do
 REWARD_FUNCTION = Interface("verifier.reward.name", ("problem", "candidate", "response", "label"), REWARD_EXTRAS)
 
 LABEL_EXTRAS = ("candidate_answer", "index", "domain", "problem_id", "entry_point")
-LABEL_FUNCTION = Interface("data.label_function", ("problem", "candidate", "answer"), LABEL_EXTRAS)
+LABEL_FUNCTION = Interface("data.label_function.name", ("problem", "candidate", "answer"), LABEL_EXTRAS)
 
 
-RESPONSE_FORM = Interface("rollout.response_form", ("model_dir", "cfg"), ())
-
-#: the response forms `rollout.response_form` may name, each the path of its `fn(model_dir, cfg)` (strings: the
-#: config check imports nothing of actors/)
-RESPONSE_FORMS = {
-    "free_text": "actors.rollout.response_forms:free_text",
-    "forced_judgment": "actors.rollout.forced_judgment:ForcedJudgment.of",
-}
-
-
-def response_form_path(rollout) -> str:
-    """The path of the response form a RolloutConfig names: `rollout.response_form` (a name of RESPONSE_FORMS or a
-    path), else `forced_judgment`'s with `rollout.judgment=forced`; "" when it names none (the model's own)."""
-    chosen = rollout.response_form or ("forced_judgment" if rollout.judgment == "forced" else "")
-    return RESPONSE_FORMS.get(chosen, chosen)
+RESPONSE_FORM = Interface("rollout.response_form.name", ("model_dir", "cfg"), ())
 
 
 def as_score(value: Any) -> float:
@@ -81,4 +68,4 @@ def as_score(value: Any) -> float:
 
 
 __all__ = ["Interface", "REWARD_FUNCTION", "LABEL_FUNCTION", "REWARD_EXTRAS", "LABEL_EXTRAS", "RESPONSE_FORM",
-           "RESPONSE_FORMS", "response_form_path", "as_score"]
+           "as_score"]

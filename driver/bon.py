@@ -316,7 +316,7 @@ class LocalEngine:
 def selector_engine(selector: str, dtype: str = "float32", config: Optional[str] = None) -> LocalEngine:
     """The selector's LocalEngine (not started yet): the rollout settings of `config`, else of the run `selector`
     was exported from (driver.evaluate.rollout_settings), and its response form
-    (driver.models.registry.response_form: `rollout.judgment: forced` included)."""
+    (driver.models.registry.response_form: `rollout.response_form.name: forced_judgment` included)."""
     from driver.evaluate import rollout_settings, run_config
     from driver.models.registry import response_form
 

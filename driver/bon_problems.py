@@ -40,7 +40,8 @@ def benchmark_settings(path: str, generator: str = "", k: int = 16, temperature:
 
     return DataConfig(source="model" if generator else "file", generator=generator, generator_problems="file",
                       path=str(path), candidates_per_problem=k, generator_temperature=temperature,
-                      generator_max_tokens=max_tokens, seed=seed, bad_rows="error", label_function=label_function)
+                      generator_max_tokens=max_tokens, seed=seed, bad_rows="error",
+                      label_function={"name": label_function})
 
 
 def read_benchmark(cfg) -> list:
@@ -68,7 +69,7 @@ def sampling_cache(samples_path: Path, cfg) -> Path:
     identity; k, temperature, token budget, seed; not the labels), so other settings never reuse them."""
     from driver.data.generated import model_source_versions
 
-    what = {"versions": model_source_versions(dataclasses.replace(cfg, label_function="")),  # labels come later
+    what = {"versions": model_source_versions(dataclasses.replace(cfg, label_function={"name": ""})),  # labels later
             "k": cfg.candidates_per_problem,
             "temperature": cfg.generator_temperature, "max_tokens": cfg.generator_max_tokens, "seed": cfg.seed}
     key = hashlib.sha256(json.dumps(what, sort_keys=True).encode()).hexdigest()[:12]

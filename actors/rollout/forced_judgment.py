@@ -1,4 +1,5 @@
-"""The forced-judgment response form (`rollout.judgment=forced`): every response of any chat model ends in a judgment.
+"""The forced-judgment response form (`rollout.response_form.name=forced_judgment`): every response of any chat model
+ends in a judgment.
 
 Budget forcing as s1 does it (Muennighoff et al., arXiv 2501.19393, section 3.1: at the thinking budget, append the
 end-of-thinking delimiter and the answer prefix, and let the model answer), for a selector:
@@ -167,16 +168,16 @@ class ForcedJudgment(ResponseForm):
         return f"ForcedJudgment(reasoning_budget={self.reasoning_budget})"
 
     @classmethod
-    def of(cls, model_dir, cfg) -> "ForcedJudgment":
-        """`rollout.response_form=forced_judgment` (or `rollout.judgment=forced`): the run's
-        `rollout.reasoning_budget`."""
-        return cls(cfg.rollout.reasoning_budget if cfg is not None else 0)
+    def of(cls, model_dir, cfg, reasoning_budget: int = 0) -> "ForcedJudgment":
+        """`rollout.response_form.name=forced_judgment` (core/response_forms.py): the section's `reasoning_budget`,
+        handed in as a keyword by the registry."""
+        return cls(reasoning_budget)
 
     async def generate(self, worker, task, prompt_ids: list, params) -> RolloutGroup:
         if answer_prefix(worker.tokenizer):
-            raise ValueError("rollout.judgment=forced needs a model with a chat template (it reasons before its "
-                             "judgment); a model without one already answers with the index alone (rollout."
-                             "constrain_index)")
+            raise ValueError("rollout.response_form.name=forced_judgment needs a model with a chat template (it "
+                             "reasons before its judgment); a model without one already answers with the index alone "
+                             "(rollout.constrain_index)")
         eos = worker.tokenizer.eos_token_id
         index = IndexTokens.of(worker.tokenizer, task.num_candidates, eos if eos is not None else
                                (worker.end_ids or [None])[0])

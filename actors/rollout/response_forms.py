@@ -108,7 +108,7 @@ FREE_TEXT = FreeText()
 
 
 def free_text(model_dir, cfg) -> FreeText:
-    """`rollout.response_form=free_text` (core/user_functions.py): the general form, whatever the model's own."""
+    """`rollout.response_form.name=free_text` (core/response_forms.py): the general form, whatever the model's own."""
     return FreeText()
 
 

@@ -79,6 +79,7 @@ def bootstrap_ci(
 
 def unforced_rate(groups) -> dict:
     """{"unforced_judgment_rate": share of the groups' responses whose judgment the model wrote} where the response
-    form forces the rest (`rollout.judgment=forced`: the groups carry `forced_judgments`); {} otherwise."""
+    form forces the rest (`rollout.response_form.name=forced_judgment`: the groups carry `forced_judgments`); {}
+    otherwise."""
     rollouts = [r for g in groups if "forced_judgments" in g.extras for r in g.rollouts]
     return {"unforced_judgment_rate": sum(not r.forced for r in rollouts) / len(rollouts)} if rollouts else {}

@@ -28,6 +28,7 @@ from pathlib import Path
 from typing import Callable, Optional
 
 from core.algo.genselect import PromptStyle
+from core import label_functions
 from core.config import DataConfig, cache_key_settings
 from core.records import SelectionTask
 
@@ -81,6 +82,7 @@ def config_dict(cfg) -> dict:
     """A DataConfig or DatasetSettings (dataclass) as a plain dict, with the recipe's settings (their defaults where
     `cfg` has none) and without `out_dir` (where a dataset lives is not what it is)."""
     d = {**RECIPE_SETTINGS, **dataclasses.asdict(cfg)}
+    d["label_function"] = label_functions.cache_value(d.get("label_function") or {})  # as the plain key was written
     d = cache_key_settings(d, KEYS_ADDED_LATER)  # at their default they build what was built before them
     d.pop("out_dir", None)
     return d

@@ -9,6 +9,7 @@ actually verified and every candidate read is accounted for: read = correct + wr
 from __future__ import annotations
 
 from dataclasses import replace
+from typing import Optional
 
 from driver.data.problem import RawProblem
 from driver.data.user_labels import label_with_function, record_file_labels
@@ -16,9 +17,11 @@ from driver.data.verify import LabelStats, label_code, label_math
 
 
 def label_problems(problems: list, sandbox_cfg=None, processes: int = 2, timeout_s: float = 10.0,
-                   label_function: str = "", keep_unverified: bool = False) -> tuple:
+                   label_function: str = "", keep_unverified: bool = False,
+                   label_params: Optional[dict] = None) -> tuple:
     """(labeled problems without their unverified candidates, LabelStats). A problem whose file gave its labels
-    keeps them. The others: with `label_function` (a dotted path) the user's function labels each candidate; else
+    keeps them. The others: with `label_function` (a dotted path) the user's function labels each candidate, called
+    with the keyword parameters `label_params` (the `data.label_function` section's); else
     math: each candidate answer against the reference (`sandbox.math_answer.check_answer`); code: the unit-test
     pass fraction in the sandbox. `keep_unverified`: an unverified candidate stays, labelled 0.0 (still counted as
     a timeout or error), so every problem keeps all its candidates (Best-of-N over a fixed number of samples)."""
@@ -29,7 +32,7 @@ def label_problems(problems: list, sandbox_cfg=None, processes: int = 2, timeout
     code = [p for p in rest if p.domain == "code"]
     labels: dict = {}
     if label_function:
-        _scatter(rest, label_with_function(rest, label_function, processes, stats), labels)
+        _scatter(rest, label_with_function(rest, label_function, processes, stats, params=label_params), labels)
         math, code = [], []
     if math:
         pairs = [(a, p.reference) for p in math for a in p.candidate_answers]

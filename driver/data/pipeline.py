@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Callable, Optional, Protocol
 
 from core.algo.genselect import render_judgment
+from core.label_functions import label_name, label_params
 from driver.data import builder, dataset, generated, sources
 from driver.data.labeling import label_problems
 from driver.data.problem import DataError
@@ -85,7 +86,9 @@ def build_dataset(cfg, provider: TokenizerProvider, format_fn: Optional[Callable
            else sources.load_problems(cfg))
     _say(progress, f"{src.rows_read} rows: {len(src.problems)} problems, {src.bad_rows.count} bad rows, "
                    f"{src.rows_over_cap} over data.max_rows; labeling candidates")
-    labeled, label_stats = label_problems(src.problems, sandbox_cfg=sandbox_cfg, label_function=cfg.label_function)
+    labeled, label_stats = label_problems(src.problems, sandbox_cfg=sandbox_cfg,
+                                          label_function=label_name(cfg.label_function),
+                                          label_params=label_params(cfg.label_function))
     if "generator" in src.info:
         src.info["generator"]["pass_rates"] = generated.pass_rates(labeled, cfg.candidates_per_problem)
     stats = builder.BuildStats()

@@ -27,6 +27,7 @@ import random
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from core.label_functions import label_name
 from driver.data import procedural
 from driver.data.files import BadRows, read_problem_file
 from driver.data.problem import RawProblem
@@ -165,7 +166,7 @@ def load_file(cfg, problems_only: bool = False) -> SourceResult:
     row may leave out its reference answer (or tests)."""
     report = BadRows()
     problems = read_problem_file(cfg.path, cfg.bad_rows, report, problems_only=problems_only,
-                                 reference_required=not getattr(cfg, "label_function", ""))
+                                 reference_required=not label_name(getattr(cfg, "label_function", {})))
     over = max(0, len(problems) - cfg.max_rows) if cfg.max_rows > 0 else 0
     if over:
         log.warning("%s: data.max_rows=%d: using the first %d of %d valid rows, %d rows left out",
@@ -222,8 +223,8 @@ def source_versions(cfg) -> dict:
     if problems_from == "file" and Path(cfg.path).exists():
         st = Path(cfg.path).stat()
         versions["file"] = f"{Path(cfg.path).resolve()}:{st.st_size}:{int(st.st_mtime)}"
-    if getattr(cfg, "label_function", ""):
+    if label_name(getattr(cfg, "label_function", {})):
         from driver.data.user_labels import label_function_identity
 
-        versions["label_function"] = label_function_identity(cfg.label_function)
+        versions["label_function"] = label_function_identity(label_name(cfg.label_function))
     return versions

@@ -1,5 +1,5 @@
 """Labels that come from the user instead of the built-in verifiers: a file's `candidate_labels` column and a label
-function (`data.label_function`, core/user_functions.py).
+function (the `data.label_function` section, core/label_functions.py; its interface in core/user_functions.py).
 
 * `record_file_labels`: the labels a file gives are kept as they are and counted under the verifier
   "candidate_labels" (correct = 1.0, anything lower wrong), so `driver.synth` accounts for them beside the others.
@@ -50,16 +50,18 @@ def label_function_identity(path: str) -> str:
 
 
 def label_with_function(problems: list, path: str, processes: int = 2, stats: LabelStats | None = None,
-                        timeout_s: float = TIMEOUT_S) -> list:
+                        timeout_s: float = TIMEOUT_S, params: dict | None = None) -> list:
     """Labels of every candidate of `problems`, in order (problem by problem): the function's score, or None for a
-    call that timed out or failed (counted under "label_function" in `stats`, with the reason)."""
+    call that timed out or failed (counted under "label_function" in `stats`, with the reason). `params`: keyword
+    arguments every call gets (the `data.label_function` section's other keys)."""
     stats = stats if stats is not None else LabelStats()
     calls = [(p, i) for p in problems for i in range(len(p.candidates))]
     stats.checked += len(calls)
     stats.unique_pairs += len(calls)
     if not calls:
         return []
-    LABEL_FUNCTION.load(path)  # PluginError naming data.label_function, before any worker starts
+    params = dict(params or {})
+    LABEL_FUNCTION.load(path, tuple(params))  # PluginError naming data.label_function.name, before any worker starts
     search = tuple(sys.path)
     pool = ProcessPool(max(1, min(processes, len(calls))), preload=["core.plugins"], memory_mb=None,
                        warmup=partial(load_cached, path, LABEL_FUNCTION.key, len(LABEL_FUNCTION.positional), search))
@@ -69,7 +71,8 @@ def label_with_function(problems: list, path: str, processes: int = 2, stats: La
             args = (p.problem, p.candidates[i], p.reference)
             extras = {"candidate_answer": p.candidate_answers[i], "index": i, "domain": p.domain,
                       "problem_id": p.id, "entry_point": p.entry_point}
-            out = pool.run(call_by_path, (path, LABEL_FUNCTION.key, len(args), args, extras, search), timeout_s)
+            out = pool.run(call_by_path, (path, LABEL_FUNCTION.key, len(args), args, extras, search, params),
+                           timeout_s)
             if out.status != OK:
                 return None, out.status, str(out.value)
             try:

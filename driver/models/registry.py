@@ -110,26 +110,29 @@ def resolve_model(model_cfg, corpus_texts: Optional[list] = None, tiny_cfg: Opti
 
 def response_form(model_path, cfg=None):
     """The `ResponseForm` (actors/rollout/response_forms.py) rollout workers and serving replicas of the model at
-    `model_path` sample with, in the run config `cfg` (a TrainConfig; None: unknown, the defaults): the form
-    `rollout.response_form` names (core/user_functions.py: `free_text`, `forced_judgment`, which
-    `rollout.judgment=forced` names too, or a user's path); else the model's own form (its `response_form` hook,
+    `model_path` sample with, in the run config `cfg` (a TrainConfig; None: unknown, the defaults): the form the
+    `rollout.response_form` section names (core/response_forms.py: `free_text`, `forced_judgment`, or a user's path),
+    built with the section's parameters; else (name '') the model's own form (its `response_form` hook,
     driver/models/hooks.py: the embedded tiny recipe's for its folders); else `FreeText` (free text, or one index
     token after the answer prefix with `rollout.constrain_index`)."""
     from actors.rollout.response_forms import FreeText
+    from core import response_forms
     from core.plugins import load_object
-    from core.user_functions import RESPONSE_FORM, RESPONSE_FORMS, response_form_path
+    from core.user_functions import RESPONSE_FORM
 
     hook = model_hook("response_form", model_path, _kind(cfg))
     own = hook(model_path, cfg) if hook is not None else None
-    named = response_form_path(cfg.rollout) if cfg is not None else ""
+    section = cfg.rollout.response_form if cfg is not None else {"name": ""}
+    named, params = response_forms.function_path(section), response_forms.form_params(section)
     if not named:
         return own or FreeText()
-    if own is not None and named == RESPONSE_FORMS["forced_judgment"]:
-        raise ValueError(f"rollout.judgment=forced: the model at {model_path} answers in its own response form "
-                         f"({own.name}); use rollout.judgment=free")
-    form = load_object(named, RESPONSE_FORM.key, RESPONSE_FORM.check())(model_path, cfg)
+    name = response_forms.form_name(section)
+    if own is not None and name == "forced_judgment":
+        raise ValueError(f"{response_forms.KEY}.name=forced_judgment: the model at {model_path} answers in its own "
+                         f"response form ({own.name}); leave {response_forms.KEY}.name empty")
+    form = load_object(named, RESPONSE_FORM.key, RESPONSE_FORM.check(tuple(params)))(model_path, cfg, **params)
     if not callable(getattr(form, "generate", None)):
-        raise ValueError(f"rollout.response_form={named!r} returned {form!r}, not a ResponseForm "
+        raise ValueError(f"{response_forms.KEY}.name={name!r} returned {form!r}, not a ResponseForm "
                          f"(actors/rollout/response_forms.py)")
     return form
 

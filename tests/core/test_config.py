@@ -112,9 +112,11 @@ def test_paper_configs_train_with_the_decoupled_objective(name):
     (["algorithm.ratio_reference=bogus"], "algorithm.ratio_reference"),
     (["rollout.sync_mode=keep", "algorithm.ratio_reference=behaviour"], "rollout.sync_mode"),  # spans 2 versions
     (["rollout.sync_mode=abort"], "rollout.sync_mode"),
-    (["rollout.judgment=always"], "rollout.judgment"),
-    (["rollout.judgment=forced", "model.name=tiny"], "rollout.judgment"),  # the tiny model answers with the index
-    (["rollout.reasoning_budget=-1"], "rollout.reasoning_budget"),
+    (["rollout.response_form.name=always"], "rollout.response_form.name"),
+    (["rollout.response_form.name=forced_judgment", "model.name=tiny"],
+     "rollout.response_form.name"),  # the tiny model answers with the index
+    (["rollout.response_form.name=forced_judgment", "rollout.response_form.reasoning_budget=-1"],
+     "rollout.response_form.reasoning_budget"),
 ])
 def test_sampling_and_dtype_mismatches_are_refused(override, key):
     with pytest.raises(ConfigError, match=key.replace(".", r"\.")):
@@ -339,9 +341,13 @@ def test_a_config_file_with_a_moved_key_is_refused_and_an_old_run_config_is_read
 
 
 def test_a_forced_judgment_must_fit_its_reasoning_budget_in_the_response():
-    """rollout.reasoning_budget plus the forced judgment's tokens fits rollout.max_response_tokens, or the key is
-    named before any actor starts."""
-    smollm2 = ["model.name=smollm2-135m", "rollout.judgment=forced", "rollout.max_response_tokens=72"]
-    assert load_config("selector", smollm2 + ["rollout.reasoning_budget=64"]).rollout.reasoning_budget == 64
-    with pytest.raises(ConfigError, match=r"rollout\.reasoning_budget.*max_response_tokens=72"):
-        load_config("selector", smollm2 + ["rollout.reasoning_budget=65"])
+    """rollout.response_form.reasoning_budget plus the forced judgment's tokens fits rollout.max_response_tokens, or
+    the key is named before any actor starts."""
+    smollm2 = ["model.name=smollm2-135m", "rollout.response_form.name=forced_judgment",
+               "rollout.max_response_tokens=72"]
+    cfg = load_config("selector", smollm2 + ["rollout.response_form.reasoning_budget=64"])
+    assert cfg.rollout.response_form == {"name": "forced_judgment", "reasoning_budget": 64}
+    with pytest.raises(ConfigError, match=r"rollout\.response_form\.reasoning_budget=65 .*max_response_tokens=72"):
+        load_config("selector", smollm2 + ["rollout.response_form.reasoning_budget=65"])
+    # a budget left out reads the form's default (the resolved config shows it)
+    assert load_config("selector", smollm2).rollout.response_form == {"name": "forced_judgment", "reasoning_budget": 0}

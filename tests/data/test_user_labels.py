@@ -20,8 +20,11 @@ from driver.data.user_labels import check_rewardable, label_function_identity
 JUDGE = '''
     import time
 
-    def judge(problem, candidate, answer, *, index=0, **extra):
-        """The team's judge: a candidate is right when it ends with the answer; markers for the failure cases."""
+    def judge(problem, candidate, answer, *, index=0, shift=0, **extra):
+        """The team's judge: a candidate is right when it ends with the answer (plus `shift`, a param of the
+        section, for a numeric answer); markers for the failure cases."""
+        if shift:
+            return candidate.strip().endswith(str(int(answer) + shift))
         if candidate == "HANG":
             time.sleep(600)
         if candidate == "RAISE":
@@ -83,7 +86,7 @@ def test_a_hanging_label_function_is_a_counted_timeout(judge_module):
 
 
 def test_a_label_function_that_does_not_fit_is_refused_before_any_worker(tmp_path):
-    with pytest.raises(PluginError, match=r"data\.label_function='nowhere:judge'"):
+    with pytest.raises(PluginError, match=r"data\.label_function\.name='nowhere:judge'"):
         label_problems([problem("p", ["1", "2"])], label_function="nowhere:judge")
 
 
@@ -125,10 +128,29 @@ def test_a_label_function_labels_sampled_or_given_candidates_in_the_dataset(tmp_
     path = tmp_path / "plain.jsonl"
     path.write_text("\n".join(json.dumps(r) for r in rows) + "\n")
     cfg = DataConfig(source="file", path=str(path), out_dir=str(tmp_path / "ds"), max_candidates=3,
-                     label_function=judge_module)
+                     label_function={"name": judge_module})
     built = build_dataset(cfg, FakeProvider(), progress=False)
     assert built.manifest["labeling"]["verifiers"]["label_function"]["correct"] == 12
-    assert built.manifest["config"]["label_function"] == judge_module
+    assert built.manifest["config"]["label_function"] == judge_module  # a function without params: its path alone
     assert "label_function" in built.manifest["source_versions"]
-    plain = build_dataset(replace(cfg, label_function=""), FakeProvider(), progress=False)
+    plain = build_dataset(replace(cfg, label_function={"name": ""}), FakeProvider(), progress=False)
     assert plain.path != built.path and "label_function" not in plain.manifest["config"]
+    # the section's params reach the function (with shift=1 the candidate one past the answer is right) and enter
+    # the dataset's key
+    shifted = build_dataset(replace(cfg, label_function={"name": judge_module, "shift": 1}), FakeProvider(),
+                            progress=False)
+    assert shifted.path not in (built.path, plain.path)
+    assert shifted.manifest["config"]["label_function"] == {"name": judge_module, "shift": 1}
+    data = ds.load_dataset(shifted.path)
+    for task in data.train + data.heldout:
+        i = int(task.problem_id[1:])
+        assert {c: label for c, label in zip(task.candidates, task.labels) if label == 1.0} == {f"so {i + 2}": 1.0}
+
+
+def test_the_dataset_key_is_the_plain_keys_without_a_label_function_or_its_params():
+    """Datasets cached when data.label_function was a plain string keep their folders: '' is left out of the key,
+    a function without params is its path, as then."""
+    plain = ds.config_dict(DataConfig())
+    assert "label_function" not in plain
+    named = ds.config_dict(DataConfig(label_function={"name": "team_judge:judge"}))
+    assert named == {**plain, "label_function": "team_judge:judge"}

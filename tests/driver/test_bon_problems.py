@@ -133,7 +133,7 @@ def test_sampling_resumes_from_its_cache_and_other_settings_sample_again(tmp_pat
 
 
 def test_a_selector_config_that_forces_the_judgment_reads_the_selector_in_that_form(tmp_path):
-    """`--config smollm2` (`rollout.judgment: forced`) gives the selector's engine the forced form with the config's
+    """`--config smollm2` (`rollout.response_form.name: forced_judgment`) gives the selector's engine the forced form with the config's
     reasoning budget; without a config, the plain form (nothing starts here)."""
     from actors.rollout.forced_judgment import ForcedJudgment
     from actors.rollout.response_forms import FreeText
@@ -143,7 +143,7 @@ def test_a_selector_config_that_forces_the_judgment_reads_the_selector_in_that_f
 
     forced = selector_engine(str(tmp_path / "export"), config="smollm2")
     assert isinstance(forced.response_form, ForcedJudgment)
-    assert forced.response_form.reasoning_budget == load_config("smollm2").rollout.reasoning_budget
+    assert forced.response_form.reasoning_budget == load_config("smollm2").rollout.response_form["reasoning_budget"]
     assert forced.worker is None                             # started on first use only
     assert isinstance(selector_engine(str(tmp_path / "export")).response_form, FreeText)
 

@@ -195,7 +195,7 @@ def test_the_registry_hands_each_model_folder_its_response_form(tmp_path, corpus
     assert registry.response_form(pick, run(pick_reward=0.5)).pick_reward == 0.5
     assert type(registry.response_form(index)) is FreeText
     assert type(registry.response_form(index, run(sample_index_only=True))) is SolveThenPoint
-    forced = RolloutConfig(judgment="forced", reasoning_budget=16)
+    forced = RolloutConfig(response_form={"name": "forced_judgment", "reasoning_budget": 16})
     assert registry.response_form(index, run(forced)).reasoning_budget == 16
     assert type(registry.response_form(index, run())) is FreeText
     assert isinstance(registry.response_form(index, run(forced)), ForcedJudgment)
