@@ -60,7 +60,7 @@ def cache_value(section: Any) -> Any:
 
 def describe() -> list:
     """(dotted key, default, help) rows for `--help`: the built-in labels and a function's parameters."""
-    return [(f"{KEY}.name=", "", "math-verify for math answers, the sandbox's unit tests for code (default)"),
+    return [(f"{KEY}.name=''", "", "math-verify for math answers, the sandbox's unit tests for code (default)"),
             (f"{KEY}.<param>", "", "with a function's path as the name: a keyword argument it is called with")]
 
 

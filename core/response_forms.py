@@ -112,7 +112,7 @@ def section_rules(section: Any) -> list:
 
 def describe() -> list:
     """(dotted key, default, help) rows for `--help`: one per form, then each built-in form's parameters."""
-    rows = [(f"{KEY}.name={name}", "", what) for name, what in WHAT.items()]
+    rows = [(f"{KEY}.name={name or repr('')}", "", what) for name, what in WHAT.items()]
     for name, (_, table) in FORMS.items():
         rows += [(f"{KEY}.{param}", spec.default, f"Form {name!r}: {spec.help}") for param, spec in table.items()]
     return rows

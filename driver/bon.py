@@ -442,7 +442,7 @@ def _parse_args(argv: Sequence[str]) -> argparse.Namespace:
     parser.add_argument("--max-tokens", type=int, default=256, help="with --generator: longest solution in tokens")
     parser.add_argument("--label-function", default="",
                         help="with --problems: package.module:function labels every candidate instead of "
-                             "math-verify (as data.label_function)")
+                             "math-verify (as data.label_function.name)")
     parser.add_argument("--ks", default="2,4,8,16", help="comma list of k (each at most the samples per problem)")
     parser.add_argument("--draws", type=int, default=8, help="random k-subsets per problem and k")
     parser.add_argument("--knockout-window", type=int, default=2, help="candidates per knockout group (>= 2)")

@@ -331,10 +331,11 @@ def _task_of(rh, i: int, num_candidates: int):
 @pytest.mark.parametrize("budget,num_candidates", [(6, 2), (0, 12)])
 def test_forced_judgment_ends_every_response_in_a_judgment(engine, reference, rh, monkeypatch, budget,
                                                           num_candidates):
-    """rollout.response_form.name=forced_judgment (actors/rollout/forced_judgment.py) on a model with a chat
-    template: every response parses to a valid index; a forced one is the reasoning, the prefix (loss 0, log-prob 0) and index tokens sampled among
-    each trie level's tokens (two-token indices 10 and 11 and the end token after `1` with 12 candidates); the
-    learner's log-probs of the trained tokens, normalised per position as recorded, equal the engine's."""
+    """rollout.response_form.name=forced_judgment (actors/rollout/forced_judgment.py) on a model with a chat template:
+    every response parses to a valid index; a forced one is the reasoning, the prefix (loss 0, log-prob 0) and index
+    tokens sampled among each trie level's tokens (two-token indices 10 and 11 and the end token after `1` with 12
+    candidates); the learner's log-probs of the trained tokens, normalised per position as recorded, equal the
+    engine's."""
     import torch
 
     from actors.rollout.forced_judgment import ForcedJudgment

@@ -133,8 +133,8 @@ def test_sampling_resumes_from_its_cache_and_other_settings_sample_again(tmp_pat
 
 
 def test_a_selector_config_that_forces_the_judgment_reads_the_selector_in_that_form(tmp_path):
-    """`--config smollm2` (`rollout.response_form.name: forced_judgment`) gives the selector's engine the forced form with the config's
-    reasoning budget; without a config, the plain form (nothing starts here)."""
+    """`--config smollm2` (`rollout.response_form.name: forced_judgment`) gives the selector's engine the forced form
+    with the config's reasoning budget; without a config, the plain form (nothing starts here)."""
     from actors.rollout.forced_judgment import ForcedJudgment
     from actors.rollout.response_forms import FreeText
     from driver.bon import selector_engine
