@@ -1,10 +1,11 @@
-"""The engine's policy version and its admission gate (a mixin of actors/rollout/rollout_worker.py's RolloutWorker).
+"""The engine's policy version and its admission gate (`EngineGate`, held by actors/rollout/rollout_worker.py's
+RolloutWorker).
 
-`self.version` is the version of the weights in the engine. Every request passes an admission gate; `pause()` closes
+`gate.version` is the version of the weights in the engine. Every request passes an admission gate; `pause()` closes
 the gate and waits until no admitted request is left in the engine, so a weight update never happens while a request
 runs: each request runs entirely on one version, the one it was admitted under, and its rollouts carry that version.
 A `generate` call made while paused waits at the gate and runs (with the new version) after `resume()`. With
-`rollout.sync_mode: keep`, `_freeze` closes the gate without waiting and freezes the admitted requests in the engine
+`rollout.sync_mode: keep`, `freeze` closes the gate without waiting and freezes the admitted requests in the engine
 instead. `TokenGate` bounds the prompt tokens in flight for seeded sampling on CPU.
 """
 from __future__ import annotations
@@ -46,42 +47,78 @@ class TokenGate:
                 self._cond.notify_all()
 
 
-class VersionGate:
-    """Admission gate of a RolloutWorker: needs `self.engine`, `self.version`, `self._broken`, `self._counters` and
-    the gate's fields that `RolloutWorker._init_state` sets (`_cond`, `_pause_depth`, `_in_flight`, `_update_lock`)."""
+class EngineGate:
+    """The policy version of one engine's weights and the admission gate every request of that engine passes.
+
+    A RolloutWorker holds one (`worker.gate`); so does its weight update (actors/weight_sync/engine_update.py),
+    which pauses (or freezes) the gate, loads, sets `version` and resumes. `counters` is the worker's counter dict
+    (`kept_requests` is counted here). `broken` holds why the last weight update failed (None: the weights are
+    whole); while it is set, no request is admitted."""
+
+    def __init__(self, engine, counters: dict, version: int = 0):
+        self.engine, self.counters, self.version = engine, counters, version
+        self.broken: Optional[str] = None
+        self.closed = False
+        self.pause_depth = 0
+        self.in_flight = 0
+        self._cond: Optional[asyncio.Condition] = None
+        self._update_lock: Optional[asyncio.Lock] = None
 
     def _condition(self) -> asyncio.Condition:
         if self._cond is None:  # created lazily: must belong to the loop the methods run on
             self._cond, self._update_lock = asyncio.Condition(), asyncio.Lock()
         return self._cond
 
+    @property
+    def update_lock(self) -> asyncio.Lock:
+        """Held for the whole of one weight update: updates run one at a time."""
+        self._condition()
+        return self._update_lock
+
+    @property
+    def paused(self) -> bool:
+        return self.pause_depth > 0
+
+    def close(self) -> None:
+        """The engine is shut down: every later request is refused."""
+        self.closed = True
+
+    @contextlib.asynccontextmanager
+    async def admitted(self):
+        """`async with gate.admitted() as version:` one request in flight, under the version it runs on."""
+        version = await self._admit()
+        try:
+            yield version
+        finally:
+            await self._release()
+
     async def _admit(self) -> int:
         """Wait until not paused; count the request in flight; return the version it runs under."""
-        if self.engine is None:
+        if self.closed:
             raise RuntimeError("rollout worker is shut down")
         cond = self._condition()
         async with cond:
-            await cond.wait_for(lambda: self._pause_depth == 0)
-            if self._broken:
-                raise WeightUpdateError(self._broken)
-            self._in_flight += 1
+            await cond.wait_for(lambda: self.pause_depth == 0)
+            if self.broken:
+                raise WeightUpdateError(self.broken)
+            self.in_flight += 1
             return self.version
 
     async def _release(self) -> None:
         cond = self._condition()
         async with cond:
-            self._in_flight -= 1
+            self.in_flight -= 1
             cond.notify_all()
 
     async def pause(self) -> None:
         """Stop admitting requests and wait until every admitted request has finished. Nests."""
         cond = self._condition()
         async with cond:
-            self._pause_depth += 1
+            self.pause_depth += 1
             try:
-                await cond.wait_for(lambda: self._in_flight == 0)
+                await cond.wait_for(lambda: self.in_flight == 0)
             except BaseException:
-                self._pause_depth -= 1
+                self.pause_depth -= 1
                 cond.notify_all()
                 raise
 
@@ -89,26 +126,26 @@ class VersionGate:
         """Undo one pause(); requests waiting at the gate run when no pause is left."""
         cond = self._condition()
         async with cond:
-            self._pause_depth = max(0, self._pause_depth - 1)
+            self.pause_depth = max(0, self.pause_depth - 1)
             cond.notify_all()
 
-    async def _freeze(self) -> None:
+    async def freeze(self) -> None:
         """`rollout.sync_mode: keep`: stop admitting requests (like pause) without waiting for the admitted
         ones, and freeze those in the engine: vLLM's pause_generation(mode="keep", clear_cache=True) stops
-        scheduling and drops their KV cache, so that after `_thaw` they continue (their prefix recomputed) under
+        scheduling and drops their KV cache, so that after `thaw` they continue (their prefix recomputed) under
         whatever weights were loaded meanwhile."""
         cond = self._condition()
         async with cond:
-            self._pause_depth += 1
-            self._counters["kept_requests"] += self._in_flight
+            self.pause_depth += 1
+            self.counters["kept_requests"] += self.in_flight
         try:
             await self.engine.pause_generation(mode="keep", clear_cache=True)
         except BaseException:
-            await self._thaw()
+            await self.thaw()
             raise
 
-    async def _thaw(self) -> None:
-        """Undo `_freeze`: the engine schedules again (the frozen requests first), then the gate opens."""
+    async def thaw(self) -> None:
+        """Undo `freeze`: the engine schedules again (the frozen requests first), then the gate opens."""
         try:
             await asyncio.shield(self.engine.resume_generation())
         finally:

@@ -36,7 +36,7 @@ from pathlib import Path
 from typing import Optional
 
 from actors.rollout.engine_env import CPU_EXECUTOR, configure_cpu_env, engine_backends, on_cpu
-from actors.rollout.engine_gate import TokenGate, VersionGate
+from actors.rollout.engine_gate import EngineGate, TokenGate
 from actors.faults import maybe_crash
 from actors.rollout.response_forms import FreeText, generate_group
 from actors.weight_sync.broadcast import BroadcastReceiver
@@ -82,7 +82,7 @@ def _model_config(model_path: str) -> dict:
         return {}
 
 
-class RolloutWorker(VersionGate):
+class RolloutWorker:
     """vLLM engine: generate G samples per prompt, pause/resume, load weights, report policy version."""
 
     def __init__(self, cfg, model_path: str, dtype: str = "float32", seed: int = 0,
@@ -101,7 +101,6 @@ class RolloutWorker(VersionGate):
         self.sync_cfg = weight_sync or WeightSyncConfig()
         self.model_path = str(model_path)
         self.worker_index = worker_index
-        self.version = 0
         self.tokenizer = AutoTokenizer.from_pretrained(self.model_path)
         model_config = _model_config(self.model_path)
         self.tied_embeddings = bool(model_config.get("tie_word_embeddings", False))
@@ -128,13 +127,9 @@ class RolloutWorker(VersionGate):
     def _init_state(self) -> None:
         """The admission gate, the update's bookkeeping and the counters (tests set these up around a fake
         engine)."""
-        self._cond: Optional[asyncio.Condition] = None
-        self._pause_depth = 0
-        self._in_flight = 0
-        self._update_lock: Optional[asyncio.Lock] = None
-        self._broken: Optional[str] = None
         self._counters = {"requests": 0, "timeouts": 0, "aborted_calls": 0, "updates": 0, "update_failures": 0,
                           "updates_aborted": 0, "kept_requests": 0}
+        self.gate = EngineGate(self.engine, self._counters)  # the engine's policy version and admission gate
         self._calls: dict = {}       # call id -> the asyncio task of a generate/sample call (for abort)
         self._aborted: set = set()   # call ids being aborted
         self.weight_update = EngineUpdate(self)  # drain -> load -> resume, and the last update's outcome
@@ -252,7 +247,7 @@ class RolloutWorker(VersionGate):
                 tasks.append(task)
         if tasks:
             await asyncio.wait(tasks, timeout=wait_s)
-        return {"aborted": len(tasks), "in_flight": self._in_flight}
+        return {"aborted": len(tasks), "in_flight": self.gate.in_flight}
 
     def count_requests(self, requests: int) -> None:
         """Add `requests` engine requests to the worker's count (`health()["requests"]`): a response form's
@@ -278,30 +273,24 @@ class RolloutWorker(VersionGate):
         log-probs, the serving deployment's raw completions) goes through here, so a weight update never
         overlaps a request."""
         queued = time.perf_counter()
-        version = await self._admit()
-        start = time.perf_counter()
-        try:
+        async with self.gate.admitted() as version:
+            start = time.perf_counter()
             final = None
             async for out in self.engine.generate({"prompt_token_ids": list(prompt_token_ids)}, params,
                                                   f"{tag}{self.worker_index}-{uuid.uuid4().hex}"):
                 final = out
-        finally:
-            await self._release()
         return final, version, start - queued, time.perf_counter() - start
 
     async def stream_request(self, prompt_token_ids: list, params, tag: str = "s"):
         """One engine request through the admission gate, as the engine produces it: yields (RequestOutput, policy
         version it runs under); `params.output_kind` decides whether each output holds the new tokens only (DELTA)
         or all so far. Closing the generator early (a client that went away) aborts the engine request."""
-        version = await self._admit()
-        try:
+        async with self.gate.admitted() as version:
             outputs = self.engine.generate({"prompt_token_ids": list(prompt_token_ids)}, params,
                                            f"{tag}{self.worker_index}-{uuid.uuid4().hex}")
             async with contextlib.aclosing(outputs):  # closed early: vLLM aborts the request
                 async for out in outputs:
                     yield out, version
-        finally:
-            await self._release()
 
 
     async def sample_solutions(self, problems: list, n: int, temperature: float, max_tokens: int,
@@ -416,19 +405,37 @@ class RolloutWorker(VersionGate):
         return await self._rpc("weights_checksum")
 
     # ---- status and lifecycle ---------------------------------------------------------------------
+    @property
+    def version(self) -> int:
+        """The policy version of the engine's weights (the gate's)."""
+        return self.gate.version
+
+    @version.setter
+    def version(self, value: int) -> None:
+        self.gate.version = value
+
     def policy_version(self) -> int:
         return self.version
 
+    async def pause(self) -> None:
+        """Stop admitting requests and wait until every admitted request has finished. Nests."""
+        await self.gate.pause()
+
+    async def resume(self) -> None:
+        """Undo one pause(); requests waiting at the gate run when no pause is left."""
+        await self.gate.resume()
+
     async def health(self) -> dict:
         """{"ok", "version", "paused", "in_flight", "error", counters...}; ok False if the engine died."""
-        ok, error = self.engine is not None and not self.engine.errored, self._broken
+        gate = self.gate
+        ok, error = self.engine is not None and not self.engine.errored, gate.broken
         if ok:
             try:
                 await self.engine.check_health()
             except Exception as e:  # reported, not raised: health is a probe
                 ok, error = False, repr(e)
-        return {"ok": ok and not self._broken, "version": self.version, "paused": self._pause_depth > 0,
-                "in_flight": self._in_flight, "error": error, "worker_index": self.worker_index,
+        return {"ok": ok and not gate.broken, "version": gate.version, "paused": gate.paused,
+                "in_flight": gate.in_flight, "error": error, "worker_index": self.worker_index,
                 "start_seconds": self.start_seconds, **self._counters}
 
     async def shutdown(self) -> None:
@@ -437,6 +444,8 @@ class RolloutWorker(VersionGate):
 
     def _shutdown_now(self) -> None:
         engine, self.engine = getattr(self, "engine", None), None
+        if getattr(self, "gate", None) is not None:
+            self.gate.close()
         if engine is not None:
             engine.shutdown(timeout=SHUTDOWN_TIMEOUT_S)
 

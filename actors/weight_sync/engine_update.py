@@ -16,9 +16,9 @@ from actors.faults import maybe_stall
 
 
 class EngineUpdate:
-    """The update protocol of one RolloutWorker: needs the worker's `engine`, `cfg` (RolloutConfig), `version`,
-    `worker_index`, `_broken`, `_counters`, its gate (`_condition`, `_update_lock`, `pause`/`resume`,
-    `_freeze`/`_thaw`: actors/rollout/engine_gate.py) and `_rpc`."""
+    """The update protocol of one RolloutWorker: needs the worker's `engine`, `cfg` (RolloutConfig),
+    `worker_index`, `_counters`, its `gate` (the version, `broken`, `update_lock`, `pause`/`resume`,
+    `freeze`/`thaw`: actors/rollout/engine_gate.py) and `_rpc`."""
 
     def __init__(self, worker):
         self.worker = worker
@@ -27,22 +27,21 @@ class EngineUpdate:
     async def run(self, version: int, load) -> dict:
         """drain -> load session -> version -> resume, each phase timed and its outcome kept (`state`).
 
-        drain: `pause()`, wait until every admitted request has finished (`rollout.sync_mode: keep`: `_freeze`
-        them instead, and `_thaw` where this resumes). Cancelling the update here (the sync's
+        drain: `gate.pause()`, wait until every admitted request has finished (`rollout.sync_mode: keep`:
+        `gate.freeze()` them instead, and `gate.thaw()` where this resumes). Cancelling the update here (the sync's
         deadline passed: the coordinator cancels the call) touches nothing: the engine keeps its version, says so
         (state "aborted", phase "drain") and serves again. load: begin the reload session, `await load()`,
         finish it, reset the prefix cache. Not interruptible: stopped half-way the engine would hold a mix of
         old and new layers, so a cancel waits for the session's end and the outcome stands (state "done" with
         the new version, or "failed": `health()["ok"]` false and generate refuses until an update succeeds).
         """
-        w = self.worker
-        w._condition()
-        async with w._update_lock:
+        w, gate = self.worker, self.worker.gate
+        async with gate.update_lock:
             start = time.perf_counter()
-            old = w.version
+            old = gate.version
             self.last = {"state": "draining", "version": version, "engine_version": old}
             keep = w.cfg.sync_mode == "keep"
-            pause, resume = (w._freeze, w._thaw) if keep else (w.pause, w.resume)
+            pause, resume = (gate.freeze, gate.thaw) if keep else (gate.pause, gate.resume)
             paused_here = False
             try:
                 await pause()
@@ -82,12 +81,12 @@ class EngineUpdate:
             if finish["missing"]:
                 raise WeightUpdateError(f"engine parameters not updated: {finish['missing']}")
             await self._reset_prefix_cache()
-            w.version, w._broken = version, None
+            w.gate.version, w.gate.broken = version, None
             w._counters["updates"] += 1
             self.last = {"state": "done", "version": version, "engine_version": version}
         except BaseException as e:
             w._counters["update_failures"] += 1
-            w._broken = f"weight update to version {version} failed: {e!r}"
+            w.gate.broken = f"weight update to version {version} failed: {e!r}"
             self.last = {"state": "failed", "phase": "load", "version": version, "engine_version": None,
                          "error": repr(e)}
             raise
@@ -96,7 +95,7 @@ class EngineUpdate:
         """The last weight update's outcome: {"state": "none" | "draining" | "aborted" | "loading" | "done" |
         "failed", "version" (the one asked for), "engine_version" (the version the engine's weights are at;
         None when a failed load left them inconsistent), "phase", "error"}, plus "policy_version"."""
-        return {**self.last, "policy_version": self.worker.version}
+        return {**self.last, "policy_version": self.worker.gate.version}
 
     async def call_in_engine(self, function: str, *args):
         """Run a transport's engine-side `function` ("package.module:function", called as function(vLLM worker,

@@ -74,7 +74,7 @@ def fake_worker(engine: FakeEngine, timeout_s: float = 0.0, sync_mode: str = "dr
     worker = object.__new__(RolloutWorker)
     worker.cfg = RolloutConfig(samples_per_prompt=2, max_response_tokens=8, constrain_index=False,
                                request_timeout_s=timeout_s, sync_mode=sync_mode)
-    worker.sync_cfg, worker.worker_index, worker.version, worker.tied_embeddings = WeightSyncConfig(), 0, 0, False
+    worker.sync_cfg, worker.worker_index, worker.tied_embeddings = WeightSyncConfig(), 0, False
     worker.engine, worker.start_seconds = engine, 0.0
     worker.encode_prompt = lambda prompt: [1, 2, 3]
     worker.tokenizer = None  # no chat template

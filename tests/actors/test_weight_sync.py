@@ -253,7 +253,7 @@ def fake_engine_worker(index: int, stall_marker=None):
         os.environ.update(GENSELECT_FAULT=f"rollout_update_drain:1:{stall_marker}", GENSELECT_FAULT_ACTION="hang:3600")
     worker = object.__new__(RolloutWorker)
     worker.cfg, worker.sync_cfg = RolloutConfig(), WeightSyncConfig(bucket_mb=1)
-    worker.worker_index, worker.version, worker.tied_embeddings = index, 0, False
+    worker.worker_index, worker.tied_embeddings = index, False
     worker.engine, worker.start_seconds = _FakeAsyncLLM(), 0.0
     worker._init_state()
     return worker
