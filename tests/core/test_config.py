@@ -266,7 +266,8 @@ def test_a_config_builds_on_its_base_and_a_loop_is_refused(tmp_path):
 
 
 def test_cache_key_settings_leave_out_later_keys_only_at_their_defaults():
-    from core.config import WarmStartConfig, cache_key_settings
+    from core.config import cache_key_settings
+    from tiny_recipe.config import WarmStartConfig
 
     plain = cache_key_settings(WarmStartConfig(), {"pool": 0})
     assert "pool" not in plain and plain["steps"] == WarmStartConfig().steps

@@ -105,7 +105,7 @@ print("ran without the recipe")
 @pytest.fixture(scope="module")
 def user_folder(tmp_path_factory) -> Path:
     """A plain tiny Qwen3 folder: weights, config and tokenizer, no `genselect_model.json` (no hooks, no kind)."""
-    from core.config import TinyModelConfig
+    from tiny_recipe.config import TinyModelConfig
     from tiny_recipe.model import build_tiny_model
 
     texts = [f"{a} + {b} = {a + b}\nJudgment: {a % 4}" for a in range(40) for b in range(5)]
