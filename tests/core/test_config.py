@@ -310,7 +310,7 @@ def test_help_lists_the_system_keys_apart_from_the_tiny_recipe_keys(capsys):
     ("model={seed: 3}", "model.seed moved to tiny.seed", "tiny.seed"),
 ])
 def test_a_key_that_moved_under_tiny_is_refused_naming_its_new_path(override, moved, set_key):
-    """The tiny recipe's keys live under `tiny:` (core/config_tiny.py MOVED_KEYS); an old path, as an override or in a
+    """The tiny recipe's keys live under `tiny:` (tiny_recipe/config.py MOVED_KEYS); an old path, as an override or in a
     YAML file, is a one-line error naming where it went, not a generic unknown key."""
     with pytest.raises(ConfigError, match=f"^override {re.escape(repr(override))}: {re.escape(moved)} ") as err:
         load_config("default", [override])
