@@ -21,8 +21,8 @@ from core import estimators, label_functions, response_forms, rewards
 from core.config_rules import ConfigError, check, resolve, resolve_ratio_reference
 from core.config_schema import (AlgorithmConfig, ClusterConfig, CurriculumConfig, LearnerConfig, LoggingConfig,
                                 RolloutConfig, ServeConfig, TrainConfig, VerifierConfig, WeightSyncConfig)
-from core.recipe_sections import (RECIPE_KEY_PREFIXES, RECIPE_SECTIONS, is_recipe_key, migrate_moved_keys, moved_key,
-                                  moved_keys_in)
+from core.recipe_sections import (RECIPE_KEY_PREFIXES, RECIPE_SECTIONS, as_root, is_recipe_key, migrate_moved_keys,
+                                  moved_key, moved_keys_in, typed_schema)
 
 #: configs/ beside the packages: the checkout's, or the installed one (pyproject.toml packages it beside `core`)
 CONFIG_DIR = Path(__file__).resolve().parent.parent / "configs"
@@ -41,7 +41,7 @@ def resolve_config_path(name_or_path: str) -> Path:
 def load_config(name_or_path: str = "default", overrides: Optional[list] = None) -> TrainConfig:
     """Schema <- YAML file (after the configs it names as `base:`) <- overrides (`key=value`, `key=`, `+key=value`,
     `++key=value`, `~key`: core/overrides.py), in order; validated. Returns a typed TrainConfig object."""
-    schema = OmegaConf.structured(TrainConfig)
+    schema = OmegaConf.structured(typed_schema(TrainConfig))
     try:
         layers = _yaml_layers(name_or_path)
         merged = schema
@@ -57,7 +57,7 @@ def load_config(name_or_path: str = "default", overrides: Optional[list] = None)
         for item in parsed:
             named = _sections_named(overrides_grammar.dotlist_tree(item)) if item.op != "remove" else {}
             merged = overrides_grammar.apply(_restart_sections(merged, named), schema, file_keys, item)
-        cfg = OmegaConf.to_object(merged)
+        cfg = as_root(OmegaConf.to_object(merged), TrainConfig)
     except OmegaConfBaseException as e:
         key = getattr(e, "full_key", None) or getattr(e, "key", None)
         raise ConfigError(f"invalid config key {key!r}: {_first_line(e)}") from None
@@ -154,8 +154,8 @@ def from_yaml(text: str) -> TrainConfig:
     tree = migrate_moved_keys(OmegaConf.to_container(OmegaConf.create(text)))
     for module in (estimators, rewards, response_forms, label_functions):
         tree = module.migrate(tree)
-    merged = OmegaConf.merge(OmegaConf.structured(TrainConfig), OmegaConf.create(tree))
-    cfg = OmegaConf.to_object(merged)
+    merged = OmegaConf.merge(OmegaConf.structured(typed_schema(TrainConfig)), OmegaConf.create(tree))
+    cfg = as_root(OmegaConf.to_object(merged), TrainConfig)
     check(cfg, user_code=False)
     return resolve(cfg)
 

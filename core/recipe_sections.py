@@ -20,6 +20,7 @@ Pure: stdlib only; the recipe is imported by path, the first time a config needs
 """
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 from typing import Any
 
@@ -75,6 +76,29 @@ def default(name: str) -> Any:
 def factory(name: str):
     """The default factory of section `name`'s field in the schema (`default`, called when a config is built)."""
     return lambda: default(name)
+
+
+_TYPED: dict = {}
+
+
+def typed_schema(root: type) -> type:
+    """`root` (the config's dataclass) with each of its recipe sections whose recipe imports typed as the section's
+    dataclass (a subclass, built once): what a config is merged into, so that a section is validated as a field of its
+    own type (`tiny=null` or `tiny=3` refused like any section's); `root` itself when none imports."""
+    names = tuple(f.name for f in dataclasses.fields(root) if f.name in RECIPE_SECTIONS and not unavailable(f.name))
+    if not names:
+        return root
+    if (root, names) not in _TYPED:
+        own = [(name, _load(name, "schema")[0], dataclasses.field(default_factory=factory(name),
+                                                                  metadata=root.__dataclass_fields__[name].metadata))
+               for name in names]
+        _TYPED[root, names] = dataclasses.make_dataclass(root.__name__, own, bases=(root,))
+    return _TYPED[root, names]
+
+
+def as_root(obj: Any, root: type) -> Any:
+    """`obj` (an instance of `typed_schema(root)`) as an instance of `root` itself, holding the same values."""
+    return obj if type(obj) is root else root(**{f.name: getattr(obj, f.name) for f in dataclasses.fields(root)})
 
 
 def require(name: str) -> Any:
@@ -189,6 +213,7 @@ def section_value(section: Any, key: str, default: Any) -> Any:
     return getattr(section, key, default)
 
 
-__all__ = ["RecipeSection", "RECIPE_SECTIONS", "RECIPE_KEY_PREFIXES", "unavailable", "default", "factory", "require",
+__all__ = ["RecipeSection", "RECIPE_SECTIONS", "RECIPE_KEY_PREFIXES", "unavailable", "default", "factory",
+           "typed_schema", "as_root", "require",
            "availability_rules", "choices", "rules", "moved_keys", "moved_key", "moved_keys_in", "migrate_moved_keys",
            "is_recipe_key", "section_value"]
