@@ -57,7 +57,8 @@ async def main_async(args) -> dict:
     from transformers import AutoModelForCausalLM
 
     from actors.rollout.rollout_worker import RolloutWorker
-    from core.config import RolloutConfig, TinyModelConfig
+    from core.config import RolloutConfig
+    from tiny_recipe.config import TinyModelConfig
     from tiny_recipe.model import build_tiny_model
 
     texts = [f"Problem: what is {a} + {b}? Solution: {a + b}. Judgment: {a % 4}" for a in range(40) for b in range(10)]

@@ -46,7 +46,7 @@ def build_models(out: Path, large_layers: int) -> dict:
     import torch
     from transformers import Qwen3Config, Qwen3ForCausalLM
 
-    from core.config import TinyModelConfig
+    from tiny_recipe.config import TinyModelConfig
     from tiny_recipe.model import build_tiny_model
 
     texts = [f"Problem: what is {a} + {b}? Solution: {a + b}. Judgment: {a % 4}"

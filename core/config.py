@@ -21,8 +21,8 @@ from core import estimators, label_functions, response_forms, rewards
 from core.config_rules import ConfigError, check, resolve, resolve_ratio_reference
 from core.config_schema import (AlgorithmConfig, ClusterConfig, CurriculumConfig, LearnerConfig, LoggingConfig,
                                 RolloutConfig, ServeConfig, TrainConfig, VerifierConfig, WeightSyncConfig)
-from core.config_tiny import (PretrainConfig, TinyModelConfig, TinyRecipeConfig, WarmStartConfig, migrate_moved_keys,
-                              moved_key, moved_keys_in)
+from core.recipe_sections import (RECIPE_KEY_PREFIXES, RECIPE_SECTIONS, as_root, is_recipe_key, migrate_moved_keys,
+                                  moved_key, moved_keys_in, typed_schema)
 
 #: configs/ beside the packages: the checkout's, or the installed one (pyproject.toml packages it beside `core`)
 CONFIG_DIR = Path(__file__).resolve().parent.parent / "configs"
@@ -41,7 +41,7 @@ def resolve_config_path(name_or_path: str) -> Path:
 def load_config(name_or_path: str = "default", overrides: Optional[list] = None) -> TrainConfig:
     """Schema <- YAML file (after the configs it names as `base:`) <- overrides (`key=value`, `key=`, `+key=value`,
     `++key=value`, `~key`: core/overrides.py), in order; validated. Returns a typed TrainConfig object."""
-    schema = OmegaConf.structured(TrainConfig)
+    schema = OmegaConf.structured(typed_schema(TrainConfig))
     try:
         layers = _yaml_layers(name_or_path)
         merged = schema
@@ -57,7 +57,7 @@ def load_config(name_or_path: str = "default", overrides: Optional[list] = None)
         for item in parsed:
             named = _sections_named(overrides_grammar.dotlist_tree(item)) if item.op != "remove" else {}
             merged = overrides_grammar.apply(_restart_sections(merged, named), schema, file_keys, item)
-        cfg = OmegaConf.to_object(merged)
+        cfg = as_root(OmegaConf.to_object(merged), TrainConfig)
     except OmegaConfBaseException as e:
         key = getattr(e, "full_key", None) or getattr(e, "key", None)
         raise ConfigError(f"invalid config key {key!r}: {_first_line(e)}") from None
@@ -82,7 +82,8 @@ def _yaml_layers(name_or_path: str, seen: tuple = ()) -> list:
 
 def _refuse_moved_keys(tree, where: str, key: str = "") -> None:
     """ConfigError (one line, naming the new path) if `tree` (a YAML layer as nested dicts) or the override `key`
-    (dotted) sets a key that moved into the `tiny:` section (core/config_tiny.py MOVED_KEYS)."""
+    (dotted) sets a key that moved into a recipe's section (the embedded tiny recipe's `tiny:`: tiny_recipe/config.py
+    MOVED_KEYS, registered in core/recipe_sections.py)."""
     found = moved_key(key) if key else None
     suffix = key[len(found[0]):] if found else ""  # the key below the moved path, kept under the new one
     if found is None and isinstance(tree, dict) and moved_keys_in(tree):
@@ -153,8 +154,8 @@ def from_yaml(text: str) -> TrainConfig:
     tree = migrate_moved_keys(OmegaConf.to_container(OmegaConf.create(text)))
     for module in (estimators, rewards, response_forms, label_functions):
         tree = module.migrate(tree)
-    merged = OmegaConf.merge(OmegaConf.structured(TrainConfig), OmegaConf.create(tree))
-    cfg = OmegaConf.to_object(merged)
+    merged = OmegaConf.merge(OmegaConf.structured(typed_schema(TrainConfig)), OmegaConf.create(tree))
+    cfg = as_root(OmegaConf.to_object(merged), TrainConfig)
     check(cfg, user_code=False)
     return resolve(cfg)
 
@@ -163,11 +164,14 @@ def describe(cls: type = TrainConfig, prefix: str = "") -> list:
     """(dotted key, default, help) for every field: what `--help` prints; the advantage section is followed by the
     parameters of every registered estimator (core/estimators.py), the reward section by the registered rewards
     (core/rewards.py), the response form section by the forms and their parameters (core/response_forms.py), the
-    label function section by its choices (core/label_functions.py)."""
+    label function section by its choices (core/label_functions.py); a recipe's section (core/recipe_sections.py) by
+    its keys, or nothing when the recipe does not import."""
     rows = []
     for f in dataclasses.fields(cls):
         key = f"{prefix}{f.name}"
         default = f.default if f.default is not dataclasses.MISSING else f.default_factory()
+        if key in RECIPE_SECTIONS and not dataclasses.is_dataclass(default):
+            continue
         if dataclasses.is_dataclass(default):
             rows.extend(describe(type(default), key + "."))
         else:
@@ -180,16 +184,6 @@ def describe(cls: type = TrainConfig, prefix: str = "") -> list:
     return rows
 
 
-#: the keys of the embedded tiny recipe (the `tiny:` section, core/config_tiny.py: the model built here, its label-free
-#: pretraining and warm-start, and the response forms and terms only it uses): `--help` lists them after the system's
-RECIPE_KEY_PREFIXES = ("tiny.",)
-
-
-def is_recipe_key(key: str) -> bool:
-    """Whether `key` (dotted) belongs to the embedded tiny recipe (the `tiny:` section)."""
-    return key.startswith(RECIPE_KEY_PREFIXES)
-
-
 def cache_key_settings(section, added_later: dict) -> dict:
     """`section` (a config dataclass, or a dict) as a plain dict for a cache key, without each key of `added_later`
     ({key: default}) that holds its default there: a key added after folders were cached, at the default that builds
@@ -198,9 +192,7 @@ def cache_key_settings(section, added_later: dict) -> dict:
     return {k: v for k, v in settings.items() if not (k in added_later and v == added_later[k])}
 
 
-__all__ = ["TrainConfig", "ModelConfig", "TinyRecipeConfig", "TinyModelConfig", "WarmStartConfig", "PretrainConfig",
-           "DataConfig", "RolloutConfig", "VerifierConfig", "LearnerConfig", "AlgorithmConfig", "WeightSyncConfig",
-           "ClusterConfig",
-           "CurriculumConfig", "ServeConfig", "ConfigError", "CONFIG_DIR", "load_config", "resolve_config_path",
-           "resolve_ratio_reference", "to_yaml", "from_yaml", "describe", "is_recipe_key",
-           "cache_key_settings"]
+__all__ = ["TrainConfig", "ModelConfig", "DataConfig", "RolloutConfig", "VerifierConfig", "LearnerConfig",
+           "AlgorithmConfig", "WeightSyncConfig", "ClusterConfig", "CurriculumConfig", "ServeConfig", "ConfigError",
+           "CONFIG_DIR", "load_config", "resolve_config_path", "resolve_ratio_reference", "to_yaml", "from_yaml",
+           "describe", "is_recipe_key", "RECIPE_KEY_PREFIXES", "cache_key_settings"]

@@ -1,5 +1,5 @@
 """The model and data sections of the config schema (core/config.py loads the whole tree): the model to train and the
-data it is trained on. The embedded tiny recipe's own keys are a section of their own (`tiny`, core/config_tiny.py).
+data it is trained on. The embedded tiny recipe's own keys are a section of their own (`tiny`, tiny_recipe/config.py).
 
 Each field's `help` metadata is its documentation (`python -m driver.train --help` prints it).
 """

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from core.config_rules_tiny import TINY_CHOICES, tiny_rules
+from core import recipe_sections
 from core.config_schema import TrainConfig
 from core import label_functions, response_forms, rewards
 from core.rewards import reward_name
@@ -28,7 +28,6 @@ _CHOICES = {
     "algorithm.ratio_reference": ("auto", "behaviour", "proximal"),
     "rollout.sync_mode": ("drain", "keep"),
     "cluster.placement_strategy": ("PACK", "SPREAD", "STRICT_PACK", "STRICT_SPREAD"),
-    **TINY_CHOICES,
 }
 
 
@@ -57,8 +56,12 @@ def _response_form_rules(cfg: TrainConfig) -> list:
 
 def check(cfg: TrainConfig, user_code: bool = True) -> None:
     """Semantic checks that types alone cannot express; raise ConfigError naming the key. `user_code`: import the
-    user functions the config names and check their interfaces (False for a run's own config read back)."""
-    for key, choices in _CHOICES.items():
+    user functions the config names and check their interfaces (False for a run's own config read back). The recipes'
+    sections (core/recipe_sections.py) are checked after the system's keys, by their own choices and rules."""
+    for key, ok, message in recipe_sections.availability_rules(cfg, user_code):
+        if not ok:
+            raise ConfigError(f"{key}={_get(cfg, key)!r} {message}")
+    for key, choices in {**_CHOICES, **recipe_sections.choices()}.items():
         value = _get(cfg, key)
         if value not in choices:
             raise ConfigError(f"{key}={value!r} is not one of {list(choices)}")
@@ -153,7 +156,7 @@ def check(cfg: TrainConfig, user_code: bool = True) -> None:
         ("checkpoint_every", cfg.checkpoint_every >= 0, "must be >= 0 (0: only after the last step)"),
         ("export_every", cfg.export_every >= 0, "must be >= 0 (0: only run_dir/export at the end)"),
         *_logging_rules(cfg, user_code),
-        *tiny_rules(cfg),
+        *recipe_sections.rules(cfg),
     ]
     for key, ok, message in rules:
         if not ok:

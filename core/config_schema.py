@@ -1,6 +1,7 @@
 """The config schema: one tree of dataclasses (`TrainConfig`) for every entry point; the model and data sections are in
-core/config_model.py, the embedded tiny recipe's section (`tiny`) in core/config_tiny.py, the rules a config must obey
-in core/config_rules.py (the recipe's in core/config_rules_tiny.py), loading in core/config.py.
+core/config_model.py, the rules a config must obey in core/config_rules.py, loading in core/config.py. The embedded
+tiny recipe's section (`tiny`) is the recipe's own (tiny_recipe/config.py and its rules, tiny_recipe/config_rules.py),
+named here by dotted path only (core/recipe_sections.py).
 
 Sub-configs are passed down to the component that owns them (`Learner(cfg.learner)`), never the whole tree. Keys use
 the papers' names (`eps_low`, `eps_high`, `overlong_buffer_len`, `max_staleness`). Each field's `help` metadata is its
@@ -8,11 +9,11 @@ documentation (`python -m driver.train --help` prints it).
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Dict, Optional
 
 from core.config_model import DataConfig, ModelConfig, _f
-from core.config_tiny import TinyRecipeConfig
+from core.recipe_sections import factory as recipe_section
 from core.response_forms import FORMS
 from core.weight_transports import transports_help
 
@@ -344,4 +345,6 @@ class TrainConfig:
     curriculum: CurriculumConfig = _f(CurriculumConfig(), "Candidate-count curriculum.")
     serve: ServeConfig = _f(ServeConfig(), "Selection service (serve.live: beside the training run).")
     logging: LoggingConfig = _f(LoggingConfig(), "Metric backends besides metrics.jsonl (TensorBoard, W&B, MLflow).")
-    tiny: TinyRecipeConfig = _f(TinyRecipeConfig(), "The embedded tiny recipe's own keys (core/config_tiny.py).")
+    tiny: Any = field(default_factory=recipe_section("tiny"),
+                      metadata={"help": "The embedded tiny recipe's own keys (tiny_recipe/config.py; empty when the "
+                                        "recipe package does not import)."})

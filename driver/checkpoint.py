@@ -98,7 +98,7 @@ def check_compatible(folder: Path, cfg, train_prompt_ids) -> None:
 
     from core.config import TrainConfig, to_yaml
     from core import estimators, rewards
-    from core.config_tiny import migrate_moved_keys
+    from core.recipe_sections import migrate_moved_keys
 
     where = f"cannot resume from {folder}"
     hint = "start a new run (another run_dir, or resume=never) or restore the checkpoint's settings"

@@ -17,7 +17,6 @@ from pathlib import Path
 from typing import Optional
 
 from core.chat import format_prompt
-from core.config import TinyRecipeConfig
 from driver.data import dataset as ds
 from driver.data.pipeline import build_dataset
 from driver.models import registry
@@ -34,12 +33,12 @@ class Prepared:
 
 
 class ModelTokenizerProvider:
-    """The budget's tokenizer for a ModelConfig (and the tiny recipe's TinyRecipeConfig, for the tiny model; see
+    """The budget's tokenizer for a ModelConfig (and the config's `tiny:` section, for the tiny model; see
     driver.data.pipeline.TokenizerProvider)."""
 
     def __init__(self, model_cfg, tiny_cfg=None):
         self.model_cfg = model_cfg
-        self.tiny_cfg = tiny_cfg or TinyRecipeConfig()
+        self.tiny_cfg = tiny_cfg
         self.key = registry.tokenizer_key(model_cfg, self.tiny_cfg)
         self.model_dir: Optional[Path] = None
 
@@ -47,7 +46,7 @@ class ModelTokenizerProvider:
         """Positions the model reads: the tiny model's configured length, else the folder's config.json
         (`max_position_embeddings`); None when it does not say."""
         if self.model_cfg.name == "tiny":
-            return self.tiny_cfg.model.max_position_embeddings
+            return registry.tiny_section(self.tiny_cfg).model.max_position_embeddings
         import json
 
         config = json.loads((registry.resolve_model(self.model_cfg) / "config.json").read_text())
@@ -130,10 +129,9 @@ def prepare(data_cfg, model_cfg, with_model: bool = True, sandbox_cfg=None, prog
         eval_prompts: held-out prompts the warm-start is evaluated on (HF greedy decoding; 0: not evaluated).
         rollout_cfg: core.config.RolloutConfig of the engines that sample candidates from the generator
             (`data.source=model`; default: its defaults). The generator's engines use `model_cfg.dtype`.
-        tiny_cfg: core.config.TinyRecipeConfig, the embedded tiny recipe's keys (`tiny.*`; default: its
-            defaults): the tiny model, its pretraining and warm-start, and the dataset settings it sets.
+        tiny_cfg: the config's `tiny:` section, the embedded tiny recipe's keys (`tiny.*`; None: its defaults):
+            the tiny model, its pretraining and warm-start, and the dataset settings it sets.
     """
-    tiny_cfg = tiny_cfg or TinyRecipeConfig()
     check_chat_template(model_cfg)
     data_cfg = ds.settings(with_generator_folder(data_cfg, model_cfg), tiny_cfg)
     provider = ModelTokenizerProvider(model_cfg, tiny_cfg)
@@ -143,6 +141,7 @@ def prepare(data_cfg, model_cfg, with_model: bool = True, sandbox_cfg=None, prog
     model_dir, stats = base, None
     own_preparation = kind_hook(model_cfg.name, "prepare") if with_model else None
     if own_preparation is not None:  # the kind's own training before RL (the tiny recipe's pretraining, warm-start)
-        model_dir, stats = own_preparation(base, tiny_cfg, model_cfg, built.path, eval_prompts, progress)
+        model_dir, stats = own_preparation(base, registry.tiny_section(tiny_cfg), model_cfg, built.path, eval_prompts,
+                                           progress)
     return Prepared(built.path, model_dir, built.manifest, stats)
 

@@ -16,5 +16,6 @@ driver/models/hooks.py name the same), which the system loads by name:
 The rest builds the model: model.py (tokenizer and Qwen3 initialisation), induction.py (the circuit), pretrain.py
 (label-free pretraining on worked solutions), warmstart.py and pick_point_start.py (the warm-starts before RL),
 selection_rows.py and greedy.py (their rows), chat.py (the model's chat templates). Its config keys are one section,
-`tiny:` (core/config_tiny.py), which `python -m driver.train --help` lists after the system's keys.
+`tiny:` (config.py, its rules in config_rules.py), which the system names by dotted path only
+(core/recipe_sections.py) and `python -m driver.train --help` lists after its own keys.
 """

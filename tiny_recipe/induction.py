@@ -177,7 +177,7 @@ def freeze_circuit(model, context: int = 3) -> list:
 
 
 def check_shape(shape) -> None:
-    """ValueError unless `shape` (core.config.TinyModelConfig) is the shape the circuit is written for."""
+    """ValueError unless `shape` (tiny_recipe.config.TinyModelConfig) is the shape the circuit is written for."""
     got = (shape.hidden_size, shape.num_heads, shape.num_kv_heads, shape.hidden_size // max(1, shape.num_heads),
            shape.num_layers >= 2)
     if got != (256, 4, 2, 64, True):

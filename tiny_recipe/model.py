@@ -62,7 +62,7 @@ def train_tokenizer(texts: Iterable[str], vocab_size: int, split_digits: bool = 
 
 
 def qwen3_config(shape, tokenizer):
-    """A Qwen3Config for `shape` (core.config.TinyModelConfig) and the trained tokenizer."""
+    """A Qwen3Config for `shape` (tiny_recipe.config.TinyModelConfig) and the trained tokenizer."""
     from transformers import Qwen3Config
 
     head_dim = shape.hidden_size // shape.num_heads

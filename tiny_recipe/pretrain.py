@@ -103,7 +103,7 @@ def pretraining_problems(cfg) -> frozenset:
 def problems_of_pretrained(model_dir) -> frozenset:
     """`pretraining_problems` of the model in `model_dir`, from the settings its STATS_FILE records (empty when
     the folder holds no pretrained model): what a benchmark of that model must not test on."""
-    from core.config import PretrainConfig
+    from tiny_recipe.config import PretrainConfig
 
     stats_file = Path(model_dir) / STATS_FILE
     if not stats_file.is_file():

@@ -30,6 +30,7 @@ from typing import Callable, Optional
 from core.algo.genselect import PromptStyle
 from core import label_functions
 from core.config import DataConfig, cache_key_settings
+from core.recipe_sections import section_value
 from core.records import SelectionTask
 
 SCHEMA_VERSION = 1
@@ -44,7 +45,7 @@ class BadDatasetRow(ValueError):
 # of the hash at that value, so that adding them did not rename every cached dataset (and its warm-start)
 KEYS_ADDED_LATER = {"train_max_candidates": 0, "side_by_side": False, "answer_labels": False, "label_function": ""}
 
-#: the dataset settings the embedded tiny recipe sets (`tiny.*`, core/config_tiny.py: the training side's cue-free
+#: the dataset settings the embedded tiny recipe sets (`tiny.*`, tiny_recipe/config.py: the training side's cue-free
 #: share and the prompt layout its response forms read), with their defaults. They were DataConfig keys when
 #: datasets were first cached: the hash (and the manifest's `config`) holds them beside the DataConfig's keys as it
 #: did then, so a config keeps its dataset folder.
@@ -62,9 +63,10 @@ class DatasetSettings(DataConfig):
 
 
 def settings(data_cfg, recipe=None) -> DatasetSettings:
-    """`data_cfg` (a DataConfig) with the RECIPE_SETTINGS of `recipe` (a TinyRecipeConfig; None: their defaults)."""
+    """`data_cfg` (a DataConfig) with the RECIPE_SETTINGS of `recipe` (the config's `tiny:` section, its dataclass or
+    plain data; None: their defaults)."""
     own = {f.name: getattr(data_cfg, f.name) for f in dataclasses.fields(DataConfig)}
-    return DatasetSettings(**own, **{k: getattr(recipe, k, v) if recipe is not None else getattr(data_cfg, k, v)
+    return DatasetSettings(**own, **{k: section_value(recipe, k, v) if recipe is not None else getattr(data_cfg, k, v)
                                      for k, v in RECIPE_SETTINGS.items()})
 
 
@@ -72,10 +74,10 @@ def prompt_style(cfg) -> PromptStyle:
     """The prompt layout of a run's TrainConfig `cfg`: `data.side_by_side` and the recipe's layout keys
     (`tiny.solution_end_line`, `tiny.line_labels`, `tiny.answer_labels`)."""
     recipe = getattr(cfg, "tiny", None)
-    return PromptStyle(end_lines=bool(getattr(recipe, "solution_end_line", False)),
-                       line_labels=bool(getattr(recipe, "line_labels", False)),
+    return PromptStyle(end_lines=bool(section_value(recipe, "solution_end_line", False)),
+                       line_labels=bool(section_value(recipe, "line_labels", False)),
                        side_by_side=bool(getattr(cfg.data, "side_by_side", False)),
-                       answer_labels=bool(getattr(recipe, "answer_labels", False)))
+                       answer_labels=bool(section_value(recipe, "answer_labels", False)))
 
 
 def config_dict(cfg) -> dict:

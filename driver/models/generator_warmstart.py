@@ -43,14 +43,13 @@ def data_hash(data) -> str:
 
 def prepare_generator(data, model_cfg, tiny_cfg=None, progress: bool = True) -> tuple:
     """(model folder, warm-start stats or None) of the policy for `task=generator`: `model.name=tiny` builds the
-    embedded generator as `tiny_cfg` (the recipe's TinyRecipeConfig; None: its defaults) says, and warm-starts it
+    embedded generator as `tiny_cfg` (the config's `tiny:` section; None: its defaults) says, and warm-starts it
     when `tiny.warm_start.enabled`; a folder is used as it is."""
-    from core.config import TinyRecipeConfig
     from driver.models import registry
 
     if model_cfg.name != "tiny":
         return registry.resolve_model(model_cfg), None
-    tiny_cfg = tiny_cfg or TinyRecipeConfig()
+    tiny_cfg = registry.tiny_section(tiny_cfg)
     base = registry.resolve_model(model_cfg, corpus(data), tiny_cfg)
     if not tiny_cfg.warm_start.enabled:
         return base, None

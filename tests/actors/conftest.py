@@ -40,7 +40,7 @@ def make_task(i: int, words: int = 1) -> SelectionTask:
 @pytest.fixture(scope="session")
 def rollout_model_path(tmp_path_factory):
     """A tiny Qwen3 (tied embeddings, fp32) saved as a Hugging Face folder."""
-    from core.config import TinyModelConfig
+    from tiny_recipe.config import TinyModelConfig
     from tiny_recipe.model import build_tiny_model
 
     return str(build_tiny_model(TinyModelConfig(), arithmetic_texts(), tmp_path_factory.mktemp("rollout") / "tiny",
@@ -160,7 +160,7 @@ def tiny_texts() -> list:
 @pytest.fixture(scope="session")
 def tiny_model_path(tmp_path_factory):
     """The tiny Qwen3 (tied embeddings) the learner and packing tests share, built once per session."""
-    from core.config import TinyModelConfig
+    from tiny_recipe.config import TinyModelConfig
     from tiny_recipe.model import build_tiny_model
 
     path = tmp_path_factory.getbasetemp() / "tiny-learner-model"

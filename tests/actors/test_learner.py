@@ -212,7 +212,7 @@ def test_shutdown_releases_the_model_under_zero2(tiny_model_path):
 
 
 def tiny_model_folder_without_circuit(tmp_path):
-    from core.config import TinyModelConfig
+    from tiny_recipe.config import TinyModelConfig
     from tiny_recipe.model import build_tiny_model
 
     from .conftest import tiny_texts
@@ -226,7 +226,7 @@ def test_a_wired_induction_circuit_stays_as_written_through_learner_steps(vocab,
     DeepSpeed steps (gradient masks) while the rest of the model trains. ZeRO-3 is refused with frozen entries."""
     from transformers import AutoModelForCausalLM
 
-    from core.config import TinyModelConfig
+    from tiny_recipe.config import TinyModelConfig
     from tiny_recipe.induction import circuit_masks
     from tiny_recipe.model import build_tiny_model, frozen_entries
 

@@ -23,7 +23,7 @@ def pick_point(prompt: list, pick: int, solution: list, point: int, advantage: f
 @pytest.fixture(scope="module")
 def recorded(tmp_path_factory):
     """Two recorded batches of a tiny model: groups of 4 whose samples repeat (as a pick-then-point group on a pair)."""
-    from core.config import TinyModelConfig
+    from tiny_recipe.config import TinyModelConfig
     from tiny_recipe.model import build_tiny_model
 
     root = tmp_path_factory.mktemp("learner_step")

@@ -266,7 +266,8 @@ def test_a_config_builds_on_its_base_and_a_loop_is_refused(tmp_path):
 
 
 def test_cache_key_settings_leave_out_later_keys_only_at_their_defaults():
-    from core.config import WarmStartConfig, cache_key_settings
+    from core.config import cache_key_settings
+    from tiny_recipe.config import WarmStartConfig
 
     plain = cache_key_settings(WarmStartConfig(), {"pool": 0})
     assert "pool" not in plain and plain["steps"] == WarmStartConfig().steps
@@ -309,7 +310,7 @@ def test_help_lists_the_system_keys_apart_from_the_tiny_recipe_keys(capsys):
     ("model={seed: 3}", "model.seed moved to tiny.seed", "tiny.seed"),
 ])
 def test_a_key_that_moved_under_tiny_is_refused_naming_its_new_path(override, moved, set_key):
-    """The tiny recipe's keys live under `tiny:` (core/config_tiny.py MOVED_KEYS); an old path, as an override or in a
+    """The tiny recipe's keys live under `tiny:` (tiny_recipe/config.py MOVED_KEYS); an old path, as an override or in a
     YAML file, is a one-line error naming where it went, not a generic unknown key."""
     with pytest.raises(ConfigError, match=f"^override {re.escape(repr(override))}: {re.escape(moved)} ") as err:
         load_config("default", [override])

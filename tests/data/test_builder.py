@@ -91,7 +91,7 @@ def test_the_configured_prompt_style_renders_every_prompt():
     from core.algo.genselect import PromptStyle, build_prompt
 
     probs = [problem(f"p{i}", [1, 0, 0]) for i in range(5)]
-    from core.config import TinyRecipeConfig
+    from tiny_recipe.config import TinyRecipeConfig
     from driver.data.dataset import settings
 
     recipe = TinyRecipeConfig(solution_end_line=True, line_labels=True)  # the layout keys the recipe sets

@@ -198,7 +198,7 @@ def test_a_tiny_model_samples_a_benchmark_and_selects_and_the_samples_reproduce_
     the model in another folder selects by a knockout of pairs (two engines, as with a generator and a selector of
     their own); the samples file then reproduces the table through `--samples`, with the selector's recorded choices
     replayed."""
-    from core.config import TinyModelConfig
+    from tiny_recipe.config import TinyModelConfig
     from driver.data import procedural
     from tiny_recipe.model import build_tiny_model
 

@@ -36,7 +36,8 @@ def trained_run(tmp_path_factory):
     """A run folder with the checkpoints of steps 1 and 2 of a real learner (the tiny Qwen3, ZeRO-2, fp32) and
     its end-of-run export; with the learner's weights after each step."""
     from actors.learner.learner import Learner
-    from core.config import AlgorithmConfig, LearnerConfig, TinyModelConfig, load_config, to_yaml
+    from core.config import AlgorithmConfig, LearnerConfig, load_config, to_yaml
+    from tiny_recipe.config import TinyModelConfig
     from core.net import free_port
     from driver.export import export_files
     from tiny_recipe.model import build_tiny_model

@@ -191,7 +191,7 @@ def test_a_start_model_excludes_its_pretraining_corpus_through_its_warm_start(tm
     problems (its `problems_seen` hook, named by its kind) are left out."""
     import json
 
-    from core.config import PretrainConfig
+    from tiny_recipe.config import PretrainConfig
     from driver.bon import exclude_seen, seen_problems
     from tiny_recipe.pretrain import STATS_FILE, pretraining_problems
 
@@ -225,7 +225,7 @@ def test_the_cli_refuses_bad_arguments_before_loading_a_model(tmp_path):
 @pytest.mark.slow
 def test_bon_with_a_real_tiny_selector_in_vllm(tmp_path):
     """The CLI for real: a tiny selector (vLLM, constrained judgments) chooses among procedural samples."""
-    from core.config import TinyModelConfig
+    from tiny_recipe.config import TinyModelConfig
     from driver.data import procedural
     from tiny_recipe.model import build_tiny_model
 

@@ -3,9 +3,10 @@ hooks by dotted path (driver/models/hooks.py) and imports nothing of `tiny_recip
 
 A subprocess whose import system refuses `tiny_recipe` (a meta-path finder that raises for it) takes a plain
 Hugging Face folder (a tiny Qwen3 without the recipe's `genselect_model.json`, as a user's own model is) through the
-config check and launch planning (`python -m driver.train smoke --plan`) and the model's hooks (the general response
-form, nothing frozen, no extra rows, no preparation of its own); the slow test adds one learner step and its
-export.
+config check and launch planning (`python -m driver.train smoke --plan`, its `tiny:` keys left out with `~tiny`) and
+the model's hooks (the general response form, nothing frozen, no extra rows, no preparation of its own); the slow
+test adds one learner step and its export. Another loads configs there: the recipe's section (core/recipe_sections.py)
+is then empty, and a config that sets its keys or runs its model is refused naming the package.
 """
 from __future__ import annotations
 
@@ -51,19 +52,50 @@ from driver.train import main
 
 text = io.StringIO()
 with contextlib.redirect_stdout(text):
-    assert main(["smoke", "--plan", f"model.name={folder}"]) == 0
+    assert main(["smoke", "--plan", f"model.name={folder}", "~tiny"]) == 0
 assert "learner" in text.getvalue()
 
 from core.config import load_config
 from driver.models import registry
 from driver.models.hooks import kind_hook
 
-cfg = load_config("smoke", [f"model.name={folder}"])
+cfg = load_config("smoke", [f"model.name={folder}", "~tiny"])
+assert cfg.tiny == {}
 assert registry.response_form(folder, cfg).name == "free text"
 assert registry.frozen_entries(folder, cfg) is None
 assert registry.extra_rows(cfg, folder, []) is registry.no_extra_rows
 assert kind_hook(cfg.model.name, "prepare") is None
 
+'''
+
+CONFIG = '''
+# a config without the recipe: its section is empty and out of `--help`; setting a key of it, or running its model,
+# is a ConfigError naming the package; a run's recorded section is read back as plain data
+import re
+import sys
+
+from omegaconf import OmegaConf
+
+from core.config import ConfigError, describe, from_yaml, load_config, to_yaml
+from driver.data.dataset import prompt_style
+
+folder = sys.argv[1]
+cfg = load_config("smollm2")
+assert cfg.tiny == {} and not [key for key, _, _ in describe() if key.startswith("tiny")]
+for name, overrides, refused in (("smollm2", ["tiny.seed=3"], "tiny.seed=3"),
+                                 ("smoke", [f"model.name={folder}"], "tiny.model.hidden_size=64"),
+                                 ("smoke", ["~tiny"], "model.name='tiny'")):
+    try:
+        load_config(name, overrides)
+    except ConfigError as err:
+        needs = " needs the recipe package tiny_recipe, which does not import here"
+        assert re.match(re.escape(refused) + needs, str(err)), err
+    else:
+        raise AssertionError(f"{name} {overrides} loaded without the recipe")
+recorded = OmegaConf.to_container(OmegaConf.create(to_yaml(cfg)))
+recorded["tiny"] = {"seed": 0, "answer_labels": True, "model": {"hidden_size": 64}}
+again = from_yaml(OmegaConf.to_yaml(OmegaConf.create(recorded)))
+assert again.tiny == recorded["tiny"] and prompt_style(again).answer_labels
 '''
 
 #: one learner step on the folder, then its export (DeepSpeed on CPU)
@@ -105,7 +137,7 @@ print("ran without the recipe")
 @pytest.fixture(scope="module")
 def user_folder(tmp_path_factory) -> Path:
     """A plain tiny Qwen3 folder: weights, config and tokenizer, no `genselect_model.json` (no hooks, no kind)."""
-    from core.config import TinyModelConfig
+    from tiny_recipe.config import TinyModelConfig
     from tiny_recipe.model import build_tiny_model
 
     texts = [f"{a} + {b} = {a + b}\nJudgment: {a % 4}" for a in range(40) for b in range(5)]
@@ -128,6 +160,12 @@ def run_hidden(tmp_path, *parts: str, args: tuple = ()) -> subprocess.CompletedP
 
 def test_a_model_without_hooks_loads_plans_and_runs_its_hooks_with_the_recipe_unimportable(user_folder, tmp_path):
     done = run_hidden(tmp_path, PLAN, CHECK, args=(user_folder, tmp_path / "export"))
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    assert "ran without the recipe" in done.stdout
+
+
+def test_a_config_loads_without_the_recipe_and_its_keys_ask_for_the_package(user_folder, tmp_path):
+    done = run_hidden(tmp_path, CONFIG, CHECK, args=(user_folder,))
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
     assert "ran without the recipe" in done.stdout
 

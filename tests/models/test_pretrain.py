@@ -4,10 +4,10 @@ config refuses it where it means nothing."""
 import pytest
 import torch
 
-from core.config import (ConfigError, DataConfig, ModelConfig, PretrainConfig, TinyModelConfig, TinyRecipeConfig,
-                         WarmStartConfig)
+from core.config import ConfigError, DataConfig, ModelConfig
 from core.config import load_config
 from driver.data.slips import slip_kind
+from tiny_recipe.config import PretrainConfig, TinyModelConfig, TinyRecipeConfig, WarmStartConfig
 from tiny_recipe import pretrain
 
 
@@ -263,7 +263,7 @@ def test_the_cosine_decay_warms_up_then_falls_to_zero_at_the_last_step_and_const
 
 
 def test_the_decay_is_part_of_the_cache_key_and_constant_keeps_the_old_key():
-    from core.config import PretrainConfig
+    from tiny_recipe.config import PretrainConfig
 
     assert pretrain.pretrain_dir("m/tiny-x", PretrainConfig(steps=10, lr_decay="cosine"), frozenset()) != \
         pretrain.pretrain_dir("m/tiny-x", PretrainConfig(steps=10), frozenset())

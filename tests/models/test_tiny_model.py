@@ -5,8 +5,9 @@ import json
 import pytest
 import torch
 
-from core.config import ModelConfig, TinyModelConfig, TinyRecipeConfig
+from core.config import ModelConfig
 from driver.models import registry
+from tiny_recipe.config import TinyModelConfig, TinyRecipeConfig
 from tiny_recipe.model import train_tokenizer
 
 

@@ -5,9 +5,10 @@ import random
 import pytest
 import torch
 
-from core.config import DataConfig, ModelConfig, TinyModelConfig, TinyRecipeConfig, WarmStartConfig
+from core.config import DataConfig, ModelConfig
 from core.records import SelectionTask
 from driver.models import sft
+from tiny_recipe.config import TinyModelConfig, TinyRecipeConfig, WarmStartConfig
 from tiny_recipe import warmstart
 
 

@@ -1,5 +1,7 @@
-"""The rules of the embedded tiny recipe's keys (`tiny.*`, core/config_tiny.py): what a loaded config must obey beyond
-its types, checked by `core.config_rules.check` with the system's rules (ConfigError naming the key)."""
+"""The rules of the embedded tiny recipe's keys (`tiny.*`, config.py): what a loaded config must obey beyond its
+types. The config check (core/config_rules.py) runs them after the system's rules, resolved by the dotted paths
+core/recipe_sections.py registers (`TINY_CHOICES`: each key's allowed values; `tiny_rules`); a broken one is a
+ConfigError naming the key."""
 from __future__ import annotations
 
 from core.rewards import function_path

@@ -1,10 +1,12 @@
-"""The embedded tiny recipe's section of the config schema (`tiny:`; core/config.py loads the whole tree): the tiny
-model built locally, its seed, its label-free pretraining and warm-start, the prompt layout and data choices its
-response forms read, and the reward and training terms only the recipe uses (tiny_recipe/, docs/models.md). The rest
-of the schema (core/config_schema.py, core/config_model.py) is the system's, for any model.
+"""The embedded tiny recipe's section of the config (`tiny:`): the tiny model built locally, its seed, its label-free
+pretraining and warm-start, the prompt layout and data choices its response forms read, and the reward and training
+terms only the recipe uses (docs/models.md). The system's schema (core/config_schema.py, core/config_model.py) names
+this section only by dotted path (core/recipe_sections.py), which the config loader resolves: typed validation, the
+rules of config_rules.py and `--help` then cover these keys as they cover the system's.
 
 `MOVED_KEYS` maps where each of these keys was before it moved here to where it is now: a config that still sets an
-old path is refused with a one-line error naming the new one (core/config.py).
+old path is refused with a one-line error naming the new one, and a run's config written before is read with them
+moved (core/recipe_sections.py).
 """
 from __future__ import annotations
 
@@ -167,33 +169,3 @@ MOVED_KEYS = {
     "algorithm.anchor_corpus_rows": "tiny.anchor_corpus_rows",
 }
 
-
-def moved_key(key: str):
-    """(old path, new path) of the moved key `key` (dotted) is or lies under, else None."""
-    for old, new in MOVED_KEYS.items():
-        if key == old or key.startswith(old + "."):
-            return old, new
-    return None
-
-
-def moved_keys_in(tree: dict, prefix: str = "") -> list:
-    """The moved (old) dotted paths set in `tree` (a config as nested dicts), in order."""
-    found = []
-    for key, value in (tree.items() if isinstance(tree, dict) else ()):
-        dotted = f"{prefix}{key}"
-        if dotted in MOVED_KEYS:
-            found.append(dotted)
-        elif isinstance(value, dict):
-            found += moved_keys_in(value, dotted + ".")
-    return found
-
-
-def migrate_moved_keys(tree: dict) -> dict:
-    """`tree` (a config as nested dicts, e.g. a run folder's config.yaml written before the keys moved) with every
-    old path's value moved to its new path (a value already at the new path wins). Changes `tree` in place."""
-    for old in moved_keys_in(tree):
-        section, _, name = old.rpartition(".")
-        value = tree[section].pop(name)
-        parent, _, leaf = MOVED_KEYS[old].rpartition(".")
-        tree.setdefault(parent, {}).setdefault(leaf, value)
-    return tree
