@@ -68,7 +68,8 @@ FORBIDDEN_MODULES = ("ray", "vllm", "math_verify")  # absent on the device
 PACKAGES = ("torch", "numpy", "triton", "deepspeed", "transformers", "tokenizers", "safetensors", "huggingface_hub",
             "httpx", "accelerate", "omegaconf", "hjson", "pydantic", "pydantic_core", "psutil", "msgpack", "einops",
             "py-cpuinfo", "ninja", "tqdm", "pyyaml", "regex", "packaging", "filelock", "dill")
-#: what the sections import: an import error shows in `env` at once (the packed section needs actors.learner.learner too)
+#: what the sections import: an import error shows in `env` at once (the packed section needs actors.learner.learner
+#: too)
 IMPORTS = ("transformers", "deepspeed", "omegaconf", "actors.learner.learner", "benchmarks.learner_step")
 
 

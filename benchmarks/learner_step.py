@@ -6,12 +6,12 @@ configs/selector.yaml, cached under .cache/) and a GenSelect-shaped batch from i
 its prompts_per_step) x `--samples` responses (8), each response one constrained index token, as its rollout samples
 them. The batch is packed by `core.packing.pack_sequences` (the learner's
 `micro_batch_tokens`, 8192) and one learner step is run as the learner runs it: per micro-batch the forward of
-`actors.learner.policy_forward._PolicyLogprobs`, `actors.learner.policy_forward.micro_batch_loss`, backward; then global-norm clipping
-and AdamW (torch; DeepSpeed left out). Modes (`--attention`, comma-separated, run interleaved step by step on
-copies of the same weights, and their log-probs compared): `dense` is the dense-mask-rows layout (rows as wide as
-the longest unit, a dense (rows, 1, W, W) boolean mask into SDPA, the whole last layer); `blocks` the packed-blocks
-layout (one padding-free row, attention by blocks, actors/learner/packed_attention.py, the last layer at the targets);
-`blocks_full` and `dense_pruned` isolate the last-layer change; `merged` is `blocks` on the batch after
+`actors.learner.policy_forward._PolicyLogprobs`, `actors.learner.policy_forward.micro_batch_loss`, backward; then
+global-norm clipping and AdamW (torch; DeepSpeed left out). Modes (`--attention`, comma-separated, run interleaved step
+by step on copies of the same weights, and their log-probs compared): `dense` is the dense-mask-rows layout (rows as
+wide as the longest unit, a dense (rows, 1, W, W) boolean mask into SDPA, the whole last layer); `blocks` the
+packed-blocks layout (one padding-free row, attention by blocks, actors/learner/packed_attention.py, the last layer at
+the targets); `blocks_full` and `dense_pruned` isolate the last-layer change; `merged` is `blocks` on the batch after
 `core.packing.merge_identical` (identical samples computed once, weighted by their copies: what the learner
 runs). `--batches FILE` replaces the built batch by the batches a real run trained on
 (`benchmarks/record_batches.py`; the step cycles through them, and the model is that run's start). `--deepspeed`
@@ -287,7 +287,7 @@ def main(argv=None) -> dict:
     import torch
 
     from core.packing import (count_anchor_tokens, count_loss_tokens, merge_identical, pack_sequences,
-                                padding_fraction)
+                              padding_fraction)
 
     torch.set_num_threads(args.threads)
     torch.manual_seed(0)

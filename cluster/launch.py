@@ -30,8 +30,8 @@ def launch(cfg, model_path: str, actor_env: dict, domains: tuple = ("math",), fr
            response_form=None) -> Handles:
     """Start every actor of `cfg` (a TrainConfig) on the running Ray cluster; PlacementError if it cannot fit.
     `frozen`: the entries of the model that never train (core/frozen.py), handed to every learner rank;
-    `response_form`: how the rollout workers sample a selection task's group (actors/rollout/response_forms.py; None: free
-    text), handed to every verifier too, which credits what the form's reward reads beyond the final judgment
+    `response_form`: how the rollout workers sample a selection task's group (actors/rollout/response_forms.py; None:
+    free text), handed to every verifier too, which credits what the form's reward reads beyond the final judgment
     (`ResponseForm.credited_candidates`; actors/verifier/verifier_pool.py).
 
     Rollout actors are restartable (Ray restarts a dead one; the driver re-issues its prompts and pushes the

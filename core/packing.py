@@ -15,13 +15,13 @@ Packing, in three ideas:
   by the group.
 * **One row, no padding.** Units are placed first-fit-decreasing into micro-batches of at most `max_tokens`
   input tokens, back to back in one row (`layout="flat"`, what the learner runs): a `(1, width)` tensor.
-* **Attention blocks, not a mask.** Each micro-batch carries a `BlockLayout` (below; computed by actors/learner/packed_attention.py): per
-  prompt a causal block, per response segment a block that sees its prompt and itself causally. The learner
-  runs one SDPA call per block, so attention costs the sum over blocks of queries x keys and no mask grows as
-  width^2. `MicroBatch.dense_attention_mask()` gives the same visibility as a `(rows, 1, width, width)` boolean
-  mask (the reference the tests and benchmarks compare with). `layout="rows"` keeps the earlier layout for
-  that dense mask: rows as wide as the longest unit, padded tails (id 0, never a target), `rows * width <=
-  max_tokens`, so the dense mask costs `rows * width**2` rather than `max_tokens**2`.
+* **Attention blocks, not a mask.** Each micro-batch carries a `BlockLayout` (below; computed by
+  actors/learner/packed_attention.py): per prompt a causal block, per response segment a block that sees its prompt and
+  itself causally. The learner runs one SDPA call per block, so attention costs the sum over blocks of queries x keys
+  and no mask grows as width^2. `MicroBatch.dense_attention_mask()` gives the same visibility as a
+  `(rows, 1, width, width)` boolean mask (the reference the tests and benchmarks compare with). `layout="rows"` keeps
+  the earlier layout for that dense mask: rows as wide as the longest unit, padded tails (id 0, never a target),
+  `rows * width <= max_tokens`, so the dense mask costs `rows * width**2` rather than `max_tokens**2`.
 
 * **Identical samples once** (`merge_identical`). Sampled responses of one prompt often coincide token for token (the
   default's pick-then-point response: two indices sampled around a greedy solution, so a group of 8 holds at most

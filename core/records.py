@@ -116,7 +116,8 @@ class Rollout:
     `algorithm.solution_anchor` trains towards itself by likelihood (no label read). None: no such token.
     `allowed_ids_by_token`: per response token, the token ids it was sampled among (a list) or None (the whole
     vocabulary): a response whose positions were sampled differently, such as free reasoning followed by a forced
-    judgment's constrained index (actors/rollout/forced_judgment.py). None: `allowed_token_ids` holds for every position.
+    judgment's constrained index (actors/rollout/forced_judgment.py). None: `allowed_token_ids` holds for every
+    position.
     `forced`: the response wrote no judgment of its own and the system appended `Judgment: ` before sampling the
     index (`rollout.response_form.name=forced_judgment`); False for a judgment the model wrote.
     """

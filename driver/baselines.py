@@ -10,10 +10,10 @@ selector that needs no RL:
   would score if it always followed its own solution; it needs no training beyond the model's solving;
 * `solve_alone`: the solve-alone rule: the model solves the problem without seeing any candidate (greedy, the
   generator prompt of `core.chat.format_generator_prompt`; driver/heldout.py asks the engine), the answer its solution
-  states is read as a generator's is (`actors.verifier.solutions.stated_answer`), and the rule names a candidate whose answer
-  equals it (math-verify equivalence, `answers_agree`), at random among them; where none does, or the solution states
-  no answer, the cue rule. Any model can be read so, with or without a chat template; one that cannot solve scores
-  the cue rule.
+  states is read as a generator's is (`actors.verifier.solutions.stated_answer`), and the rule names a candidate whose
+  answer equals it (math-verify equivalence, `answers_agree`), at random among them; where none does, or the solution
+  states no answer, the cue rule. Any model can be read so, with or without a chat template; one that cannot solve
+  scores the cue rule.
 
 Each rule draws its ties from a generator seeded by the run's seed, the rule and the prompt's id, so a rule's choice
 on a prompt is the same at every reading. Pure apart from `answers_agree`'s math-verify worker processes: the
@@ -145,8 +145,8 @@ def rule_metrics(tasks: Sequence, own_answers: Sequence[Optional[str]], window: 
 
 # ---- the solve-alone rule's reading of the model's solutions -----------------------------------------------------
 def solved_answer(solution: Optional[str]) -> Optional[str]:
-    """The final answer a solution states (`actors.verifier.solutions.stated_answer`: the last `\\boxed{}`, else the last
-    `Answer: X` line), a trailing pointer ` #k` dropped; None when it states none (or there is no solution)."""
+    """The final answer a solution states (`actors.verifier.solutions.stated_answer`: the last `\\boxed{}`, else the
+    last `Answer: X` line), a trailing pointer ` #k` dropped; None when it states none (or there is no solution)."""
     from actors.verifier.solutions import stated_answer
 
     answer = stated_answer(solution) if solution else None

@@ -260,8 +260,9 @@ def shape_and_advantage(groups: list, algo, max_response_tokens: int, policy_log
 
     `policy_logprobs(sequences) -> per-token log-probs` under the policy being trained (the learner's current
     weights; `policy_logprobs` below) is needed only by an off-policy estimator
-    (`algorithm.advantage.off_policy` of max@k): its sequence log-ratio is `sum(policy log-probs) - sum(behaviour log-probs)` per
-    response, over the tokens the policy sampled (`loss_mask` 1)."""
+    (`algorithm.advantage.off_policy` of max@k): its sequence log-ratio is
+    `sum(policy log-probs) - sum(behaviour log-probs)` per response, over the tokens the policy sampled
+    (`loss_mask` 1)."""
     if not groups:
         raise ValueError("shape_and_advantage needs at least one group")
     rollouts = [r for g in groups for r in g.rollouts]
@@ -353,8 +354,8 @@ def learner_step(fleet, batch: Batch, step: int) -> tuple:
 def sync_weights(fleet, version: int, attempts: int = 3) -> dict:
     """Stage 6 (also on resume and after a rollout restart): push the learner's weights into every engine as
     `version` (actors/weight_sync/coordinator.py), then `fleet.version = version`. A rollout actor that died meanwhile
-    is being restarted by Ray: wait until every engine answers again, then retry the whole sync (the restarted engine gets the
-    current weights that way)."""
+    is being restarted by Ray: wait until every engine answers again, then retry the whole sync (the restarted engine
+    gets the current weights that way)."""
     for attempt in range(1, attempts + 1):
         try:
             stats = fleet.broadcaster.sync(version)

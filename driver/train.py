@@ -26,10 +26,10 @@
     nothing is in flight during 3-6: strictly synchronous on-policy training. A step whose groups were all filtered
     or stale skips 3-6 (counted).
 The six files a step visits, in order: driver/train.py (this loop), driver/step.py (the driver side of stages 1-6),
-actors/rollout/rollout_worker.py and actors/verifier/verifier_pool.py (stage 1), actors/learner/learner.py (stage 5), actors/weight_sync/coordinator.py
-(stage 6; the transport it runs, by default actors/weight_sync/object_store.py, and the engine side of a sync:
-actors/weight_sync/engine_update.py). The actors' handles and the deadline of every call to them:
-driver/fleet.py; the extra rows of the tiny recipe: tiny_recipe/anchor_rows.py.
+actors/rollout/rollout_worker.py and actors/verifier/verifier_pool.py (stage 1), actors/learner/learner.py (stage 5),
+actors/weight_sync/coordinator.py (stage 6; the transport it runs, by default actors/weight_sync/object_store.py, and
+the engine side of a sync: actors/weight_sync/engine_update.py). The actors' handles and the deadline of every call to
+them: driver/fleet.py; the extra rows of the tiny recipe: tiny_recipe/anchor_rows.py.
 """
 from __future__ import annotations
 

@@ -201,7 +201,8 @@ def test_actors_import_nothing_of_the_tiny_recipe():
 
 
 DOC = ROOT / "docs" / "architecture.md"
-TABLE_START, TABLE_END = "<!-- layer imports: generated from FORBIDDEN in tests/test_import_direction.py -->", "<!-- end -->"
+TABLE_START, TABLE_END = ("<!-- layer imports: generated from FORBIDDEN in tests/test_import_direction.py -->",
+                          "<!-- end -->")
 
 
 def layer_imports_table() -> str:

@@ -40,7 +40,7 @@ from actors.learner import checkpoint_io as cio
 from actors.faults import maybe_crash
 from actors.learner.process_group import join_process_group
 from core.packing import (count_anchor_tokens, count_loss_tokens, count_sequences, dummy_micro_batch,
-                            pack_sequences, split_mini_batches, unpack_per_sequence)
+                          pack_sequences, split_mini_batches, unpack_per_sequence)
 from actors.learner.policy_forward import _PolicyLogprobs, anchor_loss, enable_gradient_checkpointing, micro_batch_loss
 from actors.weight_sync.broadcast import BroadcastSender
 from actors.weight_sync.ipc import IpcSender

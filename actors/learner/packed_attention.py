@@ -4,8 +4,8 @@ A packed micro-batch (core/packing.py) holds shared-prefix units back to back: a
 that share it. A prompt token sees the earlier tokens of its prompt; a response token sees its whole prompt and
 the earlier tokens of its own response; padding is seen by nothing. The learner used to give SDPA this as a dense
 (rows, 1, W, W) boolean mask: W^2 bytes per row (1 GiB at W = 32K), and a kernel that computes every one of the
-W^2 scores, most of them masked. Here the micro-batch carries a `BlockLayout` (core/packing.py) instead, and each block is one
-`scaled_dot_product_attention` call on its own keys only:
+W^2 scores, most of them masked. Here the micro-batch carries a `BlockLayout` (core/packing.py) instead, and each block
+is one `scaled_dot_product_attention` call on its own keys only:
 
 * a prompt `[a, b)`: queries and keys `[a, b)`, causal (`is_causal=True`, no mask tensor);
 * a response segment `[s, e)` of a unit whose prompt is `[a, b)`: queries `[s, e)`, keys `[a, b)` then `[s, e)`:

@@ -2,8 +2,8 @@
 
 `_PolicyLogprobs` wraps a Hugging Face causal LM: per-token log-probs of the response tokens of a packed micro-batch
 (core/packing.py), at `logits / temperature` as the engine sampled them, with the last layer computed at the target
-positions only and a packed block layout for attention (actors/learner/packed_attention.py). `micro_batch_loss` is the DAPO
-term of one micro-batch (arXiv 2503.14476 eq. 12, clip-higher, token-level mean over the whole batch; truncated
+positions only and a packed block layout for attention (actors/learner/packed_attention.py). `micro_batch_loss` is the
+DAPO term of one micro-batch (arXiv 2503.14476 eq. 12, clip-higher, token-level mean over the whole batch; truncated
 importance weights against a proximal policy where configured); `anchor_loss` the likelihood term of anchor tokens.
 """
 from __future__ import annotations

@@ -1,4 +1,5 @@
-"""The learner ranks' process group: the rendezvous every rank joins before DeepSpeed starts (actors/learner/learner.py)."""
+"""The learner ranks' process group: the rendezvous every rank joins before DeepSpeed starts
+(actors/learner/learner.py)."""
 from __future__ import annotations
 
 import logging

@@ -1,5 +1,5 @@
-"""The vLLM engine's process environment and backends: what a rollout engine (actors/rollout/rollout_worker.py) sets before it
-starts, since vLLM's processes read it when they start."""
+"""The vLLM engine's process environment and backends: what a rollout engine (actors/rollout/rollout_worker.py) sets
+before it starts, since vLLM's processes read it when they start."""
 from __future__ import annotations
 
 import logging

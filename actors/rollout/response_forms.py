@@ -8,8 +8,8 @@ brings its own form without the actors knowing it. A form uses the worker throug
 its private state.
 
 The verifier pool holds the same form and asks it how a response's reward reads more than its final judgment
-(`credited_candidates`, `credit`; actors/verifier/verifier_pool.py): a form that makes a decision before the final one (the tiny
-recipe's pick) credits it there, so no general code carries a setting of one form.
+(`credited_candidates`, `credit`; actors/verifier/verifier_pool.py): a form that makes a decision before the final one
+(the tiny recipe's pick) credits it there, so no general code carries a setting of one form.
 
 * `FreeText` (every model, and the default): one request of G samples. A model with a chat template writes free
   text (a generator's solutions, or a selector's reasoning ending `Judgment: IDX`); a prompt that ends in the answer
@@ -28,7 +28,8 @@ from core.records import Rollout, RolloutGroup, SelectionTask, SolveTask
 
 
 class FormWorker(Protocol):
-    """What a response form may use of the rollout worker that runs it (actors/rollout/rollout_worker.py's RolloutWorker)."""
+    """What a response form may use of the rollout worker that runs it (actors/rollout/rollout_worker.py's
+    RolloutWorker)."""
 
     #: the engine's tokenizer (a transformers tokenizer)
     tokenizer: Any
@@ -61,7 +62,8 @@ class ResponseForm:
     @property
     def credits_candidates(self) -> bool:
         """Whether the reward reads more than the final judgment (`credited_candidates`, `credit`); a user's
-        a reward function (`verifier.reward.name`), which replaces the built-in reward, cannot be combined with such a form."""
+        a reward function (`verifier.reward.name`), which replaces the built-in reward, cannot be combined with such a
+        form."""
         return False
 
     def credited_candidates(self, response_text: str, num_candidates: int) -> tuple:

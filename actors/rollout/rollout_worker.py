@@ -7,8 +7,8 @@ engine (continuous batching).
 
 Policy versions and the admission gate: actors/rollout/engine_gate.py (a request runs entirely on the version it was
 admitted under). Response forms (how one task's G rollouts are sampled; free text or one index token by default, a
-model's own form handed in by the launcher): actors/rollout/response_forms.py. Weight updates: the worker holds the engine's
-update protocol (actors/weight_sync/engine_update.py) and a receiver per weight transport it loads from
+model's own form handed in by the launcher): actors/rollout/response_forms.py. Weight updates: the worker holds the
+engine's update protocol (actors/weight_sync/engine_update.py) and a receiver per weight transport it loads from
 (actors/weight_sync/: object_store.py, broadcast.py, ipc.py); its Ray-callable update methods hand each call to them.
 
 Behaviour log-probs are the engine's *processed* log-probs (`logprobs_mode="processed_logprobs"`):
@@ -88,7 +88,8 @@ class RolloutWorker:
     def __init__(self, cfg, model_path: str, dtype: str = "float32", seed: int = 0,
                  worker_index: int = 0, weight_sync=None, response_form=None):
         """cfg: RolloutConfig. weight_sync: WeightSyncConfig (bucket size); default WeightSyncConfig().
-        response_form: how a selection task's G rollouts are sampled (actors/rollout/response_forms.py); default FreeText."""
+        response_form: how a selection task's G rollouts are sampled (actors/rollout/response_forms.py); default
+        FreeText."""
         configure_cpu_env(cfg)
         from transformers import AutoTokenizer
         from vllm.engine.arg_utils import AsyncEngineArgs

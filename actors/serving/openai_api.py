@@ -10,23 +10,24 @@ Requests are parsed and answers built with vLLM's own pydantic types (`Completio
 shapes; every answer (every chunk of a stream) adds the policy version(s) of the weights that produced it.
 Generation runs on the replica's `RolloutWorker` through its admission gate (`run_request`, `stream_request`), as
 every other request does. Client errors are `RequestError`s: the same {"error": {"message", "field", "type"}} 4xx as
-/v1/select (actors/serving/select_request.py); `model` must name the served selector (its id, or the folder it serves) or
-be left out, else 404. Not supported, and refused naming the field: beam search, `echo`, `suffix`, tools,
+/v1/select (actors/serving/select_request.py); `model` must name the served selector (its id, or the folder it serves)
+or be left out, else 404. Not supported, and refused naming the field: beam search, `echo`, `suffix`, tools,
 `response_format` other than text, a request's own chat template, and chat with a model that has no chat template
 (the plain tiny selector reads raw text: /v1/completions or /v1/select serve it).
 
 `stream: true` answers with Server-Sent Events as OpenAI's API does: one `data: {chunk}` per piece the engine
 produces (`chat.completion.chunk` with a `delta`, or `text_completion` with `text`), the last piece of each choice
 with its `finish_reason`, a usage chunk (no choices) with `stream_options.include_usage`, then `data: [DONE]`. A
-failure after the stream started is one `data: {"error": ...}` event before `[DONE]` (actors/serving/selector_server.py). These
-endpoints sample the model's own text, streamed or not: a response form (e.g. a forced judgment,
-actors/rollout/forced_judgment.py) needs the candidates of a selection prompt and applies to /v1/select only.
+failure after the stream started is one `data: {"error": ...}` event before `[DONE]`
+(actors/serving/selector_server.py). These endpoints sample the model's own text, streamed or not: a response form (e.g.
+a forced judgment, actors/rollout/forced_judgment.py) needs the candidates of a selection prompt and applies to
+/v1/select only.
 
 With a reasoning parser (`serve.reasoning_parser`, actors/serving/reasoning.py) a chat answer's thinking is split out of
 `content` into `reasoning_content` (and `reasoning`), in `message` and in each streamed `delta`.
 
-Each function takes the replica (`actors.serving.selector_server.SelectorServer`): its settings `s`, `worker`, `model_path`,
-`counters`, `started` and `reasoning_parser` (vLLM's parser class, or None).
+Each function takes the replica (`actors.serving.selector_server.SelectorServer`): its settings `s`, `worker`,
+`model_path`, `counters`, `started` and `reasoning_parser` (vLLM's parser class, or None).
 """
 from __future__ import annotations
 

@@ -47,7 +47,8 @@ class SelectorSettings:
     max_samples: int = 16
     max_body_bytes: int = 4 << 20
     max_completion_tokens: int = 512
-    reasoning_parser: str = ""        # vLLM reasoning parser of the chat endpoint (actors/serving/reasoning.py); '': none
+    reasoning_parser: str = ""        # vLLM reasoning parser of the chat endpoint (actors/serving/reasoning.py);
+                                      # '': none
     request_timeout_s: float = 120.0
     admin_token: str = ""
     response_form: Any = None         # how a selection is sampled (actors/rollout/response_forms.py); None: free text

@@ -48,7 +48,7 @@ from actors.serving import openai_api
 from actors.serving import reasoning
 from actors.serving import served_selection
 from actors.serving.select_request import (RequestError, SelectorSettings, _client_errors, _is_int, error_response,
-                                   parse_json, parse_select, stream_error, unreserved_gpu_error)
+                                           parse_json, parse_select, stream_error, unreserved_gpu_error)
 from actors.serving.weight_board import BOARD_NAMESPACE, check_same_shape, read_model_weights
 from core.algo.genselect import read_prompt_style
 

@@ -22,8 +22,8 @@ def prompt_fits(server, problem: str, candidates: list, group: list) -> bool:
 
 
 async def select(server, req: dict) -> dict:
-    """A parsed /v1/select request (actors/serving/select_request.py `parse_select`) on `server`: a knockout of groups of
-    at most `window` candidates (`core.algo.selection.knockout`), or a round robin of pairs; 413 when a group does
+    """A parsed /v1/select request (actors/serving/select_request.py `parse_select`) on `server`: a knockout of groups
+    of at most `window` candidates (`core.algo.selection.knockout`), or a round robin of pairs; 413 when a group does
     not fit the prompt budget, 422 when the request needs index log-probs a free-text model has none of."""
     check_index_logprobs(server.worker, req)
     if req["selection"] == "round_robin":

@@ -1,7 +1,8 @@
 """The weight board: the policy version every serving replica should serve, and where its weights are.
 
 A small named Ray actor (namespace `genselect`). The trainer's weight sync (`serve.live`) and the admin reload
-publish to it; every replica of actors/serving/selector_server.py long-polls it and loads what is newer (docs/serving.md).
+publish to it; every replica of actors/serving/selector_server.py long-polls it and loads what is newer
+(docs/serving.md).
 """
 from __future__ import annotations
 

@@ -1,6 +1,6 @@
 """What a generator's solution is judged as (`task=generator`, and model-sampled candidates): the final answer
-of a math solution, the program of a code solution. Shared by the verifier pool (actors/verifier/verifier_pool.py) and the
-data pipeline (driver/data/generated.py), so training and synthesis judge a text the same way. Pure (no
+of a math solution, the program of a code solution. Shared by the verifier pool (actors/verifier/verifier_pool.py) and
+the data pipeline (driver/data/generated.py), so training and synthesis judge a text the same way. Pure (no
 Ray, no vLLM).
 """
 from __future__ import annotations

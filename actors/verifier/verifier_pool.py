@@ -225,9 +225,9 @@ class VerifierPool:
 
     def _score_solutions(self, task: SolveTask, rollouts: list[Rollout]) -> list[Rollout]:
         """A generator's solutions (`task=generator`): each response's stated final answer (math,
-        `actors.verifier.solutions.stated_answer`) or program (code, `actors.verifier.solutions.code_program`) is verified, each
-        distinct one once; the reward is its score (math: 1/0; code: 1 when every test passes, or the pass
-        fraction with `reward=partial`). A math solution that states no answer scores 0 with status
+        `actors.verifier.solutions.stated_answer`) or program (code, `actors.verifier.solutions.code_program`) is
+        verified, each distinct one once; the reward is its score (math: 1/0; code: 1 when every test passes, or the
+        pass fraction with `reward=partial`). A math solution that states no answer scores 0 with status
         `parse_failure` (`parse_status` "no_answer"): the policy's mistake, trained on as a wrong answer."""
         checks, keys = {}, []
         for rollout in rollouts:

@@ -10,8 +10,8 @@ all of them, what every sync needs:
   serves again; one inside its reload session finishes it (new version) or is marked failed. Each engine's outcome
   is in `WeightSyncTimeout.engines`, so the next sync starts from a known state;
 - the stats, which split drain, transfer and load time;
-- the serving board's publish (`serve.live`): every synced version goes to the board (actors/serving/weight_board.py) as an
-  object-store reference; a transport that does not move the weights through the object store has the learner export
+- the serving board's publish (`serve.live`): every synced version goes to the board (actors/serving/weight_board.py) as
+  an object-store reference; a transport that does not move the weights through the object store has the learner export
   them there once more for the board.
 
 Every learner rank takes part in each export (under ZeRO-3 the parameter gather is collective: a gather on rank 0

@@ -1,10 +1,10 @@
 """The engine's side of every weight update, whatever the transport: drain -> load session -> version -> resume.
 
-A RolloutWorker (actors/rollout/rollout_worker.py) holds one `EngineUpdate` and one receiver per transport it is asked to load from
-(transport.py); a receiver prepares its transport's `load` coroutine and hands it to `EngineUpdate.run(version,
-load)`, which drains the engine (or freezes its requests), opens the engine's reload session (the worker extension,
-worker_extension.py), awaits `load()`, closes the session with its missing-parameter check, resets the prefix cache,
-sets the version and resumes; each phase timed and its outcome kept (`state`).
+A RolloutWorker (actors/rollout/rollout_worker.py) holds one `EngineUpdate` and one receiver per transport it is asked
+to load from (transport.py); a receiver prepares its transport's `load` coroutine and hands it to
+`EngineUpdate.run(version, load)`, which drains the engine (or freezes its requests), opens the engine's reload session
+(the worker extension, worker_extension.py), awaits `load()`, closes the session with its missing-parameter check,
+resets the prefix cache, sets the version and resumes; each phase timed and its outcome kept (`state`).
 """
 from __future__ import annotations
 

@@ -4,8 +4,9 @@ A transport (one file each: object_store.py, broadcast.py for gloo and nccl, ipc
 core/weight_transports.py) is a class with three parts:
 
 - `sender`: the learner side, a class built with the learner (`sender(learner)`; the learner holds one per transport
-  it is asked to send through, actors/learner/learner.py). It reads `learner.rank`, `learner.device`, `learner.cfg.zero_stage`
-  and `learner._full_state()`. None when the learner's own `export_weights` is all the transport needs.
+  it is asked to send through, actors/learner/learner.py). It reads `learner.rank`, `learner.device`,
+  `learner.cfg.zero_stage` and `learner._full_state()`. None when the learner's own `export_weights` is all the
+  transport needs.
 - `receiver`: the rollout side, a class built with the worker's `EngineUpdate` (engine_update.py: the drain -> load
   -> resume protocol); its methods hand `EngineUpdate.run(version, load)` the transport's `load` coroutine. Engine-side
   code runs in the vLLM worker through `update.call_in_engine("module:function", ...)`, so a transport adds no method

@@ -1,5 +1,5 @@
-"""The selection procedures that the HTTP service (actors/serving/selector_server.py) and the held-out evaluation (driver/evaluate.py)
-both run, so that what a user is served and what the reported figures measure are the same code:
+"""The selection procedures that the HTTP service (actors/serving/selector_server.py) and the held-out evaluation
+(driver/evaluate.py) both run, so that what a user is served and what the reported figures measure are the same code:
 
 * `knockout`: tournaments of several tasks at once, round by round (core/algo/knockout.py's rules: balanced groups
   that fit the prompt budget, a group whose judgment did not parse advances its first member, the final's unparsed

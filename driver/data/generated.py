@@ -2,8 +2,8 @@
 
 A generator model (a local Hugging Face folder, `data.generator`) writes K = `data.candidates_per_problem`
 solutions to each problem of `data.generator_problems` (whose own candidates are not used) on the rollout
-actors (`actors/rollout/rollout_worker.py` `RolloutWorker.sample_solutions`, vLLM, `rollout.num_workers` engines in parallel);
-the result is a `SourceResult` like any other source's, so labelling (math-verify; the sandbox for code,
+actors (`actors/rollout/rollout_worker.py` `RolloutWorker.sample_solutions`, vLLM, `rollout.num_workers` engines in
+parallel); the result is a `SourceResult` like any other source's, so labelling (math-verify; the sandbox for code,
 pass fraction kept), filtering, prompts, budget and manifest are the same stages (driver/data/pipeline.py).
 
 Checked before anything starts (`check_model_source`, a `DataError` with one line): the folder is a model
@@ -89,8 +89,8 @@ def load_model_source(cfg, sampler_factory: Optional[Callable], progress: bool =
 
 # ------------------------------------------------------------------------------------------ candidates
 def code_program(problem: RawProblem, text: str) -> str:
-    """The program a code candidate is judged as (`actors.verifier.solutions.code_program`: a ```python block defining the
-    entry point, else a completion of the prompt)."""
+    """The program a code candidate is judged as (`actors.verifier.solutions.code_program`: a ```python block defining
+    the entry point, else a completion of the prompt)."""
     from actors.verifier.solutions import code_program as program
 
     return program(problem.problem, problem.entry_point, text)
@@ -103,8 +103,8 @@ def with_samples(problem: RawProblem, texts: list) -> RawProblem:
     if problem.domain == "code":
         programs = tuple(code_program(problem, t) for t in texts)
         return dataclasses.replace(problem, candidates=programs, candidate_answers=programs, labels=None)
-    return dataclasses.replace(problem, candidates=tuple(texts), candidate_answers=tuple(extract_answer(t) for t in texts),
-                               labels=None)
+    return dataclasses.replace(problem, candidates=tuple(texts),
+                               candidate_answers=tuple(extract_answer(t) for t in texts), labels=None)
 
 
 def load_model_samples(cfg, sampler_factory: Callable, progress: bool = True, cache_path: Optional[Path] = None):

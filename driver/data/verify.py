@@ -1,8 +1,8 @@
 """Candidate labels from real verifiers: math answers through `sandbox.math_answer`, code through the sandbox.
 
 Math: `sandbox.math_answer.check_answer` is the one implementation shared with the training-time verifier
-(`actors.verifier.verifier_pool`); it reads prose, LaTeX and bare formulas the same way on both sides. Plain integers are
-compared exactly here; every other pair runs in a `sandbox.workers.ProcessPool` worker with math-verify's own
+(`actors.verifier.verifier_pool`); it reads prose, LaTeX and bare formulas the same way on both sides. Plain integers
+are compared exactly here; every other pair runs in a `sandbox.workers.ProcessPool` worker with math-verify's own
 `signal.alarm` timeouts off and the pool's killable wall deadline (`timeout_s`) on top, so an overrun is a
 "timeout" verdict (the worker is killed and replaced), never math-verify's silent `False`.
 

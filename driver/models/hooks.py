@@ -16,7 +16,8 @@ The hooks and how they are called (every one optional):
 * `prepare(base_dir, recipe_cfg, model_cfg, dataset_dir, eval_prompts, progress) -> (model_dir, stats or None)`:
   the kind's own training before RL (pretraining, warm-start; driver/prepare.py);
 * `response_form(model_dir, cfg) -> ResponseForm or None`: the form a rollout worker samples a selection task's
-  group with (actors/rollout/response_forms.py; `cfg`: the run's TrainConfig, or None when unknown); None: the general one;
+  group with (actors/rollout/response_forms.py; `cfg`: the run's TrainConfig, or None when unknown); None: the general
+  one;
 * `frozen_entries(model_dir) -> {parameter name: bool array} or None`: entries that never train (core/frozen.py);
 * `extra_rows(cfg, model_dir, heldout_problems) -> fn(sequences, groups, step) or None`: a step's extra training
   sequences (driver/train.py, stage 3b);

@@ -9,7 +9,7 @@ from types import SimpleNamespace
 import pytest
 
 from actors.rollout.forced_judgment import (_END, ForcedJudgment, IndexTokens, index_trie, own_judgment_stops,
-                                    sample_index)
+                                            sample_index)
 
 EOS = 0
 

@@ -11,8 +11,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from core.packing import (TrainBatch, count_anchor_tokens, count_loss_tokens, count_sequences, dummy_micro_batch,
-                            merge_identical, pack_sequences, padding_fraction, shard_sequences, split_mini_batches,
-                            unpack_per_sequence)
+                          merge_identical, pack_sequences, padding_fraction, shard_sequences, split_mini_batches,
+                          unpack_per_sequence)
 from core.records import TrainSequence
 
 

@@ -206,7 +206,8 @@ def test_reward_follows_the_parsed_judgment(math_pool, text):
 def test_config_validation_and_close():
     with pytest.raises(ValueError, match=r"verifier\.reward\.name is neither one of"):
         VerifierPool(VerifierConfig(reward={"name": "dense"}), domains=())
-    with pytest.raises(ValueError, match=r"verifier\.reward\.k is a parameter, but verifier\.reward\.name='binary' takes none"):
+    with pytest.raises(ValueError,
+                       match=r"verifier\.reward\.k is a parameter, but verifier\.reward\.name='binary' takes none"):
         VerifierPool(VerifierConfig(reward={"name": "binary", "k": 2}), domains=())
     with pytest.raises(ValueError, match="domains"):
         VerifierPool(VerifierConfig(), domains=("chess",))

@@ -75,7 +75,8 @@ def test_the_old_flat_keys_are_refused_naming_the_new_one(tmp_path, where):
 
 def test_a_run_config_written_with_the_old_flat_keys_reads_back_with_them_moved():
     text = to_yaml(load_config("generator"))
-    section = "  advantage:\n    name: maxk\n    k: 4\n    baseline: loo\n    off_policy: false\n    log_ratio_clip: 0.5\n"
+    section = ("  advantage:\n    name: maxk\n    k: 4\n    baseline: loo\n    off_policy: false\n"
+               "    log_ratio_clip: 0.5\n")
     assert section in text
     old = ("  advantage_estimator: maxk\n  grpo_eps: 1.0e-06\n  grpo_scale_by_std: true\n  maxk_k: 3\n"
            "  maxk_baseline: mean\n  maxk_off_policy: false\n  maxk_log_ratio_clip: 0.5\n  bon_n: 8\n"

@@ -5,8 +5,8 @@ import re
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[2]
-STEP_FILES = ["driver/train.py", "driver/step.py", "actors/rollout/rollout_worker.py", "actors/verifier/verifier_pool.py",
-              "actors/learner/learner.py", "actors/weight_sync/coordinator.py"]
+STEP_FILES = ["driver/train.py", "driver/step.py", "actors/rollout/rollout_worker.py",
+              "actors/verifier/verifier_pool.py", "actors/learner/learner.py", "actors/weight_sync/coordinator.py"]
 SYNC_PARTS = {"actors/weight_sync/object_store.py", "actors/weight_sync/engine_update.py"}  # stage 6's transport
 LIFECYCLE = {"cfg", "fleet", "collector", "extra_rows", "record_step", "should_evaluate", "evaluate", "checkpoint",
              "should_export", "export"}

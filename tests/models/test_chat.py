@@ -5,7 +5,7 @@ from transformers import AutoTokenizer
 from core.algo.genselect import render_judgment
 from core.algo.genselect import parse_judgment
 from core.chat import (ANSWER_PREFIX, SEPARATOR, answer_prefix, format_prompt, full_response,
-                               prompt_token_ids, response_token_ids)
+                       prompt_token_ids, response_token_ids)
 
 
 @pytest.fixture(scope="module")

@@ -24,7 +24,8 @@ from driver.generator_run import eval_ks, pass_metrics
 def group(rewards, pid="p0", tokens=None, version=0, behaviour=-0.5):
     task = SolveTask(pid, pid, "math", "Compute 2 + 3.", "5")
     prompt = [1, 2, 3]
-    rollouts = [Rollout(pid, prompt, list(tokens[i]) if tokens else [7, 8], [behaviour] * (len(tokens[i]) if tokens else 2),
+    rollouts = [Rollout(pid, prompt, list(tokens[i]) if tokens else [7, 8],
+                        [behaviour] * (len(tokens[i]) if tokens else 2),
                         "Answer: 5" if r else "Answer: 4", version, "stop", reward=float(r), verifier_status="ok")
                 for i, r in enumerate(rewards)]
     return RolloutGroup(task, rollouts, version)
@@ -67,7 +68,8 @@ def test_off_policy_maxk_uses_the_learners_log_probs_against_the_engines():
         calls.append(len(sequences))
         return [list(s.behaviour_logprobs) for s in sequences]
 
-    on = shape_and_advantage(groups, replace(cfg.algorithm, advantage={**cfg.algorithm.advantage, "off_policy": False}), 64)
+    on = shape_and_advantage(groups, replace(cfg.algorithm,
+                                             advantage={**cfg.algorithm.advantage, "off_policy": False}), 64)
     off = shape_and_advantage(groups, cfg.algorithm, 64, policy_logprobs=same)
     assert calls == [16]
     assert [s.advantage for s in off.sequences] == pytest.approx([s.advantage for s in on.sequences])
