@@ -62,7 +62,7 @@ class ResponseForm:
     @property
     def credits_candidates(self) -> bool:
         """Whether the reward reads more than the final judgment (`credited_candidates`, `credit`); a user's
-        a reward function (`verifier.reward.name`), which replaces the built-in reward, cannot be combined with such a
+        reward function (`verifier.reward.name`), which replaces the built-in reward, cannot be combined with such a
         form."""
         return False
 
