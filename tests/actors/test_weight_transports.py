@@ -1,6 +1,7 @@
 """The weight-transport registry (core/weight_transports.py) and the transports it names (actors/weight_sync/) agree:
-every name resolves to a Transport whose parts fit the contract (actors/weight_sync/transport.py), and the names are
-what the config check accepts and `--help` prints."""
+every name resolves to a Transport whose parts fit the contract (actors/weight_sync/transport.py), and the names and
+their parameters are what the config section `weight_sync.transport: {name, ...params}` accepts and `--help` prints;
+a class of one's own gets the section's other keys; the old flat keys are refused, and read back moved."""
 from __future__ import annotations
 
 import inspect
