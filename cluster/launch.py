@@ -51,7 +51,7 @@ def launch(cfg, model_path: str, actor_env: dict, domains: tuple = ("math",), fr
                              runtime_env={"env_vars": env_of(slot, actor_env)}, **extra)
 
     handles = Handles(placement_group=group)
-    colocated = cfg.weight_sync.backend == "ipc"
+    colocated = cfg.weight_sync.transport.get("name") == "ipc"
     if colocated:  # the engine measures the GPU's free memory at its start: it starts before the learner shares it
         _start_rollouts(handles, placement, options, cfg, model_path, response_form)
         try:

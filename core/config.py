@@ -17,7 +17,7 @@ from omegaconf.errors import OmegaConfBaseException
 
 from core import overrides as overrides_grammar
 from core.config_model import DataConfig, ModelConfig
-from core import estimators, label_functions, response_forms, rewards
+from core import estimators, label_functions, response_forms, rewards, weight_transports
 from core.config_rules import ConfigError, check, resolve, resolve_ratio_reference
 from core.config_schema import (AlgorithmConfig, ClusterConfig, CurriculumConfig, LearnerConfig, LoggingConfig,
                                 RolloutConfig, ServeConfig, TrainConfig, VerifierConfig, WeightSyncConfig)
@@ -99,10 +99,10 @@ def _refuse_old_section_keys(tree, where: str) -> None:
     the old keys that moved into a section: the flat estimator keys (core/estimators.py), `verifier.reward` as a
     string or `verifier.reward_function` (core/rewards.py), `rollout.judgment`, `rollout.reasoning_budget` or
     `rollout.response_form` as a string (core/response_forms.py), `data.label_function` as a string
-    (core/label_functions.py)."""
+    (core/label_functions.py), `weight_sync.backend` or `weight_sync.bucket_mb` (core/weight_transports.py)."""
     tree = tree if isinstance(tree, dict) else {}
     for module, part in ((estimators, "algorithm"), (rewards, "verifier"), (response_forms, "rollout"),
-                         (label_functions, "data")):
+                         (label_functions, "data"), (weight_transports, "weight_sync")):
         old = module.old_keys_in(tree.get(part))
         if old:
             raise ConfigError(f"{where}: {module.refusal(old[0])}")
@@ -110,7 +110,7 @@ def _refuse_old_section_keys(tree, where: str) -> None:
 
 #: the sections `{name, ...params}` whose parameters belong to the name, as (section, key)
 SECTIONS = (("algorithm", "advantage"), ("verifier", "reward"), ("rollout", "response_form"),
-            ("data", "label_function"))
+            ("data", "label_function"), ("weight_sync", "transport"))
 
 
 def _sections_named(tree) -> dict:
@@ -129,7 +129,7 @@ def _sections_named(tree) -> dict:
 def _restart_sections(merged: DictConfig, named: dict) -> DictConfig:
     """`merged` with each section of `named` emptied to `{name}` when the name differs from the one it holds: the
     parameters belong to the name (core/estimators.py, core/rewards.py, core/response_forms.py,
-    core/label_functions.py)."""
+    core/label_functions.py, core/weight_transports.py)."""
     for (part, key), name in named.items():
         if merged[part][key].get("name") != name:
             merged = merged.copy()
@@ -152,7 +152,7 @@ def from_yaml(text: str) -> TrainConfig:
     settings does not need them. A config written before the tiny recipe's keys moved under `tiny:` is read with
     them moved, and one written before a key became a section `{name, ...params}` with it moved into the section."""
     tree = migrate_moved_keys(OmegaConf.to_container(OmegaConf.create(text)))
-    for module in (estimators, rewards, response_forms, label_functions):
+    for module in (estimators, rewards, response_forms, label_functions, weight_transports):
         tree = module.migrate(tree)
     merged = OmegaConf.merge(OmegaConf.structured(typed_schema(TrainConfig)), OmegaConf.create(tree))
     cfg = as_root(OmegaConf.to_object(merged), TrainConfig)
@@ -164,7 +164,8 @@ def describe(cls: type = TrainConfig, prefix: str = "") -> list:
     """(dotted key, default, help) for every field: what `--help` prints; the advantage section is followed by the
     parameters of every registered estimator (core/estimators.py), the reward section by the registered rewards
     (core/rewards.py), the response form section by the forms and their parameters (core/response_forms.py), the
-    label function section by its choices (core/label_functions.py); a recipe's section (core/recipe_sections.py) by
+    label function section by its choices (core/label_functions.py), the transport section by the transports and
+    their parameters (core/weight_transports.py); a recipe's section (core/recipe_sections.py) by
     its keys, or nothing when the recipe does not import."""
     rows = []
     for f in dataclasses.fields(cls):
@@ -178,7 +179,7 @@ def describe(cls: type = TrainConfig, prefix: str = "") -> list:
             rows.append((key, default, f.metadata.get("help", "")))
         if key == estimators.KEY:
             rows.extend(estimators.describe())
-        for section in (rewards, response_forms, label_functions):
+        for section in (rewards, response_forms, label_functions, weight_transports):
             if key == section.KEY:
                 rows.extend(section.describe())
     return rows

@@ -8,7 +8,7 @@ from core import recipe_sections
 from core.config_schema import TrainConfig
 from core import label_functions, response_forms, rewards
 from core.rewards import reward_name
-from core.weight_transports import check_transport
+from core import weight_transports
 
 
 class ConfigError(ValueError):
@@ -66,9 +66,8 @@ def check(cfg: TrainConfig, user_code: bool = True) -> None:
         if value not in choices:
             raise ConfigError(f"{key}={value!r} is not one of {list(choices)}")
     d, r, a = cfg.data, cfg.rollout, cfg.algorithm
-    transport = check_transport(cfg.weight_sync.backend, user_code)  # a registered name or a user class that fits
     rules = [
-        ("weight_sync.backend", not transport, transport),
+        *_transport_rules(cfg, user_code),
         ("data.generator", d.source != "model" or bool(d.generator),
          "is required when data.source=model (a local model folder)"),
         ("data.candidates_per_problem", d.source != "model" or d.candidates_per_problem >= 2,
@@ -120,7 +119,7 @@ def check(cfg: TrainConfig, user_code: bool = True) -> None:
         ("weight_sync.timeout_s", cfg.weight_sync.timeout_s >= 0, "must be >= 0 (0: derived)"),
         ("weight_sync.transfer_timeout_s", cfg.weight_sync.transfer_timeout_s > 0, "must be > 0"),
         ("learner.num_ranks", cfg.learner.num_ranks >= 1, "must be >= 1"),
-        ("weight_sync.backend", cfg.weight_sync.backend != "nccl"
+        ("weight_sync.transport.name", _transport(cfg) != "nccl"
          or (cfg.learner.num_gpus >= 1 and r.num_gpus >= 1),
          "nccl needs learner.num_gpus >= 1 and rollout.num_gpus >= 1 (use object_store on CPU)"),
         *_engine_backend_rules(cfg),
@@ -321,6 +320,7 @@ def resolve(cfg: TrainConfig) -> TrainConfig:
 
     cfg.algorithm.advantage = resolve_section(cfg.algorithm.advantage)
     cfg.rollout.response_form = response_forms.resolve_section(cfg.rollout.response_form)
+    cfg.weight_sync.transport = weight_transports.resolve_section(cfg.weight_sync.transport)
     cfg.weight_sync.timeout_s = sync_deadline_s(cfg)  # 0: derived from the generation limits; else kept
     return cfg
 
@@ -333,10 +333,27 @@ def _get(cfg: Any, dotted: str) -> Any:
         if isinstance(cfg, dict):
             name = cfg.get("name")
             cfg = (resolve_section(cfg) if name in ESTIMATORS else
-                   response_forms.resolve_section(cfg) if name in response_forms.FORMS else cfg).get(part)
+                   response_forms.resolve_section(cfg) if name in response_forms.FORMS else
+                   weight_transports.resolve_section(cfg) if name in weight_transports.TRANSPORTS else cfg).get(part)
         else:
             cfg = getattr(cfg, part)
     return cfg
+
+
+def _transport(cfg: TrainConfig) -> str:
+    """The name `weight_sync.transport` holds."""
+    return weight_transports.transport_name(cfg.weight_sync.transport)
+
+
+def _transport_rules(cfg: TrainConfig, user_code: bool = True) -> list:
+    """(key, ok, message) rules of `weight_sync.transport` (core/weight_transports.py): its name and a built-in
+    transport's parameters, or (with `user_code`) a class named by its path that imports and takes
+    `cls(cfg, **params)`."""
+    rules = weight_transports.section_rules(cfg.weight_sync.transport)
+    if all(ok for _, ok, _ in rules):
+        reason = weight_transports.check_transport(cfg.weight_sync.transport, user_code)
+        rules.append((f"{weight_transports.KEY}.name", not reason, reason))
+    return rules
 
 
 def _engine_backend_rules(cfg: TrainConfig) -> list:
@@ -352,31 +369,33 @@ def _engine_backend_rules(cfg: TrainConfig) -> list:
     return []
 
 
-# Colocated (weight_sync.backend=ipc): the most of one GPU's memory vLLM may take when the learner shares it and no
-# explicit KV-cache size is given (vLLM sizes its cache as a fraction of the whole GPU, measured at its start).
+# Colocated (weight_sync.transport.name=ipc): the most of one GPU's memory vLLM may take when the learner shares it
+# and no explicit KV-cache size is given (vLLM sizes its cache as a fraction of the whole GPU, measured at its
+# start).
 COLOCATED_MAX_GPU_UTILIZATION = 0.5
 
 
 def _colocated_rules(cfg: TrainConfig) -> list:
-    """weight_sync.backend=ipc: one learner rank and one engine sharing one GPU, with the memory split explicit (or
-    both on CPU, on one node)."""
-    if cfg.weight_sync.backend != "ipc":
+    """weight_sync.transport.name=ipc: one learner rank and one engine sharing one GPU, with the memory split explicit
+    (or both on CPU, on one node)."""
+    if _transport(cfg) != "ipc":
         return []
     r, lr = cfg.rollout, cfg.learner
     on_cpu = lr.num_gpus == 0 and r.num_gpus == 0  # the shm channel: bucket files on the node's /dev/shm
     return [
-        ("weight_sync.backend", on_cpu or (lr.num_gpus > 0 and r.num_gpus > 0 and lr.num_gpus + r.num_gpus <= 1),
+        ("weight_sync.transport.name", on_cpu or (lr.num_gpus > 0 and r.num_gpus > 0 and lr.num_gpus + r.num_gpus <= 1),
          f"'ipc' shares one GPU: learner.num_gpus + rollout.num_gpus must be > 0 each and at most 1 together, or "
          f"both 0 on CPU (got {lr.num_gpus:g} + {r.num_gpus:g})"),
-        ("weight_sync.backend", lr.num_ranks == 1 and r.num_workers == 1,
+        ("weight_sync.transport.name", lr.num_ranks == 1 and r.num_workers == 1,
          f"'ipc' colocates one learner rank with one engine (got learner.num_ranks={lr.num_ranks}, "
          f"rollout.num_workers={r.num_workers})"),
         ("rollout.gpu_memory_utilization", on_cpu or r.kv_cache_memory_bytes > 0
          or r.gpu_memory_utilization <= COLOCATED_MAX_GPU_UTILIZATION,
-         f"with weight_sync.backend=ipc the learner shares the GPU: set rollout.kv_cache_memory_bytes, or "
+         f"with weight_sync.transport.name=ipc the learner shares the GPU: set rollout.kv_cache_memory_bytes, or "
          f"rollout.gpu_memory_utilization at most {COLOCATED_MAX_GPU_UTILIZATION}"),
         ("cluster.placement_strategy", cfg.cluster.placement_strategy == "STRICT_PACK",
-         "must be STRICT_PACK with weight_sync.backend=ipc: the learner and the engine share one node (and its GPU)"),
+         "must be STRICT_PACK with weight_sync.transport.name=ipc: the learner and the engine share one node (and its "
+         "GPU)"),
         ("rollout.kv_cache_memory_bytes", r.kv_cache_memory_bytes >= 0, "must be >= 0 (0: from "
          "gpu_memory_utilization)"),
     ]

@@ -62,8 +62,8 @@ class RolloutConfig:
                                     "GPU (FlashAttention has no fp32 kernels), CPU_ATTN on CPU "
                                     "(core/engine_backends.py).")
     kv_cache_memory_bytes: int = _f(0, "GPU memory for vLLM's KV cache in bytes (0: sized from "
-                                       "gpu_memory_utilization). Colocated (weight_sync.backend=ipc): the explicit "
-                                       "split of the GPU between the engine and the learner.")
+                                       "gpu_memory_utilization). Colocated (weight_sync.transport.name=ipc): the "
+                                       "explicit split of the GPU between the engine and the learner.")
     model_runner: str = _f("v1", "vLLM model runner: 'v1' (the one the weight reload is tested with) or 'v2'.")
     request_timeout_s: float = _f(0.0, "Deadline for one generation call; on expiry its requests are aborted in the "
                                        "engine and it is re-issued. 0 (default): derived per call from the prompt "
@@ -161,8 +161,10 @@ class AlgorithmConfig:
 @dataclass
 class WeightSyncConfig:
     """Learner -> rollout engines weight broadcast."""
-    backend: str = _f("object_store", "The weight transport (core/weight_transports.py): " + transports_help())
-    bucket_mb: int = _f(256, "Bucket size for bucketed transfers.")
+    transport: Dict[str, Any] = _f({"name": "object_store"}, "How the weights move, one section: "
+                                   "weight_sync.transport.name is " + transports_help() + " The section's other "
+                                   "keys are the transport's params (object_store and ipc: bucket_mb), checked "
+                                   "before any actor starts (core/weight_transports.py, docs/rollout.md).")
     timeout_s: float = _f(0.0, "Deadline for one whole sync. 0 (default): derived, the drain deadline (in-flight "
                                "generation finishing at rollout.min_decode_tokens_per_s) plus transfer_timeout_s "
                                "(core/deadlines.py; the run's config.yaml records the value); > 0: used as it is.")

@@ -15,7 +15,7 @@ Tiers, in order (each result a JSON line on stdout and in --out; a table closes 
   vllm_ipc       (vLLM) a colocated engine (RolloutWorker, gpu_memory_utilization 0.3) loads the learner's IPC
                  buckets through its drain / load / resume path; its log-probs of a fixed completion must equal
                  the learner's weights' within LOGPROB_TOL_BF16
-  ray_smoke      (vLLM and Ray) three steps of the smoke config colocated (weight_sync.backend=ipc), then one
+  ray_smoke      (vLLM and Ray) three steps of the smoke config colocated (weight_sync.transport.name=ipc), then one
                  /v1/select from `driver.serve` on its export
 A tier that needs what an earlier one found missing (CUDA, a package) is skipped, saying which. With
 `--device cpu --cpu-too` the CUDA tiers run on CPU instead (fp32, the IPC buckets as /dev/shm files): the same code
@@ -257,7 +257,8 @@ def _tokenizer_for(folder: Path) -> None:
 def ray_smoke(device: str) -> dict:
     run_dir = Path(tempfile.mkdtemp(prefix="device-check-"))
     gpus = ["learner.num_gpus=0.5", "rollout.num_gpus=0.5", "rollout.gpu_memory_utilization=0.3"]
-    overrides = ["steps=3", f"run_dir={run_dir}", "weight_sync.backend=ipc", "cluster.placement_strategy=STRICT_PACK",
+    overrides = ["steps=3", f"run_dir={run_dir}", "weight_sync.transport.name=ipc",
+                 "cluster.placement_strategy=STRICT_PACK",
                  *(gpus if device == "cuda" else [])]
     train = subprocess.run([sys.executable, "-m", "driver.train", "smoke", *overrides], cwd=ROOT,
                            capture_output=True, text=True, timeout=420)

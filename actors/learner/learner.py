@@ -352,7 +352,7 @@ class Learner:
         ones."""
         from core.plugins import load_object
 
-        return getattr(self._sender(load_object(sender, "weight_sync.backend")), method)(*args)
+        return getattr(self._sender(load_object(sender, "weight_sync.transport.name")), method)(*args)
 
     def weight_update_address(self) -> tuple:
         """Broadcast transports: (host, port) where rank 0 will host the weight group (BroadcastSender)."""

@@ -363,7 +363,7 @@ class RolloutWorker:
         ones; awaited when it is a coroutine."""
         from core.plugins import load_object
 
-        result = getattr(self._receiver(load_object(receiver, "weight_sync.backend")), method)(*args)
+        result = getattr(self._receiver(load_object(receiver, "weight_sync.transport.name")), method)(*args)
         return await result if inspect.isawaitable(result) else result
 
     async def update_weights_from_object_store(self, weights: dict, version: int) -> dict:

@@ -1,4 +1,5 @@
-"""The broadcast transports (`weight_sync.backend` gloo or nccl): learner rank 0 broadcasts to every engine worker.
+"""The broadcast transports (`weight_sync.transport.name` gloo or nccl): learner rank 0 broadcasts to every engine
+worker.
 
 Protocol, following vLLM's RLHF example: the learner (rank 0) and every engine worker join one weight group
 (broadcast_comm.py: gloo over TCP on CPU, vLLM's PyNccl on GPUs; `learner.init_weight_update_group(addr, port,
@@ -59,7 +60,8 @@ class BroadcastSender:
         if self.learner.rank != 0:
             raise RuntimeError("only learner rank 0 sends weights")
         if backend == "nccl" and self.learner.device.type != "cuda":
-            raise RuntimeError("weight_sync.backend=nccl needs the learner on a GPU; use gloo or object_store on CPU")
+            raise RuntimeError("weight_sync.transport.name=nccl needs the learner on a GPU; use gloo or object_store "
+                               "on CPU")
         self.close_weight_update_group()
         self.comm = open_group(backend, host, port, 0, world_size, timeout_s, self.learner.device)
 

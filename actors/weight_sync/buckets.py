@@ -1,5 +1,5 @@
-"""How a model's weights are split into buckets of about `weight_sync.bucket_mb` for a sync: the object-store path's
-safetensors files (object_store.py) and the colocated path's IPC buffers (ipc_buckets.py). Pure."""
+"""How a model's weights are split into buckets of about `weight_sync.transport.bucket_mb` for a sync: the
+object-store path's safetensors files (object_store.py) and the colocated path's IPC buffers (ipc_buckets.py). Pure."""
 from __future__ import annotations
 
 

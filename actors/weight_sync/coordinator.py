@@ -1,6 +1,6 @@
 """Weight sync: learner rank 0 -> every rollout engine, one version at a time, under one deadline.
 
-`WeightSyncBroadcaster.sync(version)` runs the configured transport (`weight_sync.backend`; the contract in
+`WeightSyncBroadcaster.sync(version)` runs the configured transport (`weight_sync.transport`; the contract in
 transport.py, one file per transport: object_store.py, broadcast.py for gloo and nccl, ipc.py) and writes, once for
 all of them, what every sync needs:
 
@@ -25,6 +25,7 @@ import ray
 
 from actors.calls import answer_times
 from actors.weight_sync.transport import ABANDON_WAIT_S, WeightSyncTimeout, transport_class
+from core.weight_transports import transport_params
 
 
 class WeightSyncBroadcaster:
@@ -37,7 +38,7 @@ class WeightSyncBroadcaster:
         (actors/serving/weight_board.py): every synced version is published there too, and the serving replicas that
         follow it load the same weights (`serve.live`)."""
         self.cfg = cfg
-        self.transport = transport_class(cfg.backend)(cfg)
+        self.transport = transport_class(cfg.transport.get("name"))(cfg, **transport_params(cfg.transport))
         self.learners = list(learners) if isinstance(learners, (list, tuple)) else [learners]
         self.learner = self.learners[0]
         self.rollouts = list(rollout_handles)

@@ -1,4 +1,4 @@
-"""The colocated transport (`weight_sync.backend=ipc`): one GPU shared by learner rank 0 and one engine.
+"""The colocated transport (`weight_sync.transport.name=ipc`): one GPU shared by learner rank 0 and one engine.
 
 The learner flattens its weights into buckets on its GPU and exports one CUDA IPC handle per bucket (`export_ipc`;
 the buckets' wire format and the ledger that keeps them alive: ipc_buckets.py); the engine opens them on its own
@@ -122,7 +122,7 @@ class IpcTransport(Transport):
 
         export_id = f"v{version}-{uuid.uuid4().hex[:8]}"
         engines = [f"rollout[{i}]" for i in range(len(sync.rollouts))]
-        bucket_bytes = self.cfg.bucket_mb << 20
+        bucket_bytes = self.params["bucket_mb"] << 20
         refs = [learner.export_ipc.remote(export_id, bucket_bytes, engines) for learner in sync.learners]
         exported = sync.wait(refs, [f"learner[{r}].export_ipc" for r in range(len(refs))], deadline)[0]
         export_s = time.perf_counter() - start

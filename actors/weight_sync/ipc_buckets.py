@@ -1,5 +1,5 @@
-"""Colocated weight sync (`weight_sync.backend=ipc`): the learner's weights flattened into buckets that an engine on
-the same GPU reads through CUDA IPC, one handle per bucket (not per tensor).
+"""Colocated weight sync (`weight_sync.transport.name=ipc`): the learner's weights flattened into buckets that an
+engine on the same GPU reads through CUDA IPC, one handle per bucket (not per tensor).
 
 A bucket is one contiguous uint8 buffer [total bytes] on the learner's GPU holding several tensors back to back,
 each at an offset aligned to ALIGN bytes, and its entries [(name, dtype name, shape, offset, nbytes)]. The learner

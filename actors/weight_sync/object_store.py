@@ -1,4 +1,4 @@
-"""The object-store transport (`weight_sync.backend=object_store`, the CPU default).
+"""The object-store transport (`weight_sync.transport.name=object_store`, the CPU default).
 
 Coordinator: the learner exports its full HF-named state dict as numpy arrays in its training dtype
 (`export_weights(rank0_only=True, widen=False) -> dict[str, np.ndarray]`; bf16 as marked uint16 bit patterns, never
@@ -8,7 +8,7 @@ ObjectRef argument before the call, and numpy arrays are read zero-copy from sha
 driver never touches the weights and there is no per-parameter `ray.get`. The same ref is what the serving board
 publishes. The learner side is its `export_weights` (no sender object).
 
-Rollout side: the arrays are written, bucket by bucket (`WeightSyncConfig.bucket_mb`), as safetensors files on
+Rollout side: the arrays are written, bucket by bucket (`weight_sync.transport.bucket_mb`), as safetensors files on
 /dev/shm (the file channel below: `collective_rpc` serialises its arguments, and tensors arrive as nested lists, so
 only the path and the names go through the RPC) and loaded by the worker extension's `load_weights_from_file` inside
 one reload session (engine_update.py); files are deleted on every path. It works colocated too, as the fallback.
@@ -37,16 +37,17 @@ class ObjectStoreReceiver:
         """Load a full HF-named state dict (name -> numpy array) and set the policy version.
 
         Pauses generation (waits for in-flight requests), loads the weights bucket by bucket
-        (WeightSyncConfig.bucket_mb) through safetensors files on /dev/shm, resets the prefix cache,
+        (weight_sync.transport.bucket_mb) through safetensors files on /dev/shm, resets the prefix cache,
         sets `version`, resumes. Returns {"version", "bytes", "tensors", "buckets", "seconds", "pause_s",
         "load_s", "write_s", "engine_load_s", "worker_index"}. Raises WeightUpdateError (weights left
         inconsistent: generate refuses until a later update succeeds).
         """
         from actors.weight_sync.buckets import plan_buckets
+        from core.weight_transports import bucket_bytes
 
         worker = self.update.worker
         weights = with_output_layer(weights, worker.tied_embeddings)
-        buckets = plan_buckets({k: int(v.nbytes) for k, v in weights.items()}, worker.sync_cfg.bucket_mb << 20)
+        buckets = plan_buckets({k: int(v.nbytes) for k, v in weights.items()}, bucket_bytes(worker.sync_cfg.transport))
         parts = {"write_s": 0.0, "engine_load_s": 0.0}
 
         async def load():

@@ -1,7 +1,7 @@
 """The weight-transport contract: what one way of moving the learner's weights into the rollout engines provides.
 
 A transport (one file each: object_store.py, broadcast.py for gloo and nccl, ipc.py; the names are listed in
-core/weight_transports.py) is a class with three parts:
+core/weight_transports.py, each with its parameters) is a class with three parts:
 
 - `sender`: the learner side, a class built with the learner (`sender(learner)`; the learner holds one per transport
   it is asked to send through, actors/learner/learner.py). It reads `learner.rank`, `learner.device`,
@@ -16,7 +16,7 @@ core/weight_transports.py) is a class with three parts:
 
 The built-in transports call the learner's and the worker's named methods (`broadcast_weights`, `update_weights_ipc`,
 ...), each a one-line hand-over to the sender or receiver. A transport of your own, named by its dotted path in
-`weight_sync.backend` (`package.module:Class`, checked before any actor starts), needs no method on them: its
+`weight_sync.transport.name` (`package.module:Class`, checked before any actor starts), needs no method on them: its
 `deliver` calls `learner.weight_call.remote("package.module:Sender", "method", *args)` and
 `rollout.weight_call.remote("package.module:Receiver", "method", *args)`, which build and hold that sender or
 receiver as they do the built-in ones (tests/actors/helpers_transport.py is a small example).
@@ -68,23 +68,25 @@ class Delivery:
 
 
 class Transport:
-    """Base of the transports: `name` (its `weight_sync.backend` value), `sender`, `receiver`, `deliver`."""
+    """Base of the transports: `name` (its `weight_sync.transport.name`), `sender`, `receiver`, `deliver`."""
 
     name = ""
     sender = None
     receiver = None
 
-    def __init__(self, cfg):
-        """cfg: WeightSyncConfig."""
+    def __init__(self, cfg, **params):
+        """cfg: WeightSyncConfig (its deadline keys); params: the `weight_sync.transport` section's other keys (a
+        built-in transport's with their defaults filled in: core/weight_transports.py)."""
         self.cfg = cfg
+        self.params = params
 
     def deliver(self, sync, version: int, start: float, deadline: float) -> Delivery:
         raise NotImplementedError
 
 
 def transport_class(name: str) -> type:
-    """The Transport class `weight_sync.backend=name` names (core/weight_transports.py); ValueError for an unknown
-    name."""
+    """The Transport class `weight_sync.transport.name=name` names (core/weight_transports.py); ValueError for an
+    unknown name."""
     from core.weight_transports import transport_path
 
     module, _, attribute = transport_path(name).partition(":")

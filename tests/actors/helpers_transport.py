@@ -1,4 +1,4 @@
-"""A weight transport of the user's own, named by its dotted path (`weight_sync.backend:
+"""A weight transport of the user's own, named by its dotted path (`weight_sync.transport.name:
 tests.actors.helpers_transport:ArraysTransport`), for tests/actors/test_weight_transports.py and test_weight_sync.py.
 
 It moves the learner's arrays through the object store like the built-in transport, but reaches the learner and the
@@ -28,10 +28,15 @@ class ArraysReceiver:
 
 
 class ArraysTransport(Transport):
-    """One export, one ref to every engine's `weight_call`."""
+    """One export, one ref to every engine's `weight_call`. `note`: a parameter of its own (the section's other keys
+    are its constructor's keyword arguments)."""
 
     name = "arrays"
     receiver = ArraysReceiver
+
+    def __init__(self, cfg, note: str = ""):
+        super().__init__(cfg, note=note)
+        self.note = note
 
     def deliver(self, sync, version: int, start: float, deadline: float) -> Delivery:
         refs = [learner.export_weights.remote(rank0_only=True, widen=False) for learner in sync.learners]

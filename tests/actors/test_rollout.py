@@ -570,7 +570,7 @@ def test_update_proof_and_version_tagging(engine, reference, rh):
     assert before_diff > 0.05, "perturbation too small to tell old from new weights"
 
     old_version = worker.policy_version()
-    worker.sync_cfg = WeightSyncConfig(bucket_mb=1)
+    worker.sync_cfg = WeightSyncConfig(transport={"name": "object_store", "bucket_mb": 1})
     in_flight = loop.submit(worker.generate([rh.make_task(30 + i) for i in range(6)], max_tokens=MAX_TOKENS))
     while loop.run(worker.health())["in_flight"] == 0 and not in_flight.done():
         time.sleep(0.005)

@@ -175,7 +175,8 @@ def test_gloo_sync_reaches_the_engine_and_reuses_its_group(system):
 
     ray, host, engine = system
     board = ray.remote(num_cpus=0)(WeightBoard).remote()
-    broadcaster = WeightSyncBroadcaster(WeightSyncConfig(backend="gloo", timeout_s=120), host, [engine], board=board)
+    broadcaster = WeightSyncBroadcaster(WeightSyncConfig(transport={"name": "gloo"}, timeout_s=120), host, [engine],
+                                        board=board)
     ray.get(host.perturb.remote(1))
     assert _gap(ray, host, engine) > 1e-3  # the engine still holds the folder's weights
     stats = broadcaster.sync(1)
@@ -204,7 +205,8 @@ def test_missed_deadline_returns_every_member_and_the_next_sync_forms_a_new_grou
     silent = ray.remote(num_cpus=0)(SilentMember).remote()
     try:
         timeout_s = 25.0
-        stuck = WeightSyncBroadcaster(WeightSyncConfig(backend="gloo", timeout_s=timeout_s), host, [engine, silent])
+        stuck = WeightSyncBroadcaster(WeightSyncConfig(transport={"name": "gloo"}, timeout_s=timeout_s), host,
+                                      [engine, silent])
         ray.get(host.perturb.remote(3))
         start = time.perf_counter()
         with pytest.raises(WeightSyncTimeout) as info:
@@ -219,7 +221,7 @@ def test_missed_deadline_returns_every_member_and_the_next_sync_forms_a_new_grou
         assert state["state"] in ("done", "failed"), state  # the real engine's outcome is known
     finally:
         ray.kill(silent)
-    broadcaster = WeightSyncBroadcaster(WeightSyncConfig(backend="gloo", timeout_s=120), host, [engine])
+    broadcaster = WeightSyncBroadcaster(WeightSyncConfig(transport={"name": "gloo"}, timeout_s=120), host, [engine])
     broadcaster.sync(4)
     assert _gap(ray, host, engine) < 1e-5 and ray.get(engine.policy_version.remote()) == 4
     assert ray.get(engine.health.remote())["ok"]
@@ -230,7 +232,7 @@ def test_restarted_engine_rejoins_at_the_next_sync(system):
     from core.config import WeightSyncConfig
 
     ray, host, engine = system
-    broadcaster = WeightSyncBroadcaster(WeightSyncConfig(backend="gloo", timeout_s=120), host, [engine])
+    broadcaster = WeightSyncBroadcaster(WeightSyncConfig(transport={"name": "gloo"}, timeout_s=120), host, [engine])
     broadcaster.sync(5)
     old = broadcaster.transport.group
     ray.kill(engine, no_restart=False)  # the actor dies; Ray restarts it (max_restarts=1) from the model folder
@@ -257,7 +259,8 @@ def test_ipc_sync_on_one_node_loads_the_buckets_and_frees_them(system):
 
     ray, host, engine = system
     before = _bucket_files()
-    broadcaster = WeightSyncBroadcaster(WeightSyncConfig(backend="ipc", timeout_s=120, bucket_mb=1), host, [engine])
+    sync_cfg = WeightSyncConfig(transport={"name": "ipc", "bucket_mb": 1}, timeout_s=120)
+    broadcaster = WeightSyncBroadcaster(sync_cfg, host, [engine])
     ray.get(host.perturb.remote(7))
     assert _gap(ray, host, engine) > 1e-3
     stats = broadcaster.sync(7)
@@ -275,7 +278,7 @@ def test_ipc_sync_past_its_deadline_frees_the_buckets_and_the_next_one_loads(sys
     before = _bucket_files()
     hung = ray.remote(num_cpus=0)(HungIpcEngine).remote()
     try:
-        stuck = WeightSyncBroadcaster(WeightSyncConfig(backend="ipc", timeout_s=15), host, [engine, hung])
+        stuck = WeightSyncBroadcaster(WeightSyncConfig(transport={"name": "ipc"}, timeout_s=15), host, [engine, hung])
         ray.get(host.perturb.remote(8))
         with pytest.raises(WeightSyncTimeout, match=r"rollout\[1\]") as info:
             stuck.sync(8)
@@ -283,5 +286,5 @@ def test_ipc_sync_past_its_deadline_frees_the_buckets_and_the_next_one_loads(sys
         assert ray.get(host.held_ipc.remote()) == {} and _bucket_files() == before
     finally:
         ray.kill(hung)
-    WeightSyncBroadcaster(WeightSyncConfig(backend="ipc", timeout_s=120), host, [engine]).sync(9)
+    WeightSyncBroadcaster(WeightSyncConfig(transport={"name": "ipc"}, timeout_s=120), host, [engine]).sync(9)
     assert _gap(ray, host, engine) < 1e-5 and ray.get(engine.policy_version.remote()) == 9

@@ -252,7 +252,7 @@ def fake_engine_worker(index: int, stall_marker=None):
     if stall_marker:
         os.environ.update(GENSELECT_FAULT=f"rollout_update_drain:1:{stall_marker}", GENSELECT_FAULT_ACTION="hang:3600")
     worker = object.__new__(RolloutWorker)
-    worker.cfg, worker.sync_cfg = RolloutConfig(), WeightSyncConfig(bucket_mb=1)
+    worker.cfg, worker.sync_cfg = RolloutConfig(), WeightSyncConfig(transport={"name": "object_store", "bucket_mb": 1})
     worker.worker_index, worker.tied_embeddings = index, False
     worker.engine, worker.start_seconds = _FakeAsyncLLM(), 0.0
     worker._init_state()
@@ -332,7 +332,7 @@ def test_a_transport_named_by_its_dotted_path_reaches_the_engines_through_weight
     engines = [ray.remote(num_cpus=0)(_FakeEngineActor).remote(index) for index in (0, 1)]
     try:
         ray.get([h.policy_version.remote() for h in engines] + [learner.export_count.remote()], timeout=180)
-        cfg = WeightSyncConfig(backend="tests.actors.helpers_transport:ArraysTransport", timeout_s=60)
+        cfg = WeightSyncConfig(transport={"name": "tests.actors.helpers_transport:ArraysTransport"}, timeout_s=60)
         broadcaster = WeightSyncBroadcaster(cfg, learner, engines)
         broadcaster.sync(1)
         stats = broadcaster.sync(2)
@@ -374,7 +374,7 @@ def test_unknown_backend_is_rejected():
     from core.config import WeightSyncConfig
 
     with pytest.raises(ValueError, match="'mpi'"):
-        WeightSyncBroadcaster(WeightSyncConfig(backend="mpi"), None, [])
+        WeightSyncBroadcaster(WeightSyncConfig(transport={"name": "mpi"}), None, [])
 
 
 @pytest.mark.gpu

@@ -84,7 +84,7 @@ def test_paper_math_1node_lays_out_on_one_gpu_node_with_no_overrides():
     assert "totals: {CPU: 48, GPU: 8}" in out.stdout and out.stdout.count(" -> head-0") == 10
     cfg = load_config("paper_math_1node")
     assert (cfg.learner.num_ranks, cfg.rollout.num_workers) == (4, 4)
-    assert cfg.weight_sync.check_every == 1 and cfg.weight_sync.backend == "nccl"
+    assert cfg.weight_sync.check_every == 1 and cfg.weight_sync.transport["name"] == "nccl"
     assert not (cfg.cluster.learner_node_resource or cfg.cluster.rollout_node_resource
                 or cfg.cluster.verifier_node_resource)
     assert cfg.eval_prompts and cfg.eval_prompts <= 256 and cfg.eval_samples == 0  # sized for 4 engines

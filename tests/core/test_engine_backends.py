@@ -41,7 +41,7 @@ def test_the_config_refuses_a_backend_without_kernels_for_the_models_dtype():
     assert cfg.rollout.attention_backend == "TRITON_ATTN"
 
 
-COLOCATED = ["weight_sync.backend=ipc", "learner.num_gpus=0.5", "rollout.num_gpus=0.5",
+COLOCATED = ["weight_sync.transport.name=ipc", "learner.num_gpus=0.5", "rollout.num_gpus=0.5",
              "rollout.gpu_memory_utilization=0.4", "cluster.placement_strategy=STRICT_PACK"]
 
 
@@ -49,8 +49,9 @@ def test_colocated_ipc_needs_one_shared_gpu_and_an_explicit_memory_split():
     from core.config import ConfigError, load_config
 
     cfg = load_config("smoke", COLOCATED)
-    assert cfg.weight_sync.backend == "ipc"
-    load_config("smoke", ["weight_sync.backend=ipc", "cluster.placement_strategy=STRICT_PACK"])  # CPU: shm channel
+    assert cfg.weight_sync.transport["name"] == "ipc"
+    load_config("smoke", ["weight_sync.transport.name=ipc",
+                          "cluster.placement_strategy=STRICT_PACK"])  # CPU: shm channel
     load_config("smoke", COLOCATED[:3] + COLOCATED[4:] + ["rollout.gpu_memory_utilization=0.9",
                                                           "rollout.kv_cache_memory_bytes=4000000000"])
     for extra, message in [

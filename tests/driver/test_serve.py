@@ -134,7 +134,7 @@ def test_serve_live_follows_every_weight_transport_and_checks_its_replicas():
     from core.config import ConfigError
 
     for backend in ("gloo", "ipc"):  # the coordinator publishes to the board whatever the transport
-        assert load_config("smoke", ["serve.live=true", f"weight_sync.backend={backend}",
+        assert load_config("smoke", ["serve.live=true", f"weight_sync.transport.name={backend}",
                                      "cluster.placement_strategy=STRICT_PACK"]).serve.live
     with pytest.raises(ConfigError, match="serve.max_replicas"):
         load_config("smoke", ["serve.min_replicas=3", "serve.max_replicas=2"])
