@@ -24,20 +24,14 @@ Pure: stdlib only (the estimator classes, which need torch, are imported only by
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Any
 
 from core.plugins import PluginError, callable_check, load_object
+from core.section_params import Param
 
 KEY = "algorithm.advantage"
 
 
-@dataclass(frozen=True)
-class Param:
-    """One parameter of an estimator: its default (its type is the default's) and its help text."""
-    default: Any
-    help: str
-    choices: tuple = ()
 
 
 #: name -> {parameter: Param}; the names are what `algorithm.advantage.name` accepts besides a dotted path

@@ -32,7 +32,7 @@ from __future__ import annotations
 
 from typing import Any, Optional
 
-from core.estimators import Param
+from core.section_params import Param, param_rules
 
 KEY = "rollout.response_form"
 
@@ -97,17 +97,7 @@ def section_rules(section: Any) -> list:
               f"must be '' (the model's own form), one of {list(FORMS)} or a dotted path 'package.module:function'")]
     if is_path(name) or not rules[0][1]:
         return rules
-    table = FORMS[name][1] if name else {}
-    for param, value in params.items():
-        spec = table.get(param)
-        takes = ", ".join(table) or "none"
-        rules.append((f"{KEY}.{param}", spec is not None,
-                      f"is a parameter, but {KEY}.name={name!r} takes {takes} (parameters go to a form that takes "
-                      f"them, or to a function named by its path)"))
-        if spec is not None:
-            rules.append((f"{KEY}.{param}", isinstance(value, type(spec.default)) and not isinstance(value, bool),
-                          f"must be {type(spec.default).__name__} (form {name!r})"))
-    return rules
+    return rules + param_rules(KEY, name, "form", FORMS[name][1] if name else {}, params)
 
 
 def describe() -> list:

@@ -29,7 +29,7 @@ from __future__ import annotations
 
 from typing import Any, Optional
 
-from core.estimators import Param
+from core.section_params import Param, param_rules
 
 KEY = "weight_sync.transport"
 
@@ -123,17 +123,7 @@ def section_rules(section: Any) -> list:
               f"must be one of {list(TRANSPORTS)} or a dotted path 'package.module:Class' to a transport")]
     if is_dotted_path(name) or not rules[0][1]:
         return rules
-    table = TRANSPORTS[name][1]
-    for param, value in params.items():
-        spec = table.get(param)
-        takes = ", ".join(table) or "none"
-        rules.append((f"{KEY}.{param}", spec is not None,
-                      f"is a parameter, but {KEY}.name={name!r} takes {takes} (parameters go to a transport that "
-                      f"takes them, or to a class named by its path)"))
-        if spec is not None:
-            rules.append((f"{KEY}.{param}", isinstance(value, type(spec.default)) and not isinstance(value, bool),
-                          f"must be {type(spec.default).__name__} (transport {name!r})"))
-    return rules
+    return rules + param_rules(KEY, name, "transport", TRANSPORTS[name][1], params, user_code="class")
 
 
 def check_transport(section: Any, user_code: bool = True) -> str:
