@@ -17,7 +17,14 @@ from __future__ import annotations
 
 import ast
 import json
+import threading
 from dataclasses import dataclass
+
+#: CPython 3.11 keeps the AST constructor's recursion depth in the `ast` module's shared state (python/cpython
+#: gh-106905): two threads building AST objects at once can fail with `SystemError: AST constructor recursion depth
+#: mismatch` (a HumanEval reference failed so, 1 in 164, on the pool's threads). The pool plans tests on several
+#: threads, so every parse here holds this lock.
+_PARSE_LOCK = threading.Lock()
 
 
 class InvalidTests(ValueError):
@@ -45,7 +52,8 @@ def _has_assert(node: ast.AST) -> bool:
 def plan_assert(tests: str) -> AssertPlan:
     """Split assert-style tests into steps; raises InvalidTests."""
     try:
-        tree = ast.parse(tests)
+        with _PARSE_LOCK:
+            tree = ast.parse(tests)
     except (SyntaxError, ValueError) as exc:
         raise InvalidTests(f"tests do not parse: {type(exc).__name__}: {exc}") from None
     checks = [n for n in tree.body if isinstance(n, ast.FunctionDef) and n.name == "check"]
