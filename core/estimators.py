@@ -27,7 +27,7 @@ from __future__ import annotations
 from typing import Any
 
 from core.plugins import PluginError, callable_check, load_object
-from core.section_params import Param
+from core.section_params import Param, with_defaults
 
 KEY = "algorithm.advantage"
 
@@ -140,8 +140,7 @@ def resolve_section(section: dict) -> dict:
     name = section["name"]
     if is_path(name):
         return dict(section)
-    return {"name": name, **{p: spec.default for p, spec in ESTIMATORS[name].items()},
-            **{k: v for k, v in section.items() if k != "name"}}
+    return with_defaults(section, name, ESTIMATORS[name])
 
 
 def params(section: dict) -> dict:

@@ -141,13 +141,18 @@ def availability_rules(cfg: Any, user_code: bool = True) -> list:
     return rules
 
 
-def choices() -> dict:
-    """{dotted key: allowed values} of every section whose recipe imports."""
+def _merged(part: str) -> dict:
+    """The dicts that `part` ("choices", "moved_keys") names in every section whose recipe imports, merged."""
     found = {}
     for name in RECIPE_SECTIONS:
         if not unavailable(name):
-            found.update(_load(name, "choices")[0] or {})
+            found.update(_load(name, part)[0] or {})
     return found
+
+
+def choices() -> dict:
+    """{dotted key: allowed values} of every section whose recipe imports."""
+    return _merged("choices")
 
 
 def rules(cfg: Any) -> list:
@@ -161,11 +166,7 @@ def rules(cfg: Any) -> list:
 
 def moved_keys() -> dict:
     """{old dotted path: new one} of every section whose recipe imports."""
-    found = {}
-    for name in RECIPE_SECTIONS:
-        if not unavailable(name):
-            found.update(_load(name, "moved_keys")[0] or {})
-    return found
+    return _merged("moved_keys")
 
 
 def moved_key(key: str):

@@ -32,7 +32,7 @@ from __future__ import annotations
 
 from typing import Any, Optional
 
-from core.section_params import Param, param_rules
+from core.section_params import Param, param_rules, with_defaults
 
 KEY = "rollout.response_form"
 
@@ -81,10 +81,8 @@ def function_path(section: Any) -> str:
 
 def resolve_section(section: Any) -> dict:
     """`section` with every default of a registered form filled in (a function's parameters are kept as they are)."""
-    section = dict(section)
     name = form_name(section)
-    defaults = {p: spec.default for p, spec in FORMS[name][1].items()} if name in FORMS else {}
-    return {"name": name, **defaults, **{k: v for k, v in section.items() if k != "name"}}
+    return with_defaults(section, name, FORMS[name][1] if name in FORMS else {})
 
 
 def section_rules(section: Any) -> list:

@@ -33,3 +33,10 @@ def param_rules(key: str, name: str, kind: str, table: dict, params: dict, user_
             rules.append((f"{key}.{param}", isinstance(value, type(spec.default)) and not isinstance(value, bool),
                           f"must be {type(spec.default).__name__} ({kind} {name!r})"))
     return rules
+
+
+def with_defaults(section: Any, name: str, table: dict) -> dict:
+    """`section` ({name, ...params}) as a plain dict, `name` first, with the default of every parameter of `table`
+    ({parameter: Param}) that the section does not set."""
+    given = {key: value for key, value in dict(section).items() if key != "name"}
+    return {"name": name, **{param: spec.default for param, spec in table.items()}, **given}

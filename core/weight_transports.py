@@ -29,7 +29,7 @@ from __future__ import annotations
 
 from typing import Any, Optional
 
-from core.section_params import Param, param_rules
+from core.section_params import Param, param_rules, with_defaults
 
 KEY = "weight_sync.transport"
 
@@ -76,10 +76,8 @@ def transport_path(name: str) -> str:
 
 def resolve_section(section: Any) -> dict:
     """`section` with every default of a registered transport filled in (a class's parameters are kept as given)."""
-    section = dict(section)
     name = transport_name(section)
-    defaults = {p: spec.default for p, spec in TRANSPORTS[name][1].items()} if name in TRANSPORTS else {}
-    return {"name": name, **defaults, **{k: v for k, v in section.items() if k != "name"}}
+    return with_defaults(section, name, TRANSPORTS[name][1] if name in TRANSPORTS else {})
 
 
 def transport_params(section: Any) -> dict:
