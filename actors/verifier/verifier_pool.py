@@ -227,7 +227,7 @@ class VerifierPool:
         """A generator's solutions (`task=generator`): each response's stated final answer (math,
         `actors.verifier.solutions.stated_answer`) or program (code, `actors.verifier.solutions.code_program`) is
         verified, each distinct one once; the reward is its score (math: 1/0; code: 1 when every test passes, or the
-        pass fraction with `reward=partial`). A math solution that states no answer scores 0 with status
+        pass fraction with `verifier.reward.name=partial`). A math solution that states no answer scores 0 with status
         `parse_failure` (`parse_status` "no_answer"): the policy's mistake, trained on as a wrong answer."""
         checks, keys = {}, []
         for rollout in rollouts:
