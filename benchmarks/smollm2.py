@@ -1,7 +1,7 @@
 """SmolLM2-135M through the whole system: one `python -m driver.train smollm2` run, measured from outside.
 
-    .venv/bin/python benchmarks/smollm2.py [--run-dir runs/smollm2-bench] [--out benchmarks/results/smollm2_run.json]
-        [key=value ...]
+    .venv/bin/python benchmarks/smollm2.py [--config smollm2|smollm2_procedural] [--run-dir runs/smollm2-bench]
+        [--out benchmarks/results/smollm2_run.json] [--keep-evals DIR] [key=value ...]
 
 Starts the run (resume=never) and samples the resident memory of its whole process tree (driver, Ray, learner,
 vLLM engine, verifier) every 2 s; when it ends, reads its metrics.jsonl and summary.json and writes one small JSON:
@@ -9,7 +9,9 @@ the held-out curve (accuracy at each evaluation, with majority@N, random@N and p
 parse-failure rate per step, seconds per step split into generation, learner and sync, response tokens/s, the
 sync check's largest log-prob difference, and the peak memory (the tree's summed RSS, an upper bound since shared
 pages count once per process, and the largest single process with its name). The machine's load average at the start
-and the end is recorded too: on a shared machine times are upper bounds.
+and the end is recorded too: on a shared machine times are upper bounds. `--keep-evals DIR` also copies the run's
+held-out readings, with their per-prompt scores, to DIR/metrics.jsonl: a folder `python -m driver.compare` reads, so
+runs of several seeds pool into one paired CI later without keeping their whole run folders.
 """
 from __future__ import annotations
 
@@ -25,6 +27,7 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
+KNOCKOUT_SETS = ("", "test/", "nocue/")  # validation, test, no cue: the metric prefixes of driver/heldout.py
 
 
 class MemorySampler(threading.Thread):
@@ -73,7 +76,12 @@ def report(run_dir: Path, wall_s: float, sampler: MemorySampler, loads: tuple, c
     split = {k: _median([r.get(f"time/{k}_s") for r in train]) for k in ("step", "generate", "train", "sync")}
     curve = [{"step": r["step"], **{k: r.get(k) for k in ("genselect", "majority", "random", "pass_at_n",
                                                            "parse_failure_rate", "prompts", "problems")},
-              "genselect_ci": [r.get("genselect_lo"), r.get("genselect_hi")]} for r in evals]
+              "genselect_ci": [r.get("genselect_lo"), r.get("genselect_hi")],
+              # the knockout of pairs on each set the run read (None where it read none)
+              **{f"{prefix}knockout/genselect": r.get(f"{prefix}knockout/genselect") for prefix in KNOCKOUT_SETS},
+              **{f"{prefix}knockout/genselect_ci": [r.get(f"{prefix}knockout/genselect_lo"),
+                                                    r.get(f"{prefix}knockout/genselect_hi")] for prefix in KNOCKOUT_SETS}}
+             for r in evals]
     steps = [{"step": r["step"], "reward_all_groups": r.get("reward/all_groups_mean"), "reward_trained": r.get(
               "reward/mean"), "parse_failures": r.get("verifier/parse_failures"),
               "rollouts": r.get("verifier/rollouts"), "response_tokens": r.get("batch/response_tokens"),
@@ -94,13 +102,24 @@ def report(run_dir: Path, wall_s: float, sampler: MemorySampler, loads: tuple, c
     }
 
 
+def keep_evals(run_dir: Path, out_dir: Path) -> Path:
+    """Copy the run's `kind: eval` records (metrics.jsonl lines, per-prompt scores included) to out_dir/metrics.jsonl."""
+    out_dir.mkdir(parents=True, exist_ok=True)
+    target = out_dir / "metrics.jsonl"
+    target.write_text("".join(json.dumps(r) + "\n" for r in _records(run_dir, "eval")))
+    return target
+
+
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--config", default="smollm2", help="the run's config: smollm2 (its own candidates) or "
+                                                              "smollm2_procedural (the default's data)")
     parser.add_argument("--run-dir", default="runs/smollm2-bench")
     parser.add_argument("--out", default="benchmarks/results/smollm2_run.json")
+    parser.add_argument("--keep-evals", default=None, help="also copy the held-out readings to this folder")
     parser.add_argument("overrides", nargs="*")
     args = parser.parse_args(argv)
-    command = [sys.executable, "-m", "driver.train", "smollm2", f"run_dir={args.run_dir}", "resume=never",
+    command = [sys.executable, "-m", "driver.train", args.config, f"run_dir={args.run_dir}", "resume=never",
                "progress=false", *args.overrides]
     print("$", " ".join(command[1:]), flush=True)
     load_start, started = os.getloadavg()[0], time.time()
@@ -115,6 +134,8 @@ def main(argv=None) -> int:
     result = report(ROOT / args.run_dir, time.time() - started, sampler, (load_start, os.getloadavg()[0]),
                     ["python", *command[1:]])
     Path(args.out).write_text(json.dumps(result, indent=1))
+    if args.keep_evals:
+        print(f"kept the held-out readings in {keep_evals(ROOT / args.run_dir, Path(args.keep_evals))}")
     print(json.dumps({k: result[k] for k in ("wall_s", "steps", "median_step_split_s", "tokens_per_s_median",
                                              "peak_rss_tree_gib", "heldout_curve")}, indent=1))
     print(f"wrote {args.out}")

@@ -5,7 +5,7 @@ import subprocess
 import sys
 import time
 
-from benchmarks.smollm2 import MemorySampler, report
+from benchmarks.smollm2 import MemorySampler, keep_evals, report
 
 
 def test_report_reads_the_curve_the_step_split_and_the_sync_check(tmp_path):
@@ -25,6 +25,20 @@ def test_report_reads_the_curve_the_step_split_and_the_sync_check(tmp_path):
     assert out["tokens_per_s_median"] == 20.0 and out["sync_logprob_max_abs_diff_max"] == 5e-5
     assert out["peak_rss_tree_gib"] == 3.0 and out["peak_rss_process"]["process"] == "VLLM::EngineCore"
     assert [s["step"] for s in out["per_step"]] == [1, 2, 3]
+    assert out["heldout_curve"][0]["test/knockout/genselect"] is None  # a set the run did not read
+
+
+def test_kept_evals_are_a_folder_driver_compare_reads(tmp_path):
+    from driver.compare import eval_records
+
+    rows = [{"step": 0, "kind": "eval", "genselect": 0.4, "scores": {"problem_id": ["p0"], "genselect": [1.0]}},
+            {"step": 1, "kind": "train", "time/step_s": 9.0},
+            {"step": 2, "kind": "eval", "genselect": 0.6, "scores": {"problem_id": ["p0"], "genselect": [0.0]}}]
+    (tmp_path / "run").mkdir()
+    (tmp_path / "run" / "metrics.jsonl").write_text("\n".join(json.dumps(r) for r in rows))
+    kept = keep_evals(tmp_path / "run", tmp_path / "kept")
+    assert kept == tmp_path / "kept" / "metrics.jsonl"
+    assert eval_records(tmp_path / "kept") == [rows[0], rows[2]]
 
 
 def test_the_sampler_sees_the_children_of_the_process_it_watches():
