@@ -27,7 +27,6 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-KNOCKOUT_SETS = ("", "test/", "nocue/")  # validation, test, no cue: the metric prefixes of driver/heldout.py
 
 
 class MemorySampler(threading.Thread):
@@ -70,18 +69,24 @@ def _median(values: list):
     return statistics.median(values) if values else None
 
 
+def _knockouts(reading: dict) -> dict:
+    """The knockout of pairs with its CI on each held-out set of an eval record (None where the run read none)."""
+    from driver.compare import SET_PREFIXES  # the metric prefix of each held-out set: validation, test, no cue
+
+    out = {}
+    for prefix in SET_PREFIXES.values():
+        key = f"{prefix}knockout/genselect"
+        out[key], out[key + "_ci"] = reading.get(key), [reading.get(key + "_lo"), reading.get(key + "_hi")]
+    return out
+
+
 def report(run_dir: Path, wall_s: float, sampler: MemorySampler, loads: tuple, command: list) -> dict:
     train, evals = _records(run_dir, "train"), _records(run_dir, "eval")
     summary = json.loads((run_dir / "summary.json").read_text())
     split = {k: _median([r.get(f"time/{k}_s") for r in train]) for k in ("step", "generate", "train", "sync")}
     curve = [{"step": r["step"], **{k: r.get(k) for k in ("genselect", "majority", "random", "pass_at_n",
                                                            "parse_failure_rate", "prompts", "problems")},
-              "genselect_ci": [r.get("genselect_lo"), r.get("genselect_hi")],
-              # the knockout of pairs on each set the run read (None where it read none)
-              **{f"{prefix}knockout/genselect": r.get(f"{prefix}knockout/genselect") for prefix in KNOCKOUT_SETS},
-              **{f"{prefix}knockout/genselect_ci": [r.get(f"{prefix}knockout/genselect_lo"),
-                                                    r.get(f"{prefix}knockout/genselect_hi")] for prefix in KNOCKOUT_SETS}}
-             for r in evals]
+              "genselect_ci": [r.get("genselect_lo"), r.get("genselect_hi")], **_knockouts(r)} for r in evals]
     steps = [{"step": r["step"], "reward_all_groups": r.get("reward/all_groups_mean"), "reward_trained": r.get(
               "reward/mean"), "parse_failures": r.get("verifier/parse_failures"),
               "rollouts": r.get("verifier/rollouts"), "response_tokens": r.get("batch/response_tokens"),
@@ -103,7 +108,8 @@ def report(run_dir: Path, wall_s: float, sampler: MemorySampler, loads: tuple, c
 
 
 def keep_evals(run_dir: Path, out_dir: Path) -> Path:
-    """Copy the run's `kind: eval` records (metrics.jsonl lines, per-prompt scores included) to out_dir/metrics.jsonl."""
+    """Copy the run's `kind: eval` records (metrics.jsonl lines, per-prompt scores included) to
+    out_dir/metrics.jsonl."""
     out_dir.mkdir(parents=True, exist_ok=True)
     target = out_dir / "metrics.jsonl"
     target.write_text("".join(json.dumps(r) + "\n" for r in _records(run_dir, "eval")))
