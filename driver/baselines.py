@@ -16,7 +16,8 @@ selector that needs no RL:
   scores the cue rule.
 
 Each rule draws its ties from a generator seeded by the run's seed, the rule and the prompt's id, so a rule's choice
-on a prompt is the same at every reading. Pure apart from `answers_agree`'s math-verify worker processes: the
+on a prompt is the same at every reading; on a prompt where no candidate states the answer a rule follows, it draws
+the cue rule's ties and so picks what the cue rule picks. Pure apart from `answers_agree`'s math-verify worker processes: the
 knockout's judge reads candidates, not an engine.
 """
 from __future__ import annotations
@@ -74,10 +75,18 @@ def _rng(seed: int, rule: str, task) -> random.Random:
     return random.Random(f"{rule}|{seed}|{task.prompt_id}")
 
 
+def _task_rng(seed: int, rule: str, task, stating: Optional[Sequence[int]]) -> random.Random:
+    """The generator `rule` draws its ties from on `task`: where no candidate states the answer it follows, the cue
+    rule's own, so the rule picks exactly what the cue rule picks there (a rule that answers nothing is the cue rule,
+    not a second draw of it that a maximum over rules would favour)."""
+    return _rng(seed, rule if stating else "cue", task)
+
+
 def whole_prompt_choices(rule: str, tasks: Sequence, stating: Sequence, seed: int) -> list:
     """P choices of `rule` reading each task's N candidates at once. stating: P tuples of candidate indices
     (`rule_choice`)."""
-    return [rule_choice(rule, t, range(t.num_candidates), s, _rng(seed, rule, t)) for t, s in zip(tasks, stating)]
+    return [rule_choice(rule, t, range(t.num_candidates), s, _task_rng(seed, rule, t, s))
+            for t, s in zip(tasks, stating)]
 
 
 def knockout_choices(rule: str, tasks: Sequence, stating: Sequence, window: int, seed: int) -> list:
@@ -85,7 +94,7 @@ def knockout_choices(rule: str, tasks: Sequence, stating: Sequence, window: int,
     group), as the policy's knockout reading does."""
     from core.algo.selection import knockout
 
-    rngs = [_rng(seed, rule, t) for t in tasks]
+    rngs = [_task_rng(seed, rule, t, s) for t, s in zip(tasks, stating)]
 
     async def judge(groups: list) -> list:
         verdicts = []

@@ -65,6 +65,21 @@ def test_the_solve_alone_rule_follows_the_candidates_stating_its_answer_and_fall
     assert {baselines.rule_choice("solve_alone", task, range(3), (), rng) for _ in range(40)} == {1, 2}
 
 
+def test_a_rule_that_states_nothing_picks_exactly_what_the_cue_rule_picks():
+    """Where no candidate states the answer a rule follows, the rule draws the cue rule's ties: a model that answers
+    nothing reads as the cue rule itself, not as a second draw of it (the best of two draws would flatter the
+    baseline RL is measured against). Where a candidate states it, the rule follows it."""
+    tasks = [_task(f"p{i}", [str(j) for j in range(8)], [int(j == i % 8) for j in range(8)], hedged=(0, 1))
+             for i in range(40)]
+    for rule in ("own_answer", "solve_alone"):
+        assert baselines.whole_prompt_choices(rule, tasks, [()] * 40, seed=5) \
+            == baselines.whole_prompt_choices("cue", tasks, [None] * 40, seed=5)
+        assert baselines.knockout_choices(rule, tasks, [()] * 40, window=3, seed=5) \
+            == baselines.knockout_choices("cue", tasks, [None] * 40, window=3, seed=5)
+    stating = [(i % 8,) for i in range(40)]
+    assert baselines.knockout_choices("solve_alone", tasks, stating, window=3, seed=5) == [i % 8 for i in range(40)]
+
+
 @pytest.mark.parametrize("solution, answer", [
     ("2 + 3 = 5\n5 * 4 = 20\nAnswer: 20", "20"),
     ("Answer: 20 #3", "20"),                        # a solve-then-point model's pointer is not its answer
