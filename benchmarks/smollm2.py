@@ -128,6 +128,8 @@ def main(argv=None) -> int:
     command = [sys.executable, "-m", "driver.train", args.config, f"run_dir={args.run_dir}", "resume=never",
                "progress=false", *args.overrides]
     print("$", " ".join(command[1:]), flush=True)
+    commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True,
+                            text=True).stdout.strip() or None
     load_start, started = os.getloadavg()[0], time.time()
     proc = subprocess.Popen(command, cwd=ROOT)
     sampler = MemorySampler(proc.pid)
@@ -139,9 +141,12 @@ def main(argv=None) -> int:
         return code
     result = report(ROOT / args.run_dir, time.time() - started, sampler, (load_start, os.getloadavg()[0]),
                     ["python", *command[1:]])
-    Path(args.out).write_text(json.dumps(result, indent=1))
+    result["commit"] = commit
     if args.keep_evals:
-        print(f"kept the held-out readings in {keep_evals(ROOT / args.run_dir, Path(args.keep_evals))}")
+        kept = keep_evals(ROOT / args.run_dir, Path(args.keep_evals))
+        result["kept_readings"] = f"{kept} (python -m driver.compare {Path(args.keep_evals)})"
+        print(f"kept the held-out readings in {kept}")
+    Path(args.out).write_text(json.dumps(result, indent=1))
     print(json.dumps({k: result[k] for k in ("wall_s", "steps", "median_step_split_s", "tokens_per_s_median",
                                              "peak_rss_tree_gib", "heldout_curve")}, indent=1))
     print(f"wrote {args.out}")
