@@ -17,8 +17,8 @@ selector that needs no RL:
 
 Each rule draws its ties from a generator seeded by the run's seed, the rule and the prompt's id, so a rule's choice
 on a prompt is the same at every reading; on a prompt where no candidate states the answer a rule follows, it draws
-the cue rule's ties and so picks what the cue rule picks. Pure apart from `answers_agree`'s math-verify worker processes: the
-knockout's judge reads candidates, not an engine.
+the cue rule's ties and so picks what the cue rule picks. Pure apart from `answers_agree`'s math-verify worker
+processes: the knockout's judge reads candidates, not an engine.
 """
 from __future__ import annotations
 
